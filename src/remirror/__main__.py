@@ -1,0 +1,5 @@
+"""Allow `python -m remirror`."""
+
+from remirror.cli import main
+
+main()

@@ -1,0 +1,129 @@
+"""The verbs. Each returns its exit code; errors are raised, not printed."""
+
+from __future__ import annotations
+
+import json
+
+import click
+
+from remirror.cli.output import OUTPUT_FORMATS, console, emit_json
+from remirror.errors import EXIT_BAD_INPUT, NotImplementedYet, ProfileError
+from remirror.profile import Profile, load_profile
+from remirror.units import format_duration, format_size
+
+profile_argument = click.argument("profile_path", metavar="PROFILE", type=click.Path(dir_okay=False))
+output_option = click.option("-o", "--output", type=OUTPUT_FORMATS, default="text", show_default=True)
+
+
+@click.command()
+@profile_argument
+@output_option
+def validate(profile_path: str, output: str) -> int:
+    """Check a profile without touching any site."""
+    try:
+        profile = load_profile(profile_path)
+    except ProfileError as error:
+        if output != "json":
+            raise
+        emit_json(
+            "validate",
+            {
+                "valid": False,
+                "problems": [
+                    {
+                        "file": p.source,
+                        "line": p.line,
+                        "column": p.column,
+                        "path": p.path,
+                        "message": p.message,
+                    }
+                    for p in error.problems
+                ],
+            },
+        )
+        return EXIT_BAD_INPUT
+    if output == "json":
+        emit_json("validate", {"valid": True, "profile": profile.model_dump(mode="json")})
+    else:
+        _describe(profile_path, profile)
+    return 0
+
+
+def _describe(source: str, profile: Profile) -> None:
+    out = console()
+    out.print(f"{source}: valid profile {profile.name!r}", markup=False)
+    sites = ", ".join(f"{name} ({site.host})" for name, site in profile.sites.items())
+    out.print(f"  sites:   {sites}", markup=False)
+    for mirror in profile.mirrors:
+        r = mirror.replication
+        mode = f"async, write-behind {r.effective_write_behind}" if r.mode == "async" else "sync"
+        timeouts = mirror.iscsi.timeouts if isinstance(mirror.iscsi.timeouts, str) else "custom"
+        out.print(
+            f"  mirror {mirror.name}: {mirror.md_device}, {mode}, bitmap chunk {format_size(r.bitmap_chunk)},"
+            f" on link loss {r.on_link_loss}, iSCSI timeouts {timeouts}",
+            markup=False,
+        )
+        primary = mirror.primary
+        cache = f" (+{primary.cache.type} {primary.cache.disk})" if primary.cache else ""
+        out.print(f"    primary  {primary.site}:{primary.disk}{cache}", markup=False)
+        for replica in mirror.replicas:
+            cache = f" (+{replica.cache.type} {replica.cache.disk})" if replica.cache else ""
+            out.print(
+                f"    replica  {replica.site}:{replica.disk}{cache} via {replica.portal}"
+                f" as {profile.replica_iqn(mirror, replica)}",
+                markup=False,
+            )
+        if mirror.cdp:
+            out.print(
+                f"    cdp      a point every {format_duration(mirror.cdp.every)},"
+                f" kept {format_duration(mirror.cdp.keep)}",
+                markup=False,
+            )
+        if mirror.export:
+            out.print(f"    export   {mirror.export.iqn} on {mirror.export.portal}", markup=False)
+
+
+@click.command()
+def schema() -> int:
+    """Print the profile's JSON Schema."""
+    click.echo(json.dumps(Profile.model_json_schema(), indent=2))
+    return 0
+
+
+@click.command()
+@profile_argument
+@click.option("--detailed-exitcode", is_flag=True, help="Exit 2 when there are changes.")
+@output_option
+def plan(profile_path: str, detailed_exitcode: bool, output: str) -> int:
+    """Show what apply would change."""
+    raise NotImplementedYet("plan", 4)
+
+
+@click.command()
+@profile_argument
+@click.option("--yes", is_flag=True, help="Do not ask before applying.")
+@click.option("--allow-destructive", is_flag=True, help="Allow writing over disks that hold data.")
+@output_option
+def apply(profile_path: str, yes: bool, allow_destructive: bool, output: str) -> int:
+    """Make the sites match the profile."""
+    raise NotImplementedYet("apply", 4)
+
+
+@click.command()
+@click.argument("profile_path", metavar="[PROFILE]", required=False)
+@output_option
+def status(profile_path: str | None, output: str) -> int:
+    """Show the state of each mirror and leg."""
+    raise NotImplementedYet("status", 6)
+
+
+@click.command()
+@click.argument("profile_path", metavar="[PROFILE]", required=False)
+def check(profile_path: str | None) -> int:
+    """Monitoring-plugins check (exit 0 OK, 1 WARNING, 2 CRITICAL, 3 UNKNOWN)."""
+    # Already wired into Nagios? Then it must read UNKNOWN, not OK.
+    click.echo("REMIRROR UNKNOWN - check is not implemented yet (tracked in issue #6)")
+    return 3
+
+
+ALL = [validate, schema, plan, apply, status, check]

@@ -1,0 +1,44 @@
+"""How the CLI talks: human text or JSON on stdout, logs on stderr.
+
+Machine output (`-o json`) is one JSON document carrying `schema_version`;
+its shape only changes with that number. Human output goes through rich,
+which honours NO_COLOR and drops colour and cursor tricks when stdout is not
+a terminal.
+"""
+
+from __future__ import annotations
+
+import json
+import logging
+import sys
+from typing import Any
+
+import click
+from rich.console import Console
+
+# Bump when a JSON document's shape changes in a way a consumer could notice.
+SCHEMA_VERSION = 1
+
+OUTPUT_FORMATS = click.Choice(["text", "json"])
+
+
+def console() -> Console:
+    """A console on stdout for human output."""
+    return Console(highlight=False, soft_wrap=True)
+
+
+def emit_json(kind: str, payload: dict[str, Any]) -> None:
+    """Print one JSON document with the schema version and its kind."""
+    document = {"schema_version": SCHEMA_VERSION, "kind": kind, **payload}
+    click.echo(json.dumps(document, indent=2, sort_keys=False))
+
+
+def setup_logging(verbose: int, debug: bool) -> None:
+    """Logs to stderr: warnings by default, -v info, --debug everything."""
+    level = logging.DEBUG if debug else logging.INFO if verbose else logging.WARNING
+    handler = logging.StreamHandler(sys.stderr)
+    handler.setFormatter(logging.Formatter("remirror: %(levelname)s: %(message)s"))
+    root = logging.getLogger("remirror")
+    root.handlers[:] = [handler]
+    root.setLevel(level)
+    root.propagate = False

@@ -1,0 +1,109 @@
+"""The error types every layer raises.
+
+Two families, as in tox and kopf: a `RemirrorError` is an *expected* failure
+(bad input, a site that cannot be reached, a command that failed) and is
+shown to the operator as one line, with an exit code that says which kind it
+was. Anything else escaping to the CLI is a bug and gets a traceback under
+`--debug`.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+
+# Exit codes shared by every verb. `plan --detailed-exitcode` and `check`
+# (monitoring-plugins) define their own on top of these where they must.
+EXIT_OK = 0
+EXIT_FAILURE = 1
+EXIT_BAD_INPUT = 3
+
+
+class RemirrorError(Exception):
+    """An expected failure, reported to the operator as one line."""
+
+    exit_code = EXIT_FAILURE
+
+    def one_line(self) -> str:
+        """The message as the CLI prints it."""
+        return " ".join(str(self).split())
+
+
+class UsageError(RemirrorError):
+    """The command line itself is wrong."""
+
+    exit_code = EXIT_BAD_INPUT
+
+
+class ProfileError(RemirrorError):
+    """A profile that cannot be loaded or breaks a rule; carries every problem found."""
+
+    exit_code = EXIT_BAD_INPUT
+
+    def __init__(self, problems: Sequence[ProfileProblem]) -> None:
+        self.problems = tuple(problems)
+        super().__init__("\n".join(str(p) for p in self.problems))
+
+    def one_line(self) -> str:
+        # One line per problem: an editor can jump to each file:line:col.
+        return str(self)
+
+
+class ProfileProblem:
+    """One problem in a profile: where it is and what is wrong."""
+
+    def __init__(self, source: str, line: int, column: int, path: str, message: str) -> None:
+        self.source = source
+        self.line = line
+        self.column = column
+        self.path = path
+        self.message = message
+
+    def __str__(self) -> str:
+        where = f"{self.source}:{self.line}:{self.column}"
+        return f"{where}: {self.path}: {self.message}" if self.path else f"{where}: {self.message}"
+
+    def __repr__(self) -> str:
+        return f"ProfileProblem({self!s})"
+
+
+class NotImplementedYet(RemirrorError):
+    """A verb whose capability has not landed; says so instead of pretending."""
+
+    def __init__(self, verb: str, issue: int) -> None:
+        super().__init__(f"{verb}: not implemented yet (tracked in issue #{issue})")
+
+
+class SiteError(RemirrorError):
+    """Something went wrong on, or on the way to, one site."""
+
+    def __init__(self, site: str, message: str) -> None:
+        self.site = site
+        super().__init__(f"site {site}: {message}")
+
+
+class SiteUnreachable(SiteError):
+    """The site could not be connected to or refused our credentials."""
+
+
+class CommandError(SiteError):
+    """A command on a site failed; carries what ran (redacted) and how it ended."""
+
+    def __init__(
+        self,
+        site: str,
+        argv: Sequence[str],
+        returncode: int | None,
+        stderr_tail: str,
+        reason: str = "",
+    ) -> None:
+        self.argv = tuple(argv)
+        self.returncode = returncode
+        self.stderr_tail = stderr_tail
+        shown = " ".join(self.argv)
+        how = reason or f"exit code {returncode}"
+        detail = f": {stderr_tail}" if stderr_tail else ""
+        super().__init__(site, f"`{shown}` failed ({how}){detail}")
+
+
+class CommandTimeout(CommandError):
+    """A command on a site ran past its timeout and was stopped."""

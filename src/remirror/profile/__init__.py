@@ -1,0 +1,34 @@
+"""The profile layer: what the operator wants, loaded and checked. Pure: no side effects."""
+
+from remirror.profile.loader import load_profile, parse_profile
+from remirror.profile.model import (
+    Cache,
+    Cdp,
+    Chap,
+    Export,
+    Iscsi,
+    Mirror,
+    PrimaryLeg,
+    Profile,
+    ReplicaLeg,
+    Replication,
+    Site,
+    SshOptions,
+)
+
+__all__ = [
+    "Cache",
+    "Cdp",
+    "Chap",
+    "Export",
+    "Iscsi",
+    "Mirror",
+    "PrimaryLeg",
+    "Profile",
+    "ReplicaLeg",
+    "Replication",
+    "Site",
+    "SshOptions",
+    "load_profile",
+    "parse_profile",
+]

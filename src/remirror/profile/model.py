@@ -1,0 +1,268 @@
+"""The profile: what the operator wants, as immutable pydantic models.
+
+Every model rejects unknown keys (a typo must not silently become a default).
+Field-level checks live in `types.py`; rules that relate several fields in
+`rules.py`. Build a Profile through `remirror.profile.load_profile` or
+`parse_profile`, which run both and point errors at file:line:col.
+"""
+
+from __future__ import annotations
+
+from typing import Any, Literal
+
+from pydantic import BaseModel, ConfigDict, Field, PrivateAttr, field_validator
+
+from remirror.profile.timeouts import OnLinkLoss, is_reserved_key, node_settings
+from remirror.profile.types import (
+    AbsolutePath,
+    BitmapChunk,
+    DevicePath,
+    Iqn,
+    Name,
+    Portal,
+    PortalText,
+    PositiveDuration,
+    SiteHost,
+    SshAddress,
+    parse_ssh_address,
+)
+
+PROFILE_VERSION = 1
+
+# Derived target names: the iSCSI naming authority part is fixed so that a
+# profile re-applied on another controller derives the same names.
+DERIVED_IQN_PREFIX = "iqn.2026-11.org.remirror"
+
+# md's default write-behind backlog (mdadm.8), used when async gives none.
+DEFAULT_WRITE_BEHIND = 256
+
+
+class _Model(BaseModel):
+    model_config = ConfigDict(extra="forbid", frozen=True)
+
+
+class SshOptions(_Model):
+    """How to reach a remote site over SSH."""
+
+    identity_file: AbsolutePath | None = Field(
+        None, description="private key; default: the controller user's ~/.ssh keys"
+    )
+    known_hosts: AbsolutePath | None = Field(
+        None, description="host keys to check against; default ~/.ssh/known_hosts"
+    )
+    connect_timeout: PositiveDuration = Field(10.0, description="give up connecting after this")
+
+
+class Site(_Model):
+    """A host that carries legs: this machine (`local`) or one reached over SSH."""
+
+    host: SiteHost = Field(description="'local' or ssh://[user@]host[:port]")
+    ssh: SshOptions | None = None
+
+    @property
+    def is_local(self) -> bool:
+        """Whether remirror runs on this site itself."""
+        return self.host == "local"
+
+    @property
+    def ssh_address(self) -> SshAddress:
+        """The parsed ssh:// address (only for remote sites)."""
+        return parse_ssh_address(self.host)
+
+
+class Cache(_Model):
+    """A fast device in front of a leg's disk: the seeds' disk caching disk (DCD)."""
+
+    type: Literal["writecache", "cache"] = Field(
+        "writecache", description="dm-writecache (default) or dm-cache in writeback mode"
+    )
+    disk: DevicePath
+
+
+class PrimaryLeg(_Model):
+    """The leg on the site that runs the array; reads are served from it."""
+
+    site: Name
+    disk: DevicePath
+    cache: Cache | None = None
+
+
+class ReplicaLeg(_Model):
+    """A remote leg: a disk exported by its site over iSCSI, write-mostly in the array."""
+
+    site: Name
+    disk: DevicePath
+    portal: PortalText = Field(description="ADDRESS[:PORT] the primary reaches this site on")
+    iqn: Iqn | None = Field(None, description="target name; derived from the names when absent")
+    cache: Cache | None = None
+
+    @property
+    def portal_address(self) -> Portal:
+        """The portal as address and port."""
+        return Portal.parse(self.portal)
+
+
+class Replication(_Model):
+    """How writes reach the replicas and what a lost link does."""
+
+    mode: Literal["sync", "async"] = Field(
+        "sync", description="sync: ack when every leg has the write; async: md write-behind"
+    )
+    write_behind: int | None = Field(
+        None,
+        ge=0,
+        le=16383,
+        description=f"writes allowed to trail the replicas (async only, default {DEFAULT_WRITE_BEHIND})",
+    )
+    bitmap_chunk: BitmapChunk = Field(64 * 1024**2, description="write-intent bitmap chunk")
+    on_link_loss: OnLinkLoss = Field(
+        "degrade", description="degrade: fail the leg fast, resync later; wait: queue I/O"
+    )
+
+    @property
+    def effective_write_behind(self) -> int:
+        """The md backlog to configure: 0 in sync mode."""
+        if self.mode == "sync":
+            return 0
+        return DEFAULT_WRITE_BEHIND if self.write_behind is None else self.write_behind
+
+
+class Chap(_Model):
+    """CHAP credentials; the secrets are read from files, never written inline."""
+
+    username: str = Field(min_length=1, max_length=255, pattern=r"^[^\s]+$")
+    password_file: AbsolutePath
+    mutual: bool = Field(False, description="the initiator also authenticates the target")
+    mutual_username: str | None = Field(
+        None, min_length=1, max_length=255, pattern=r"^[^\s]+$", description="default: username"
+    )
+    mutual_password_file: AbsolutePath | None = Field(
+        None, description="default: password_file with '.mutual' appended"
+    )
+
+    @property
+    def target_username(self) -> str:
+        """The name the target answers mutual CHAP with."""
+        return self.mutual_username or self.username
+
+    @property
+    def target_password_file(self) -> str:
+        """Where the target's mutual CHAP secret is kept."""
+        return self.mutual_password_file or f"{self.password_file}.mutual"
+
+
+TimeoutPreset = Literal["lan", "wan"]
+
+
+class Iscsi(_Model):
+    """iSCSI settings of the session from the primary to each replica."""
+
+    chap: Chap | None = None
+    timeouts: TimeoutPreset | dict[str, str] = Field(
+        "lan", description="lan | wan | a mapping of iscsiadm node keys to values"
+    )
+
+    @field_validator("timeouts", mode="before")
+    @classmethod
+    def _custom_timeouts(cls, value: Any) -> Any:
+        if isinstance(value, str):
+            if value not in ("lan", "wan"):
+                raise ValueError(f"{value!r} is not a preset (lan, wan) or a mapping of iscsiadm keys")
+            return value
+        if not isinstance(value, dict) or not value:
+            raise ValueError("expected lan, wan or a non-empty mapping of iscsiadm node keys")
+        custom: dict[str, str] = {}
+        for key, setting in value.items():
+            if not isinstance(key, str) or not key.startswith("node."):
+                raise ValueError(f"{key!r} is not an iscsiadm node key (they start with 'node.')")
+            if is_reserved_key(key):
+                raise ValueError(f"{key} is managed by remirror and cannot be set here")
+            if isinstance(setting, bool) or not isinstance(setting, int | str):
+                raise ValueError(f"{key}: expected a number or a word")
+            custom[key] = str(setting)
+        return custom
+
+    def node_settings(self, on_link_loss: OnLinkLoss) -> dict[str, str]:
+        """The iscsiadm node keys to set on the primary for each replica."""
+        return node_settings(self.timeouts, on_link_loss)
+
+
+class Cdp(_Model):
+    """Continuous data protection: recovery points within a window."""
+
+    every: PositiveDuration = Field(description="a recovery point at least this often")
+    keep: PositiveDuration = Field(description="protection window: points older are pruned")
+
+
+class Export(_Model):
+    """Serve the mirror device itself over iSCSI to application hosts."""
+
+    iqn: Iqn
+    portal: PortalText = Field("0.0.0.0:3260", description="where the export listens")
+    initiators: list[Iqn] = Field(min_length=1, description="initiator names allowed to log in")
+    chap: Chap | None = None
+
+
+class Mirror(_Model):
+    """One mirrored device: a primary leg and one or more replica legs."""
+
+    name: Name
+    device: DevicePath | None = Field(None, description="default /dev/md/NAME")
+    primary: PrimaryLeg
+    replicas: list[ReplicaLeg] = Field(min_length=1)
+    replication: Replication = Field(default_factory=Replication)
+    iscsi: Iscsi = Field(default_factory=Iscsi)
+    cdp: Cdp | None = None
+    export: Export | None = None
+
+    @field_validator("device")
+    @classmethod
+    def _md_device(cls, value: str | None) -> str | None:
+        if value is not None and not value.startswith("/dev/md/"):
+            raise ValueError(f"{value!r}: the mirror device is an md array, /dev/md/NAME")
+        return value
+
+    @property
+    def md_device(self) -> str:
+        """The path applications use."""
+        return self.device or f"/dev/md/{self.name}"
+
+
+class Profile(_Model):
+    """A whole profile: sites and the mirrors between them."""
+
+    version: Literal[1] = Field(description="profile format version")
+    name: Name
+    sites: dict[Name, Site] = Field(min_length=1)
+    mirrors: list[Mirror] = Field(min_length=1)
+
+    @field_validator("version", mode="before")
+    @classmethod
+    def _known_version(cls, value: Any) -> Any:
+        if value != PROFILE_VERSION or isinstance(value, bool):
+            raise ValueError(
+                f"unsupported profile version {value!r} (this remirror reads version {PROFILE_VERSION})"
+            )
+        return value
+
+    _source: str = PrivateAttr("<profile>")
+    _positions: dict[tuple[str | int, ...], tuple[int, int]] = PrivateAttr(default_factory=dict)
+
+    def replica_iqn(self, mirror: Mirror, replica: ReplicaLeg) -> str:
+        """The target name of a replica leg: given, or derived from the names."""
+        return replica.iqn or f"{DERIVED_IQN_PREFIX}:{self.name}.{mirror.name}.{replica.site}"
+
+    def mirror(self, name: str) -> Mirror:
+        """The mirror with this name (KeyError if there is none)."""
+        for mirror in self.mirrors:
+            if mirror.name == name:
+                return mirror
+        raise KeyError(name)
+
+    def where(self, *path: str | int) -> str:
+        """`file:line:col` of a key in the profile, for errors found after loading."""
+        for end in range(len(path), -1, -1):
+            if path[:end] in self._positions:
+                line, column = self._positions[path[:end]]
+                return f"{self._source}:{line}:{column}"
+        return self._source

@@ -1,0 +1,159 @@
+"""Rules that relate several fields of a profile.
+
+Each rule yields `(path, message)` pairs; the path names the key the
+operator must change, so the loader can point at its line. Rules run only on
+a profile whose fields are individually valid.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterator
+
+from remirror.profile.model import Cache, Mirror, Profile
+
+Path = tuple[str | int, ...]
+Violation = tuple[Path, str]
+
+
+def check(profile: Profile) -> list[Violation]:
+    """Every rule violation in the profile, in document order."""
+    return [
+        *_legs_name_defined_sites(profile),
+        *_ssh_options_only_for_ssh_sites(profile),
+        *_unique_mirrors(profile),
+        *_one_leg_per_site(profile),
+        *_disks_used_once(profile),
+        *_unique_target_names(profile),
+        *_replication_consistent(profile),
+        *_chap_consistent(profile),
+        *_cdp_window(profile),
+    ]
+
+
+def _legs(mirror: Mirror, index: int) -> Iterator[tuple[Path, str, str, Cache | None]]:
+    """(path, site, disk, cache) of each leg of a mirror."""
+    yield ("mirrors", index, "primary"), mirror.primary.site, mirror.primary.disk, mirror.primary.cache
+    for r, replica in enumerate(mirror.replicas):
+        yield ("mirrors", index, "replicas", r), replica.site, replica.disk, replica.cache
+
+
+def _legs_name_defined_sites(profile: Profile) -> Iterator[Violation]:
+    defined = ", ".join(sorted(profile.sites))
+    for m, mirror in enumerate(profile.mirrors):
+        for path, site, _disk, _cache in _legs(mirror, m):
+            if site not in profile.sites:
+                yield (*path, "site"), f"site {site!r} is not defined under sites (defined: {defined})"
+
+
+def _ssh_options_only_for_ssh_sites(profile: Profile) -> Iterator[Violation]:
+    for name, site in profile.sites.items():
+        if site.is_local and site.ssh is not None:
+            yield ("sites", name, "ssh"), "ssh options given for a local site"
+
+
+def _unique_mirrors(profile: Profile) -> Iterator[Violation]:
+    names: dict[str, int] = {}
+    devices: dict[str, int] = {}
+    for m, mirror in enumerate(profile.mirrors):
+        if mirror.name in names:
+            yield (
+                ("mirrors", m, "name"),
+                f"mirror name {mirror.name!r} is already used by mirrors[{names[mirror.name]}]",
+            )
+        names.setdefault(mirror.name, m)
+        if mirror.md_device in devices:
+            yield (
+                ("mirrors", m, "device"),
+                f"device {mirror.md_device} is already used by mirrors[{devices[mirror.md_device]}]",
+            )
+        devices.setdefault(mirror.md_device, m)
+
+
+def _one_leg_per_site(profile: Profile) -> Iterator[Violation]:
+    # Two legs of one mirror on one site protect against nothing the site can
+    # lose, and the replica's target would be exported to its own host.
+    for m, mirror in enumerate(profile.mirrors):
+        seen: dict[str, Path] = {}
+        for path, site, _disk, _cache in _legs(mirror, m):
+            if site in seen:
+                yield (
+                    (*path, "site"),
+                    f"mirror {mirror.name!r} already has a leg on site {site!r} ({format_path(seen[site])})",
+                )
+            seen.setdefault(site, path)
+
+
+def _disks_used_once(profile: Profile) -> Iterator[Violation]:
+    used: dict[tuple[str, str], Path] = {}
+    for m, mirror in enumerate(profile.mirrors):
+        for path, site, disk, cache in _legs(mirror, m):
+            places = [((*path, "disk"), disk)]
+            if cache is not None:
+                places.append(((*path, "cache", "disk"), cache.disk))
+            for where, device in places:
+                key = (site, device)
+                if key in used:
+                    yield where, f"disk {device} on site {site!r} is already used by {format_path(used[key])}"
+                used.setdefault(key, where)
+
+
+def _unique_target_names(profile: Profile) -> Iterator[Violation]:
+    seen: dict[str, Path] = {}
+    for m, mirror in enumerate(profile.mirrors):
+        targets: list[tuple[Path, str]] = [
+            (("mirrors", m, "replicas", r, "iqn"), profile.replica_iqn(mirror, replica))
+            for r, replica in enumerate(mirror.replicas)
+        ]
+        if mirror.export is not None:
+            targets.append((("mirrors", m, "export", "iqn"), mirror.export.iqn))
+        for path, iqn in targets:
+            if iqn in seen:
+                yield path, f"target name {iqn} is already used by {format_path(seen[iqn])}"
+            seen.setdefault(iqn, path)
+
+
+def _replication_consistent(profile: Profile) -> Iterator[Violation]:
+    for m, mirror in enumerate(profile.mirrors):
+        replication = mirror.replication
+        path = ("mirrors", m, "replication")
+        if replication.mode == "sync" and replication.write_behind is not None:
+            yield (*path, "write_behind"), "only allowed with mode: async"
+        if replication.mode == "async" and replication.write_behind == 0:
+            yield (*path, "write_behind"), "0 makes async mode synchronous; use mode: sync"
+
+
+def _chap_consistent(profile: Profile) -> Iterator[Violation]:
+    for m, mirror in enumerate(profile.mirrors):
+        places = [(("mirrors", m, "iscsi", "chap"), mirror.iscsi.chap)]
+        if mirror.export is not None:
+            places.append((("mirrors", m, "export", "chap"), mirror.export.chap))
+        for path, chap in places:
+            if chap is None:
+                continue
+            if not chap.mutual:
+                for field in ("mutual_username", "mutual_password_file"):
+                    if getattr(chap, field) is not None:
+                        yield (*path, field), "only allowed with mutual: true"
+            elif chap.target_password_file == chap.password_file:
+                # RFC 3720 11.1.4: the two directions must not share a secret.
+                yield (*path, "mutual_password_file"), "must differ from password_file"
+
+
+def _cdp_window(profile: Profile) -> Iterator[Violation]:
+    for m, mirror in enumerate(profile.mirrors):
+        if mirror.cdp is not None and mirror.cdp.keep < mirror.cdp.every:
+            yield (
+                ("mirrors", m, "cdp", "keep"),
+                "the protection window is shorter than the interval between points",
+            )
+
+
+def format_path(path: Path) -> str:
+    """Render a key path the way the operator reads it: `mirrors[0].replication`."""
+    out = ""
+    for part in path:
+        if isinstance(part, int):
+            out += f"[{part}]"
+        else:
+            out += f".{part}" if out else part
+    return out

@@ -1,0 +1,105 @@
+"""What every runner implementation shares: the interface, results, redaction."""
+
+from __future__ import annotations
+
+import logging
+import time
+from abc import ABC, abstractmethod
+from collections.abc import Iterable, Sequence
+from dataclasses import dataclass
+
+from remirror.errors import CommandError, CommandTimeout
+
+log = logging.getLogger("remirror.runner")
+
+DEFAULT_TIMEOUT = 60.0
+STDERR_TAIL_LINES = 5
+REDACTED = "<redacted>"
+
+# The environment every command sees: the C locale, so that parsers read the
+# same words and numbers on every site, and a PATH that has the sbin tools.
+BASE_ENV = {
+    "LC_ALL": "C",
+    "LANG": "C",
+    "PATH": "/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin",
+}
+
+
+@dataclass(frozen=True)
+class Completed:
+    """How a command ended. `argv` is already redacted; output is not."""
+
+    site: str
+    argv: tuple[str, ...]
+    returncode: int
+    stdout: str
+    stderr: str
+    elapsed: float
+
+    @property
+    def ok(self) -> bool:
+        """Whether the command exited 0."""
+        return self.returncode == 0
+
+
+def redact(text: str, secrets: Iterable[str]) -> str:
+    """`text` with every secret replaced, longest first (one may contain another)."""
+    for secret in sorted((s for s in secrets if s), key=len, reverse=True):
+        text = text.replace(secret, REDACTED)
+    return text
+
+
+def stderr_tail(stderr: str, lines: int = STDERR_TAIL_LINES) -> str:
+    """The last few non-empty lines of stderr, joined for a one-line error."""
+    kept = [line.strip() for line in stderr.splitlines() if line.strip()]
+    return " | ".join(kept[-lines:])
+
+
+class Runner(ABC):
+    """Runs argv commands on one site."""
+
+    def __init__(self, site: str) -> None:
+        self.site = site
+
+    def run(
+        self,
+        argv: Sequence[str],
+        *,
+        stdin: str | None = None,
+        timeout: float = DEFAULT_TIMEOUT,
+        secrets: Iterable[str] = (),
+        ok_codes: Iterable[int] = (0,),
+    ) -> Completed:
+        """Run `argv`; raise CommandError unless it exits with one of `ok_codes`.
+
+        `secrets` are masked wherever the command or its output is logged or
+        reported. Pass secrets through `stdin` where the tool allows it:
+        an argv is visible to every local user in `ps`.
+        """
+        if not argv or isinstance(argv, str):
+            raise TypeError("argv must be a non-empty sequence of strings, not a shell string")
+        secret_list = list(secrets)
+        shown = tuple(redact(arg, secret_list) for arg in argv)
+        log.debug("site %s: run: %s", self.site, " ".join(shown))
+        started = time.monotonic()
+        returncode, stdout, stderr = self._execute(list(argv), stdin, timeout, shown)
+        elapsed = time.monotonic() - started
+        completed = Completed(self.site, shown, returncode, stdout, stderr, elapsed)
+        log.debug("site %s: exit %d after %.2fs: %s", self.site, returncode, elapsed, shown[0])
+        if returncode not in set(ok_codes):
+            raise CommandError(self.site, shown, returncode, redact(stderr_tail(stderr), secret_list))
+        return completed
+
+    def _timed_out(self, shown: tuple[str, ...], timeout: float, stderr: str) -> CommandTimeout:
+        return CommandTimeout(
+            self.site, shown, None, stderr_tail(stderr), reason=f"timed out after {timeout:g}s"
+        )
+
+    @abstractmethod
+    def _execute(
+        self, argv: list[str], stdin: str | None, timeout: float, shown: tuple[str, ...]
+    ) -> tuple[int, str, str]:
+        """Run the command; return (exit code, stdout, stderr) or raise CommandTimeout."""
+
+    def close(self) -> None:  # noqa: B027 - most runners hold nothing
+        """Release any connection the runner holds."""

@@ -1,0 +1,110 @@
+"""The CLI as an operator meets it: streams, exit codes, one-line errors."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import pytest
+
+from remirror import __version__
+from remirror.cli import main
+from remirror.cli.output import SCHEMA_VERSION
+from tests.conftest import PROFILES
+
+TWO_SITE = str(PROFILES / "two-site.yaml")
+
+
+def run(capsys: pytest.CaptureFixture[str], *args: str) -> tuple[int, str, str]:
+    with pytest.raises(SystemExit) as done:
+        main(list(args))
+    out, err = capsys.readouterr()
+    code = done.value.code
+    return (code if isinstance(code, int) else 1), out, err
+
+
+def test_validate_describes_a_good_profile(capsys: pytest.CaptureFixture[str]) -> None:
+    code, out, err = run(capsys, "validate", TWO_SITE)
+    assert (code, err) == (0, "")
+    assert "valid profile 'acme'" in out
+    assert "replica  dr:/dev/disk/by-id/ata-ST2000DM008_ZFL0WXYZ" in out
+    assert "\x1b[" not in out  # not a terminal: no colour codes
+
+
+def test_validate_json_carries_the_schema_version(capsys: pytest.CaptureFixture[str]) -> None:
+    code, out, _ = run(capsys, "validate", "-o", "json", TWO_SITE)
+    document = json.loads(out)
+    assert code == 0
+    assert document["schema_version"] == SCHEMA_VERSION
+    assert document["valid"] is True
+    assert document["profile"]["mirrors"][0]["replication"]["bitmap_chunk"] == 64 * 1024**2
+
+
+def test_a_bad_profile_is_one_line_per_problem_and_exit_3(
+    capsys: pytest.CaptureFixture[str], tmp_path: Path
+) -> None:
+    bad = tmp_path / "x.yaml"
+    bad.write_text((PROFILES / "two-site.yaml").read_text().replace("mode: async", "mode: sync", 1))
+    code, out, err = run(capsys, "validate", str(bad))
+    assert code == 3
+    assert out == ""
+    assert err == f"{bad}:35:7: mirrors[0].replication.write_behind: only allowed with mode: async\n"
+
+
+def test_a_bad_profile_in_json(capsys: pytest.CaptureFixture[str], tmp_path: Path) -> None:
+    bad = tmp_path / "x.yaml"
+    bad.write_text("version: 1\nname: x\nsites: {}\nmirrors: []\n")
+    code, out, _ = run(capsys, "validate", "-o", "json", str(bad))
+    document = json.loads(out)
+    assert code == 3
+    assert document["valid"] is False
+    assert {p["path"] for p in document["problems"]} == {"sites", "mirrors"}
+    assert all(p["line"] in (3, 4) for p in document["problems"])
+
+
+def test_usage_errors_exit_3(capsys: pytest.CaptureFixture[str]) -> None:
+    code, _, err = run(capsys, "validate")
+    assert code == 3
+    assert "Missing argument 'PROFILE'" in err
+    code, _, err = run(capsys, "no-such-verb")
+    assert code == 3
+
+
+@pytest.mark.parametrize(("verb", "issue"), [("plan", 4), ("apply", 4), ("status", 6)])
+def test_unfinished_verbs_say_so_and_fail(capsys: pytest.CaptureFixture[str], verb: str, issue: int) -> None:
+    code, out, err = run(capsys, verb, TWO_SITE)
+    assert code == 1
+    assert out == ""
+    assert err == f"remirror: {verb}: not implemented yet (tracked in issue #{issue})\n"
+
+
+def test_check_is_unknown_until_it_exists(capsys: pytest.CaptureFixture[str]) -> None:
+    code, out, _ = run(capsys, "check", TWO_SITE)
+    assert code == 3  # monitoring-plugins UNKNOWN, never a false OK
+    assert out.startswith("REMIRROR UNKNOWN - ")
+
+
+def test_schema_is_json(capsys: pytest.CaptureFixture[str]) -> None:
+    code, out, _ = run(capsys, "schema")
+    assert code == 0
+    assert json.loads(out)["title"] == "Profile"
+
+
+def test_version(capsys: pytest.CaptureFixture[str]) -> None:
+    code, out, _ = run(capsys, "--version")
+    assert (code, out.strip()) == (0, f"remirror, version {__version__}")
+
+
+def test_a_bug_is_not_shown_as_a_traceback_without_debug(
+    capsys: pytest.CaptureFixture[str], monkeypatch: pytest.MonkeyPatch
+) -> None:
+    def broken(*_: object, **__: object) -> None:
+        raise ZeroDivisionError("oops")
+
+    monkeypatch.setattr("remirror.cli.commands.load_profile", broken)
+    code, _, err = run(capsys, "validate", TWO_SITE)
+    assert code == 70
+    assert "internal error: ZeroDivisionError: oops" in err
+    assert "Traceback" not in err
+    code, _, err = run(capsys, "--debug", "validate", TWO_SITE)
+    assert "Traceback" in err

@@ -1,0 +1,185 @@
+"""The SSH runner against a real sshd on loopback.
+
+CI installs openssh-server; these tests start their own sshd on a free
+loopback port with its own host key and authorized key, so nothing of the
+machine's own SSH setup is used or changed.
+"""
+
+from __future__ import annotations
+
+import getpass
+import os
+import shutil
+import socket
+import subprocess
+import time
+from collections.abc import Iterator
+from dataclasses import dataclass
+from pathlib import Path
+
+import pytest
+
+from remirror.errors import CommandError, CommandTimeout, SiteUnreachable
+from remirror.profile import parse_profile
+from remirror.runner import runner_for_site
+from remirror.runner.ssh import SshRunner
+
+SSHD = shutil.which("sshd") or "/usr/sbin/sshd"
+
+
+@dataclass(frozen=True)
+class Sshd:
+    port: int
+    user: str
+    identity_file: str
+    known_hosts: str
+    tmp: Path
+
+
+def _free_port() -> int:
+    with socket.socket() as probe:
+        probe.bind(("127.0.0.1", 0))
+        return int(probe.getsockname()[1])
+
+
+def _keygen(path: Path) -> None:
+    subprocess.run(["ssh-keygen", "-q", "-t", "ed25519", "-N", "", "-f", str(path)], check=True)
+
+
+@pytest.fixture(scope="module")
+def sshd(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Sshd]:
+    assert Path(SSHD).exists(), "sshd is missing: install openssh-server (./dev setup does)"
+    tmp = tmp_path_factory.mktemp("sshd")
+    _keygen(tmp / "host_key")
+    _keygen(tmp / "client_key")
+    (tmp / "authorized_keys").write_text((tmp / "client_key.pub").read_text())
+    port = _free_port()
+    (tmp / "known_hosts").write_text(f"[127.0.0.1]:{port} {(tmp / 'host_key.pub').read_text()}")
+    (tmp / "sshd_config").write_text(
+        f"Port {port}\nListenAddress 127.0.0.1\nHostKey {tmp / 'host_key'}\n"
+        f"AuthorizedKeysFile {tmp / 'authorized_keys'}\nPidFile {tmp / 'sshd.pid'}\n"
+        "PasswordAuthentication no\nKbdInteractiveAuthentication no\nPubkeyAuthentication yes\n"
+        "PermitRootLogin prohibit-password\nStrictModes no\nUsePAM no\n"
+    )
+    if os.geteuid() == 0:
+        Path("/run/sshd").mkdir(exist_ok=True)  # sshd's privilege separation directory
+    proc = subprocess.Popen([SSHD, "-D", "-e", "-f", str(tmp / "sshd_config")], stderr=subprocess.PIPE)
+    deadline = time.monotonic() + 10
+    while time.monotonic() < deadline:
+        try:
+            socket.create_connection(("127.0.0.1", port), timeout=0.5).close()
+            break
+        except OSError:
+            assert proc.poll() is None, proc.stderr.read().decode() if proc.stderr else "sshd exited"
+            time.sleep(0.1)
+    else:
+        proc.kill()
+        pytest.fail("sshd did not start listening within 10s")
+    yield Sshd(port, getpass.getuser(), str(tmp / "client_key"), str(tmp / "known_hosts"), tmp)
+    proc.terminate()
+    proc.wait(timeout=5)
+
+
+def runner(sshd: Sshd, **overrides: object) -> SshRunner:
+    options: dict[str, object] = {
+        "host": "127.0.0.1",
+        "port": sshd.port,
+        "user": sshd.user,
+        "identity_file": sshd.identity_file,
+        "known_hosts": sshd.known_hosts,
+        "connect_timeout": 5.0,
+    }
+    options.update(overrides)
+    return SshRunner("dr", **options)  # type: ignore[arg-type]
+
+
+def test_runs_an_argv_remotely_without_shell_interpretation(sshd: Sshd) -> None:
+    remote = runner(sshd)
+    try:
+        done = remote.run(["printf", "%s|", "a b", "$HOME", "*", "it's"])
+        assert done.stdout == "a b|$HOME|*|it's|"
+        assert remote.run(["sh", "-c", 'echo "$LC_ALL"']).stdout.strip() == "C"
+        assert remote.run(["cat"], stdin="through stdin").stdout == "through stdin"
+    finally:
+        remote.close()
+
+
+def test_a_remote_failure_carries_site_code_and_stderr(sshd: Sshd) -> None:
+    remote = runner(sshd)
+    try:
+        with pytest.raises(CommandError) as caught:
+            remote.run(["sh", "-c", "echo nope >&2; exit 4"])
+        assert (caught.value.site, caught.value.returncode, caught.value.stderr_tail) == ("dr", 4, "nope")
+        # The connection survives a failed command.
+        assert remote.run(["true"]).ok
+    finally:
+        remote.close()
+
+
+def test_a_remote_command_past_its_timeout(sshd: Sshd) -> None:
+    remote = runner(sshd)
+    try:
+        with pytest.raises(CommandTimeout):
+            remote.run(["sleep", "30"], timeout=0.5)
+    finally:
+        remote.close()
+
+
+def test_a_wrong_key_is_refused_clearly(sshd: Sshd) -> None:
+    _keygen(sshd.tmp / "stranger_key")
+    with pytest.raises(SiteUnreachable) as caught:
+        runner(sshd, identity_file=str(sshd.tmp / "stranger_key")).run(["true"])
+    assert str(caught.value) == (
+        f"site dr: SSH authentication as {sshd.user}@127.0.0.1:{sshd.port} failed (key: {sshd.tmp / 'stranger_key'})"
+    )
+
+
+def test_an_unknown_host_key_is_refused(sshd: Sshd) -> None:
+    empty = sshd.tmp / "empty_known_hosts"
+    empty.write_text("")
+    with pytest.raises(SiteUnreachable, match=r"is not in .*empty_known_hosts: refusing to connect"):
+        runner(sshd, known_hosts=str(empty)).run(["true"])
+
+
+def test_a_changed_host_key_is_refused(sshd: Sshd) -> None:
+    _keygen(sshd.tmp / "other_host_key")
+    wrong = sshd.tmp / "wrong_known_hosts"
+    wrong.write_text(f"[127.0.0.1]:{sshd.port} {(sshd.tmp / 'other_host_key.pub').read_text()}")
+    with pytest.raises(SiteUnreachable, match=r"does not match .*someone is in the middle"):
+        runner(sshd, known_hosts=str(wrong)).run(["true"])
+
+
+def test_an_unreachable_site_fails_fast_in_one_line() -> None:
+    closed_port = _free_port()
+    started = time.monotonic()
+    with pytest.raises(SiteUnreachable) as caught:
+        SshRunner("dr", host="127.0.0.1", port=closed_port, connect_timeout=3).run(["true"])
+    assert time.monotonic() - started < 3
+    assert str(caught.value).startswith(f"site dr: cannot connect to root@127.0.0.1:{closed_port}:")
+    assert "\n" not in str(caught.value)
+
+
+def test_a_profile_site_gets_an_ssh_runner_with_its_options(sshd: Sshd) -> None:
+    profile = parse_profile(
+        f"""\
+version: 1
+name: t
+sites:
+  hq: {{host: local}}
+  dr:
+    host: ssh://{sshd.user}@127.0.0.1:{sshd.port}
+    ssh: {{identity_file: {sshd.identity_file}, known_hosts: {sshd.known_hosts}, connect_timeout: 4s}}
+mirrors:
+  - name: m
+    primary: {{site: hq, disk: /dev/sda}}
+    replicas: [{{site: dr, disk: /dev/sdb, portal: 127.0.0.1}}]
+"""
+    )
+    remote = runner_for_site("dr", profile.sites["dr"])
+    assert isinstance(remote, SshRunner)
+    assert remote.connect_timeout == 4
+    try:
+        assert remote.run(["echo", "hello"]).stdout == "hello\n"
+    finally:
+        remote.close()
+    assert runner_for_site("hq", profile.sites["hq"]).run(["true"]).site == "hq"
