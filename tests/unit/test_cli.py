@@ -101,7 +101,7 @@ def test_a_bug_is_not_shown_as_a_traceback_without_debug(
     def broken(*_: object, **__: object) -> None:
         raise ZeroDivisionError("oops")
 
-    monkeypatch.setattr("remirror.cli.commands.load_profile", broken)
+    monkeypatch.setattr("remirror.profile.load_profile", broken)
     code, _, err = run(capsys, "validate", TWO_SITE)
     assert code == 70
     assert "internal error: ZeroDivisionError: oops" in err

@@ -89,3 +89,18 @@ def test_the_contract_is_checked_on_something() -> None:
     modules = [m for p in PURE for m in _submodules(p)]
     assert "remirror.profile.model" in modules
     assert "subprocess" in _reachable("remirror.runner.local")  # the check can see an import
+
+
+def test_the_cli_starts_without_the_heavy_layers() -> None:
+    # `remirror check` runs from cron and `remirror lab link` inside an
+    # emulated VM where importing pydantic, rich or paramiko costs seconds:
+    # verbs import them when they run.
+    import subprocess
+    import sys
+
+    probe = (
+        "import sys, remirror.cli; "
+        "print(sorted({m.split('.')[0] for m in sys.modules} & {'pydantic', 'rich', 'paramiko', 'ruamel'}))"
+    )
+    done = subprocess.run([sys.executable, "-c", probe], capture_output=True, text=True, check=True)
+    assert done.stdout.strip() == "[]"

@@ -21,7 +21,7 @@ import pytest
 
 from remirror.errors import CommandError, CommandTimeout, SiteUnreachable
 from remirror.profile import parse_profile
-from remirror.runner import runner_for_site
+from remirror.runner.sites import runner_for_site
 from remirror.runner.ssh import SshRunner
 
 SSHD = shutil.which("sshd") or "/usr/sbin/sshd"

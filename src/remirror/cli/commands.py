@@ -3,13 +3,21 @@
 from __future__ import annotations
 
 import json
+from typing import TYPE_CHECKING
 
 import click
 
+from remirror.cli.lab import lab
 from remirror.cli.output import OUTPUT_FORMATS, console, emit_json
 from remirror.errors import EXIT_BAD_INPUT, NotImplementedYet, ProfileError
-from remirror.profile import Profile, load_profile
 from remirror.units import format_duration, format_size
+
+if TYPE_CHECKING:
+    from remirror.profile import Profile
+
+# Verbs import the heavy layers (pydantic models, rich, paramiko) when they
+# run, not when the CLI starts: `remirror check` runs from cron every few
+# minutes and `remirror lab link` inside an emulated VM.
 
 profile_argument = click.argument("profile_path", metavar="PROFILE", type=click.Path(dir_okay=False))
 output_option = click.option("-o", "--output", type=OUTPUT_FORMATS, default="text", show_default=True)
@@ -20,6 +28,8 @@ output_option = click.option("-o", "--output", type=OUTPUT_FORMATS, default="tex
 @output_option
 def validate(profile_path: str, output: str) -> int:
     """Check a profile without touching any site."""
+    from remirror.profile import load_profile
+
     try:
         profile = load_profile(profile_path)
     except ProfileError as error:
@@ -86,6 +96,8 @@ def _describe(source: str, profile: Profile) -> None:
 @click.command()
 def schema() -> int:
     """Print the profile's JSON Schema."""
+    from remirror.profile import Profile
+
     click.echo(json.dumps(Profile.model_json_schema(), indent=2))
     return 0
 
@@ -126,4 +138,4 @@ def check(profile_path: str | None) -> int:
     return 3
 
 
-ALL = [validate, schema, plan, apply, status, check]
+ALL = [validate, schema, plan, apply, status, check, lab]

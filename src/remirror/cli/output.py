@@ -11,10 +11,12 @@ from __future__ import annotations
 import json
 import logging
 import sys
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import click
-from rich.console import Console
+
+if TYPE_CHECKING:
+    from rich.console import Console
 
 # Bump when a JSON document's shape changes in a way a consumer could notice.
 SCHEMA_VERSION = 1
@@ -24,6 +26,8 @@ OUTPUT_FORMATS = click.Choice(["text", "json"])
 
 def console() -> Console:
     """A console on stdout for human output."""
+    from rich.console import Console  # imported on use: rich is slow to import
+
     return Console(highlight=False, soft_wrap=True)
 
 

@@ -1,0 +1,292 @@
+"""Set up the two sites inside the lab VM, then run the operator's command.
+
+Runs as PID 1's child in the VM (`vng --exec`), as root. Writes progress to
+the run directory shared with the host: `setup.log`, then `ready`, then
+`status` (`exit N`), which is how the host tells "the command failed" from
+"the lab never came up".
+"""
+
+from __future__ import annotations
+
+import json
+import logging
+import os
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+from remirror.lab import net
+from remirror.lab.spec import (
+    IDENTITY_FILE,
+    INITIATOR_NAMES,
+    KNOWN_HOSTS,
+    LAB_DIR,
+    LAB_FILE,
+    PREFIX_LENGTH,
+    RUN_DIR,
+    SITE_A_ADDRESS,
+    SITE_B_ADDRESS,
+    SITE_B_ANCHOR_PID,
+    SITE_B_NETNS,
+    VETH_A,
+    VETH_B,
+    LabSpec,
+)
+from remirror.runner.local import LocalRunner
+
+log = logging.getLogger("remirror.lab")
+
+MODULES = [
+    "loop",
+    "raid1",
+    "dm-mod",
+    "dm-writecache",
+    "dm-cache",
+    "dm-cache-smq",
+    "dm-era",
+    "dm-delay",
+    "dm-flakey",
+    "dm-thin-pool",
+    "dm-snapshot",
+    "configfs",
+    "target_core_mod",
+    "target_core_iblock",
+    "target_core_file",
+    "iscsi_target_mod",
+    "iscsi_tcp",
+    "sch_netem",
+    "veth",
+]
+# Site B keeps its own copies of these under /etc/remirror/lab/site-b: its own
+# initiator name and node records, its own saved LIO config and mdadm.conf.
+SITE_B_PRIVATE_ETC = ["iscsi", "target", "rtslib-fb-target", "mdadm"]
+DISK_WAIT_SECONDS = 60.0
+
+run = LocalRunner("lab").run
+
+
+def main(spec_path: str) -> int:
+    """Build the lab, run the command, report how it ended to the host."""
+    run_dir = Path(spec_path).parent
+    logging.basicConfig(
+        filename=run_dir / "setup.log",
+        level=logging.DEBUG,
+        format="%(asctime)s %(name)s %(levelname)s %(message)s",
+    )
+    spec = LabSpec.from_json(Path(spec_path).read_text())
+    started = time.monotonic()
+    try:
+        setup(spec)
+    except Exception:
+        log.exception("lab setup failed")
+        (run_dir / "status").write_text("setup-failed\n")
+        return 124
+    log.info("lab ready after %.1fs of guest time", time.monotonic() - started)
+    (run_dir / "ready").write_text("ready\n")
+    env = {
+        **os.environ,
+        "PATH": f"{Path(spec.python).parent}:/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin",
+        "LAB_OUT": str(run_dir / "out"),
+        "REMIRROR_LAB": LAB_FILE,
+        "HOME": "/root",
+    }
+    command = ["bash", "-i"] if spec.interactive else list(spec.command)
+    try:
+        returncode = subprocess.call(command, cwd=spec.checkout, env=env)
+    except OSError as error:
+        sys.stderr.write(f"lab: cannot run {command[0]}: {error.strerror}\n")
+        returncode = 127
+    (run_dir / "status").write_text(f"exit {returncode}\n")
+    return returncode
+
+
+def setup(spec: LabSpec) -> None:
+    """Everything between a bare VM and two usable sites."""
+    run(["modprobe", "-a", *MODULES])
+    if not os.path.ismount("/sys/kernel/config"):
+        run(["mount", "-t", "configfs", "none", "/sys/kernel/config"])
+    for directory in (LAB_DIR, RUN_DIR, "/etc/target", "/etc/rtslib-fb-target", "/run/sshd", "/dev/lab"):
+        Path(directory).mkdir(parents=True, exist_ok=True)
+    _put_remirror_on_path(spec)
+    _make_disks(spec)
+    _make_network()
+    _make_site_b()
+    _start_site_b_sshd()
+    _start_iscsid()
+    _describe(spec)
+    if spec.wan is not None:
+        net.apply_wan(spec.wan)
+    run(["udevadm", "settle", "--timeout=30"])
+
+
+def _put_remirror_on_path(spec: LabSpec) -> None:
+    # Both sites (and SSH sessions into site B) find this checkout's remirror.
+    Path("/usr/local/bin").mkdir(parents=True, exist_ok=True)
+    link = Path("/usr/local/bin/remirror")
+    link.unlink(missing_ok=True)
+    link.symlink_to(Path(spec.python).parent / "remirror")
+    helper = Path("/usr/local/bin/site-b")
+    helper.write_text(
+        "#!/bin/sh\n# Run a command on lab site B (its network, mount and UTS namespaces).\n"
+        f'exec nsenter -t "$(cat {SITE_B_ANCHOR_PID})" --net --mount --uts -- "$@"\n'
+    )
+    helper.chmod(0o755)
+
+
+def _make_disks(spec: LabSpec) -> None:
+    run(["udevadm", "settle", "--timeout=30"])
+    for disk in spec.disks:
+        by_id = Path(f"/dev/disk/by-id/virtio-{disk.serial}")
+        deadline = time.monotonic() + DISK_WAIT_SECONDS
+        while not by_id.exists():
+            if time.monotonic() > deadline:
+                raise RuntimeError(f"{by_id} did not appear")
+            time.sleep(0.2)
+        device = os.path.realpath(by_id)
+        sectors = int(run(["blockdev", "--getsz", device]).stdout)
+        # Every lab disk is a dm device so that a slow "spinning" disk and a
+        # plain one look the same to what sits on top.
+        if disk.slow_ms:
+            table = f"0 {sectors} delay {device} 0 {disk.slow_ms}"
+        else:
+            table = f"0 {sectors} linear {device} 0"
+        run(["dmsetup", "create", disk.dm_name, "--table", table])
+        link = Path(disk.path)
+        link.unlink(missing_ok=True)
+        link.symlink_to(f"/dev/mapper/{disk.dm_name}")
+
+
+def _make_network() -> None:
+    run(["hostname", "site-a"])
+    run(["ip", "link", "set", "lo", "up"])
+    run(["ip", "netns", "add", SITE_B_NETNS])
+    run(["ip", "link", "add", VETH_A, "type", "veth", "peer", "name", VETH_B])
+    run(["ip", "link", "set", VETH_B, "netns", SITE_B_NETNS])
+    run(["ip", "addr", "add", f"{SITE_A_ADDRESS}/{PREFIX_LENGTH}", "dev", VETH_A])
+    run(["ip", "link", "set", VETH_A, "up"])
+    run(["ip", "-n", SITE_B_NETNS, "link", "set", "lo", "up"])
+    run(["ip", "-n", SITE_B_NETNS, "addr", "add", f"{SITE_B_ADDRESS}/{PREFIX_LENGTH}", "dev", VETH_B])
+    run(["ip", "-n", SITE_B_NETNS, "link", "set", VETH_B, "up"])
+    with Path("/etc/hosts").open("a") as hosts:
+        hosts.write(f"\n{SITE_A_ADDRESS} site-a\n{SITE_B_ADDRESS} site-b\n")
+    Path("/etc/iscsi/initiatorname.iscsi").write_text(f"InitiatorName={INITIATOR_NAMES['a']}\n")
+
+
+def _make_site_b() -> None:
+    """Site B: netns site-b plus its own mount and UTS namespaces, held open by an anchor process."""
+    private = Path(LAB_DIR) / "site-b"
+    mounts = []
+    for name in SITE_B_PRIVATE_ETC:
+        source = Path("/etc") / name
+        copy = private / name
+        copy.mkdir(parents=True, exist_ok=True)
+        if source.is_dir():
+            run(["cp", "-a", f"{source}/.", str(copy)])
+        mounts.append(f"mount --bind {copy} {source}")
+    (private / "iscsi" / "initiatorname.iscsi").write_text(f"InitiatorName={INITIATOR_NAMES['b']}\n")
+    ready = Path(RUN_DIR) / "site-b.ready"
+    script = " && ".join([*mounts, "hostname site-b", f"touch {ready}", "exec sleep infinity"])
+    anchor = subprocess.Popen(
+        [
+            "nsenter",
+            f"--net=/run/netns/{SITE_B_NETNS}",
+            "unshare",
+            "--mount",
+            "--uts",
+            "--propagation",
+            "private",
+            "--",
+            "sh",
+            "-c",
+            script,
+        ],
+        stdin=subprocess.DEVNULL,
+    )
+    deadline = time.monotonic() + 30
+    while not ready.exists():
+        if anchor.poll() is not None or time.monotonic() > deadline:
+            raise RuntimeError("site B's namespaces did not come up")
+        time.sleep(0.1)
+    Path(SITE_B_ANCHOR_PID).write_text(f"{anchor.pid}\n")
+
+
+def _start_site_b_sshd() -> None:
+    lab = Path(LAB_DIR)
+    host_key = lab / "ssh_host_ed25519_key"
+    for key in (host_key, Path(IDENTITY_FILE)):
+        if not key.exists():
+            run(["ssh-keygen", "-q", "-t", "ed25519", "-N", "", "-C", "remirror-lab", "-f", str(key)])
+    (lab / "authorized_keys").write_text(Path(f"{IDENTITY_FILE}.pub").read_text())
+    host_public = (lab / "ssh_host_ed25519_key.pub").read_text().split()
+    Path(KNOWN_HOSTS).write_text(f"site-b,{SITE_B_ADDRESS} {host_public[0]} {host_public[1]}\n")
+    config = lab / "sshd_config"
+    config.write_text(
+        f"ListenAddress {SITE_B_ADDRESS}\n"
+        f"HostKey {host_key}\n"
+        f"AuthorizedKeysFile {lab / 'authorized_keys'}\n"
+        f"PidFile {RUN_DIR}/sshd-site-b.pid\n"
+        "PermitRootLogin prohibit-password\n"
+        "PasswordAuthentication no\n"
+        "KbdInteractiveAuthentication no\n"
+        "UsePAM no\n"
+        "StrictModes no\n"
+        "PrintMotd no\n"
+    )
+    # virtme-ng presents root as locked ("root:!"), and sshd refuses even key
+    # logins into a locked account. The VM's /etc is a throwaway overlay.
+    shadow = Path("/etc/shadow")
+    shadow.write_text(shadow.read_text().replace("root:!", "root:*", 1))
+    Path("/etc/ssh/ssh_config.d").mkdir(parents=True, exist_ok=True)
+    Path("/etc/ssh/ssh_config.d/remirror-lab.conf").write_text(
+        f"Host site-b {SITE_B_ADDRESS}\n"
+        "    User root\n"
+        f"    IdentityFile {IDENTITY_FILE}\n"
+        f"    UserKnownHostsFile {KNOWN_HOSTS}\n"
+        "    StrictHostKeyChecking yes\n"
+        "    BatchMode yes\n"
+    )
+    run(net.in_site_b(["/usr/sbin/sshd", "-f", str(config)]))
+    run(["ssh", "-o", "ConnectTimeout=20", "root@site-b", "true"], timeout=60)
+
+
+def _start_iscsid() -> None:
+    # iscsid must live in the root network namespace: started in another it
+    # cannot talk to the kernel (lab notes). So site A is the initiator.
+    run(["iscsid"])
+    deadline = time.monotonic() + 20
+    while run(["iscsiadm", "-m", "session"], ok_codes=(0, 20, 21)).returncode == 20:
+        if time.monotonic() > deadline:
+            raise RuntimeError("iscsid did not start")
+        time.sleep(0.2)
+
+
+def _describe(spec: LabSpec) -> None:
+    description = {
+        "sites": {
+            "site-a": {
+                "namespace": "root",
+                "address": SITE_A_ADDRESS,
+                "interface": VETH_A,
+                "initiator": INITIATOR_NAMES["a"],
+            },
+            "site-b": {
+                "namespace": SITE_B_NETNS,
+                "address": SITE_B_ADDRESS,
+                "interface": VETH_B,
+                "initiator": INITIATOR_NAMES["b"],
+                "enter": "/usr/local/bin/site-b",
+            },
+        },
+        "disks": [
+            {"path": d.path, "site": f"site-{d.site}", "size": d.size, "slow_ms": d.slow_ms}
+            for d in spec.disks
+        ],
+        "identity_file": IDENTITY_FILE,
+        "known_hosts": KNOWN_HOSTS,
+    }
+    Path(LAB_FILE).write_text(json.dumps(description, indent=2) + "\n")
+
+
+if __name__ == "__main__":
+    sys.exit(main(sys.argv[1]))

@@ -1,0 +1,180 @@
+"""What a lab is made of: disks, addresses, names. Pure data, shared by host and guest."""
+
+from __future__ import annotations
+
+import json
+import re
+from dataclasses import asdict, dataclass, field
+from typing import Any
+
+from remirror.units import format_size, parse_duration
+
+# Inside the VM only. TEST-NET-1 (RFC 5737) is never routed anywhere, so even
+# a mistake could not send lab traffic to a real host.
+SITE_A_ADDRESS = "192.0.2.1"
+SITE_B_ADDRESS = "192.0.2.2"
+PREFIX_LENGTH = 24
+SITE_B_NETNS = "site-b"
+VETH_A = "veth-a"
+VETH_B = "veth-b"
+
+LAB_DIR = "/etc/remirror/lab"  # the lab's keys, config and description, inside the VM
+LAB_FILE = f"{LAB_DIR}/lab.json"
+IDENTITY_FILE = f"{LAB_DIR}/id_ed25519"
+KNOWN_HOSTS = f"{LAB_DIR}/known_hosts"
+RUN_DIR = "/run/remirror-lab"
+SITE_B_ANCHOR_PID = f"{RUN_DIR}/site-b.pid"
+
+INITIATOR_NAMES = {
+    "a": "iqn.2026-11.org.remirror.lab:site-a",
+    "b": "iqn.2026-11.org.remirror.lab:site-b",
+}
+
+DEFAULT_DISKS = 4
+DEFAULT_DISK_SIZE = 256 * 1024**2
+FAST_DISK_SIZE = 64 * 1024**2
+MAX_DISKS = 16
+
+
+@dataclass(frozen=True)
+class Disk:
+    """One lab disk: its name under /dev/lab, its site, size and whether it is slowed."""
+
+    name: str
+    site: str
+    size: int
+    slow_ms: int = 0
+
+    @property
+    def serial(self) -> str:
+        """The virtio serial the host gives it (udev: /dev/disk/by-id/virtio-SERIAL)."""
+        return f"lab-{self.name}"
+
+    @property
+    def dm_name(self) -> str:
+        """The device-mapper name wrapping it."""
+        return f"lab-{self.name}"
+
+    @property
+    def path(self) -> str:
+        """Where profiles and tests find it."""
+        return f"/dev/lab/{self.name}"
+
+
+_WAN_KEYS = ("delay", "jitter", "rate", "loss")
+_RATE_RE = re.compile(r"^\d+(\.\d+)?(bit|kbit|mbit|gbit)$")
+_LOSS_RE = re.compile(r"^\d+(\.\d+)?%$")
+
+
+@dataclass(frozen=True)
+class Wan:
+    """A netem emulation of a WAN link, applied on both ends of the veth pair (egress)."""
+
+    delay: str | None = None
+    jitter: str | None = None
+    rate: str | None = None
+    loss: str | None = None
+
+    def __post_init__(self) -> None:
+        for name in ("delay", "jitter"):
+            value = getattr(self, name)
+            if value is not None and not re.fullmatch(r"\d+(\.\d+)?(ms|us|s)", value):
+                raise ValueError(f"{name} {value!r}: expected a time such as 7ms")
+        if self.jitter and not self.delay:
+            raise ValueError("jitter needs a delay")
+        if self.rate is not None and not _RATE_RE.match(self.rate):
+            raise ValueError(f"rate {self.rate!r}: expected e.g. 1mbit, 45mbit, 100mbit")
+        if self.loss is not None and not _LOSS_RE.match(self.loss):
+            raise ValueError(f"loss {self.loss!r}: expected a percentage such as 0.5%")
+        if not any((self.delay, self.rate, self.loss)):
+            raise ValueError("a WAN needs at least one of delay, rate, loss")
+
+    @classmethod
+    def parse(cls, text: str) -> Wan:
+        """`7ms` (a delay) or `delay=7ms,jitter=1ms,rate=45mbit,loss=0.5%`."""
+        if "=" not in text:
+            return cls(delay=text.strip())
+        values: dict[str, str] = {}
+        for part in text.split(","):
+            key, _, value = part.partition("=")
+            key = key.strip()
+            if key not in _WAN_KEYS:
+                raise ValueError(f"{key!r} is not a WAN setting (use {', '.join(_WAN_KEYS)})")
+            values[key] = value.strip()
+        return cls(**values)
+
+    def netem_args(self) -> list[str]:
+        """The `tc qdisc ... netem` arguments for one direction."""
+        args: list[str] = []
+        if self.delay:
+            args += ["delay", self.delay] + ([self.jitter] if self.jitter else [])
+        if self.rate:
+            args += ["rate", self.rate]
+        if self.loss:
+            args += ["loss", self.loss]
+        return args
+
+    @property
+    def one_way_delay_seconds(self) -> float:
+        """The added delay in one direction (RTT grows by twice this)."""
+        if not self.delay:
+            return 0.0
+        if self.delay.endswith("us"):
+            return float(self.delay[:-2]) / 1e6
+        return parse_duration(self.delay)
+
+
+@dataclass(frozen=True)
+class LabSpec:
+    """Everything the guest needs to build the lab; written as JSON by the host."""
+
+    disks_per_site: int = DEFAULT_DISKS
+    disk_size: int = DEFAULT_DISK_SIZE
+    slow_disk_ms: int = 0
+    wan: Wan | None = None
+    checkout: str = ""
+    python: str = ""
+    command: tuple[str, ...] = ()
+    interactive: bool = False
+    disks: tuple[Disk, ...] = field(default=())
+
+    def __post_init__(self) -> None:
+        if not 1 <= self.disks_per_site <= MAX_DISKS:
+            raise ValueError(f"--disks must be 1 to {MAX_DISKS}")
+        if self.disk_size < 16 * 1024**2 or self.disk_size % 4096:
+            raise ValueError("--disk-size must be at least 16MiB and a multiple of 4KiB")
+        if not 0 <= self.slow_disk_ms <= 10_000:
+            raise ValueError("--slow-disk-ms must be 0 to 10000")
+        if not self.disks:
+            object.__setattr__(self, "disks", self._make_disks())
+
+    def _make_disks(self) -> tuple[Disk, ...]:
+        disks = [
+            Disk(f"{site}{i}", site, self.disk_size, self.slow_disk_ms)
+            for site in ("a", "b")
+            for i in range(self.disks_per_site)
+        ]
+        disks += [Disk(f"{site}-fast0", site, FAST_DISK_SIZE) for site in ("a", "b")]
+        return tuple(disks)
+
+    def describe(self) -> str:
+        """One line for the operator: what this lab has."""
+        slow = f", {self.slow_disk_ms} ms per I/O" if self.slow_disk_ms else ""
+        wan = f", WAN {' '.join(self.wan.netem_args())}" if self.wan else ""
+        return (
+            f"{self.disks_per_site} disks of {format_size(self.disk_size)} per site{slow},"
+            f" fast disks of {format_size(FAST_DISK_SIZE)}{wan}"
+        )
+
+    def to_json(self) -> str:
+        """Serialise for the guest."""
+        return json.dumps(asdict(self), indent=2)
+
+    @classmethod
+    def from_json(cls, text: str) -> LabSpec:
+        """Read what `to_json` wrote."""
+        data: dict[str, Any] = json.loads(text)
+        data["wan"] = Wan(**data["wan"]) if data.get("wan") else None
+        data["disks"] = tuple(Disk(**d) for d in data.get("disks", ()))
+        data["command"] = tuple(data.get("command", ()))
+        return cls(**data)

@@ -1,0 +1,113 @@
+"""The lab's pure parts: what a lab holds, WAN settings, finding a kernel."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+
+from remirror.lab import host
+from remirror.lab.spec import LabSpec, Wan
+
+
+def test_default_lab_has_four_disks_per_site_and_a_fast_disk_each() -> None:
+    spec = LabSpec()
+    paths = [d.path for d in spec.disks]
+    assert paths == [
+        *(f"/dev/lab/a{i}" for i in range(4)),
+        *(f"/dev/lab/b{i}" for i in range(4)),
+        "/dev/lab/a-fast0",
+        "/dev/lab/b-fast0",
+    ]
+    assert {d.size for d in spec.disks if "fast" not in d.name} == {256 * 1024**2}
+    assert {d.size for d in spec.disks if "fast" in d.name} == {64 * 1024**2}
+
+
+def test_slow_disks_slow_the_data_disks_only() -> None:
+    spec = LabSpec(disks_per_site=2, slow_disk_ms=8)
+    assert {d.name: d.slow_ms for d in spec.disks} == {
+        "a0": 8,
+        "a1": 8,
+        "b0": 8,
+        "b1": 8,
+        "a-fast0": 0,
+        "b-fast0": 0,
+    }
+
+
+def test_spec_round_trips_through_json() -> None:
+    spec = LabSpec(disks_per_site=1, wan=Wan(delay="7ms", rate="45mbit"), command=("pytest", "-q"))
+    assert LabSpec.from_json(spec.to_json()) == spec
+
+
+@pytest.mark.parametrize(
+    ("kwargs", "message"),
+    [
+        ({"disks_per_site": 0}, "--disks must be 1 to 16"),
+        ({"disk_size": 1024**2}, "--disk-size must be at least 16MiB"),
+        ({"slow_disk_ms": -1}, "--slow-disk-ms must be 0 to 10000"),
+    ],
+)
+def test_bad_lab_settings_are_refused(kwargs: dict[str, int], message: str) -> None:
+    with pytest.raises(ValueError, match=message):
+        LabSpec(**kwargs)
+
+
+@pytest.mark.parametrize(
+    ("text", "args"),
+    [
+        ("7ms", ["delay", "7ms"]),
+        ("delay=7ms,jitter=1ms", ["delay", "7ms", "1ms"]),
+        ("delay=25ms,rate=1mbit", ["delay", "25ms", "rate", "1mbit"]),
+        ("rate=45mbit,loss=0.5%", ["rate", "45mbit", "loss", "0.5%"]),
+    ],
+)
+def test_wan_specs_become_netem_arguments(text: str, args: list[str]) -> None:
+    assert Wan.parse(text).netem_args() == args
+
+
+@pytest.mark.parametrize(
+    ("text", "message"),
+    [
+        ("seven", "expected a time such as 7ms"),
+        ("jitter=1ms", "jitter needs a delay"),
+        ("delay=7ms,rate=fast", "expected e.g. 1mbit"),
+        ("loss=5", "expected a percentage"),
+        ("latency=7ms", "'latency' is not a WAN setting"),
+    ],
+)
+def test_bad_wan_specs_are_refused(text: str, message: str) -> None:
+    with pytest.raises(ValueError, match=message):
+        Wan.parse(text)
+
+
+def test_wan_delay_in_seconds() -> None:
+    assert Wan(delay="7ms").one_way_delay_seconds == pytest.approx(0.007)
+    assert Wan(delay="500us").one_way_delay_seconds == pytest.approx(0.0005)
+
+
+def test_find_kernel_wants_the_storage_modules(tmp_path: Path) -> None:
+    boot, modules = tmp_path / "boot", tmp_path / "modules"
+    boot.mkdir()
+    for version in ("6.1.0-1-amd64", "6.1.0-2-amd64"):
+        (boot / f"vmlinuz-{version}").write_text("")
+    assert host.find_kernel(boot, modules) is None
+    md = modules / "6.1.0-1-amd64" / "kernel" / "drivers" / "md"
+    md.mkdir(parents=True)
+    (md / "raid1.ko").write_text("")
+    (md / "dm-writecache.ko.xz").write_text("")
+    assert host.find_kernel(boot, modules) == str(boot / "vmlinuz-6.1.0-1-amd64")
+
+
+def test_missing_prerequisites_are_named_in_one_line(monkeypatch: pytest.MonkeyPatch, tmp_path: Path) -> None:
+    monkeypatch.setenv("PATH", str(tmp_path))
+    monkeypatch.setattr(host.sys, "executable", str(tmp_path / "python"))
+    monkeypatch.setattr(host, "find_kernel", lambda: None)
+    with pytest.raises(host.LabError) as caught:
+        host.find_prerequisites()
+    message = str(caught.value)
+    assert "\n" not in message
+    assert message.startswith("lab: missing qemu-system-x86_64 (Debian package qemu-system-x86), virtme-ng")
+    assert "linux-image-amd64" in message
+    assert message.endswith(host.INSTALL_HINT)
+    assert caught.value.exit_code == 124
