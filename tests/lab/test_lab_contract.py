@@ -99,7 +99,7 @@ def link_restored() -> Iterator[None]:
     yield
     net.set_link(True)
     net.clear_wan()
-    net.wait_untilnet.site_b_reachable()
+    net.wait_until_reachable()
 
 
 @pytest.mark.usefixtures("link_restored")
@@ -109,7 +109,7 @@ def test_link_down_cuts_site_b_off_and_up_restores_it() -> None:
     assert not net.site_b_reachable()
     assert sh("ssh", "-o", "ConnectTimeout=3", "root@site-b", "true", ok_codes=(255,)).returncode == 255
     sh("remirror", "lab", "link", "up")
-    assert net.wait_untilnet.site_b_reachable(), "site B did not come back after link up"
+    assert net.wait_until_reachable(), "site B did not come back after link up"
     assert sh("ssh", "root@site-b", "hostname").stdout.strip() == "site-b"
 
 

@@ -50,7 +50,7 @@ def test_spec_round_trips_through_json() -> None:
 )
 def test_bad_lab_settings_are_refused(kwargs: dict[str, int], message: str) -> None:
     with pytest.raises(ValueError, match=message):
-        LabSpec(**kwargs)
+        LabSpec(**kwargs)  # type: ignore[arg-type]
 
 
 @pytest.mark.parametrize(
@@ -101,7 +101,7 @@ def test_find_kernel_wants_the_storage_modules(tmp_path: Path) -> None:
 
 def test_missing_prerequisites_are_named_in_one_line(monkeypatch: pytest.MonkeyPatch, tmp_path: Path) -> None:
     monkeypatch.setenv("PATH", str(tmp_path))
-    monkeypatch.setattr(host.sys, "executable", str(tmp_path / "python"))
+    monkeypatch.setattr("sys.executable", str(tmp_path / "python"))
     monkeypatch.setattr(host, "find_kernel", lambda: None)
     with pytest.raises(host.LabError) as caught:
         host.find_prerequisites()

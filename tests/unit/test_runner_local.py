@@ -62,7 +62,7 @@ def test_a_command_past_its_timeout_is_stopped() -> None:
 
 def test_a_shell_string_is_refused() -> None:
     with pytest.raises(TypeError, match="not a shell string"):
-        LocalRunner().run("rm -rf /tmp/x")  # type: ignore[arg-type]
+        LocalRunner().run("rm -rf /tmp/x")
 
 
 def test_secrets_never_reach_logs_or_errors(caplog: pytest.LogCaptureFixture) -> None:
