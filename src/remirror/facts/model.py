@@ -1,0 +1,141 @@
+"""What a site holds, as frozen records. Built by the parsers; read by the planner and health."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+
+# wipefs/libblkid type names, grouped the way the safety rule talks about them.
+_MD_TYPES = {"linux_raid_member"}
+_LVM_TYPES = {"LVM2_member", "LVM1_member"}
+_PARTITION_TABLE_TYPES = {"dos", "gpt", "PMBR", "atari", "bsd", "mac", "sgi", "sun"}
+
+
+@dataclass(frozen=True)
+class Signature:
+    """One on-disk signature found by libblkid (wipefs): a filesystem, an md superblock, ..."""
+
+    type: str
+    offset: int
+    uuid: str | None = None
+    label: str | None = None
+
+    @property
+    def kind(self) -> str:
+        """`md`, `lvm`, `partition table` or `filesystem` (everything else libblkid knows)."""
+        if self.type in _MD_TYPES:
+            return "md"
+        if self.type in _LVM_TYPES:
+            return "lvm"
+        if self.type in _PARTITION_TABLE_TYPES:
+            return "partition table"
+        return "filesystem"
+
+    def describe(self) -> str:
+        """How a refusal names it: `ext4 filesystem labelled 'data' (UUID ...)`."""
+        what = {
+            "md": "md RAID member",
+            "lvm": "LVM physical volume",
+            "partition table": f"{self.type} partition table",
+            "filesystem": f"{self.type} filesystem",
+        }[self.kind]
+        if self.label:
+            what += f" labelled {self.label!r}"
+        if self.uuid and self.kind in ("md", "lvm", "filesystem"):
+            what += f" (UUID {self.uuid})"
+        return what
+
+
+@dataclass(frozen=True)
+class MdMember:
+    """A component of a running md array, from sysfs `md/dev-NAME/`."""
+
+    device: str  # kernel name: sda, dm-0
+    slot: int | None  # None: a spare or not in a slot
+    state: frozenset[str] = field(default_factory=frozenset)
+
+    @property
+    def is_faulty(self) -> bool:
+        """md marked it failed."""
+        return "faulty" in self.state
+
+    @property
+    def is_in_sync(self) -> bool:
+        """It holds the whole array's data."""
+        return "in_sync" in self.state
+
+    @property
+    def is_write_mostly(self) -> bool:
+        """Reads avoid it (a remote leg)."""
+        return "write_mostly" in self.state
+
+
+@dataclass(frozen=True)
+class MdArray:
+    """A running md array, from sysfs, /proc/mdstat and `mdadm --detail --export`."""
+
+    kernel_name: str  # md127
+    name: str  # the name without homehost: "rec" for "site-a:rec"
+    uuid: str  # colon form, as mdadm prints it
+    level: str
+    raid_disks: int
+    members: tuple[MdMember, ...]
+    array_state: str
+    sync_action: str
+    sync_completed: tuple[int, int] | None  # (done, total) sectors while syncing
+    degraded: int
+    bitmap_chunk: int | None  # bytes; None without a bitmap
+    backlog: int | None  # write-behind limit
+    max_backlog_used: int | None
+
+    def member(self, device: str) -> MdMember | None:
+        """The member with this kernel name, if any."""
+        return next((m for m in self.members if m.device == device), None)
+
+
+@dataclass(frozen=True)
+class MdSuperblock:
+    """What `mdadm --examine --export` says of a component device."""
+
+    array_uuid: str
+    name: str
+    device_uuid: str
+    events: int
+    update_time: int
+
+
+@dataclass(frozen=True)
+class MdBitmap:
+    """What `mdadm -X` says of a member's write-intent bitmap."""
+
+    chunk_size: int  # bytes
+    bits: int
+    dirty: int
+    events: int
+    events_cleared: int
+
+    @property
+    def dirty_bytes(self) -> int:
+        """Data the bitmap marks as possibly out of sync (a bound: whole chunks)."""
+        return self.dirty * self.chunk_size
+
+
+@dataclass(frozen=True)
+class IscsiSession:
+    """A session of the local initiator, from sysfs and `iscsiadm -m session`."""
+
+    sid: int
+    target: str
+    address: str
+    port: int
+    state: str  # LOGGED_IN, FAILED, FREE
+    disk: str | None = None  # kernel name of its LUN 0 disk, while it has one
+
+
+@dataclass(frozen=True)
+class IscsiNode:
+    """A node record in open-iscsi's database (`iscsiadm -m node -o show`)."""
+
+    target: str
+    address: str
+    port: int
+    settings: dict[str, str] = field(default_factory=dict, hash=False, compare=True)

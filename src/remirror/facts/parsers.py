@@ -1,0 +1,284 @@
+"""Pure parsers of what md, device-mapper, open-iscsi and util-linux print.
+
+Each takes text and returns facts; none runs anything. The formats are those
+of Debian 12's tools (see tests/unit/fixtures/lab-6.1/README.md); where a
+format has a quirk, the comment says which.
+"""
+
+from __future__ import annotations
+
+import json
+import re
+import shlex
+
+from remirror.facts.model import (
+    IscsiNode,
+    IscsiSession,
+    MdArray,
+    MdBitmap,
+    MdMember,
+    MdSuperblock,
+    Signature,
+)
+
+_SIZE_UNITS = {"B": 1, "KB": 1024, "MB": 1024**2, "GB": 1024**3}
+
+
+class ParseError(ValueError):
+    """A tool printed something this parser does not understand."""
+
+
+def parse_wipefs_json(text: str) -> tuple[Signature, ...]:
+    """Signatures from `wipefs --no-act --json DEV` (all of them: filesystems, RAID, tables)."""
+    if not text.strip():
+        return ()  # wipefs prints nothing at all for a device without signatures
+    try:
+        data = json.loads(text)
+    except json.JSONDecodeError as error:
+        raise ParseError(f"wipefs output is not JSON: {error}") from None
+    return tuple(
+        Signature(
+            type=entry["type"],
+            offset=int(entry["offset"], 16),
+            uuid=entry.get("uuid"),
+            label=entry.get("label"),
+        )
+        for entry in data.get("signatures", [])
+    )
+
+
+def parse_export(text: str) -> dict[str, str]:
+    """KEY=VALUE lines as mdadm `--export` and `blkid -o export` print them (shell-quoted values)."""
+    values: dict[str, str] = {}
+    for line in text.splitlines():
+        key, sep, value = line.partition("=")
+        if not sep or not key.strip():
+            continue
+        # Values are escaped for the shell: "LVM2\ 001".
+        parts = shlex.split(value) if value.strip() else [""]
+        values[key.strip()] = " ".join(parts)
+    return values
+
+
+def md_name(full_name: str) -> str:
+    """The array name without mdadm's `homehost:` prefix (`site-a:rec` -> `rec`)."""
+    return full_name.rpartition(":")[2]
+
+
+def parse_detail_export(text: str) -> tuple[str, str, dict[str, int]]:
+    """(UUID, name, {member path: role}) from `mdadm --detail --export`."""
+    values = parse_export(text)
+    if "MD_UUID" not in values:
+        raise ParseError("mdadm --detail --export printed no MD_UUID")
+    roles: dict[str, int] = {}
+    for key, value in values.items():
+        if key.startswith("MD_DEVICE_") and key.endswith("_ROLE"):
+            device = values.get(key.removesuffix("_ROLE") + "_DEV")
+            if device and value.isdigit():  # "spare", "faulty" are not slots
+                roles[device] = int(value)
+    return values["MD_UUID"], md_name(values.get("MD_NAME", values.get("MD_DEVNAME", ""))), roles
+
+
+def parse_examine_export(text: str) -> MdSuperblock | None:
+    """The md superblock on a device, from `mdadm --examine --export` (None: there is none)."""
+    values = parse_export(text)
+    if "MD_UUID" not in values:
+        return None
+    try:
+        return MdSuperblock(
+            array_uuid=values["MD_UUID"],
+            name=md_name(values.get("MD_NAME", "")),
+            device_uuid=values.get("MD_DEV_UUID", ""),
+            events=int(values.get("MD_EVENTS", "0")),
+            update_time=int(values.get("MD_UPDATE_TIME", "0")),
+        )
+    except ValueError as error:
+        raise ParseError(f"mdadm --examine --export: {error}") from None
+
+
+def parse_member_state(text: str) -> frozenset[str]:
+    """Flags of sysfs `md/dev-NAME/state` (`in_sync,write_mostly`; `faulty,write_mostly`)."""
+    return frozenset(flag for flag in text.strip().split(",") if flag)
+
+
+def parse_member(device: str, state: str, slot: str) -> MdMember:
+    """A member from its sysfs state and slot (`none` when it holds no slot)."""
+    slot = slot.strip()
+    return MdMember(
+        device=device, slot=int(slot) if slot.isdigit() else None, state=parse_member_state(state)
+    )
+
+
+def parse_sync_completed(text: str) -> tuple[int, int] | None:
+    """(done, total) sectors from sysfs `md/sync_completed`; None when idle (`none`, `delayed`)."""
+    match = re.fullmatch(r"\s*(\d+)\s*/\s*(\d+)\s*", text)
+    return (int(match.group(1)), int(match.group(2))) if match else None
+
+
+_MDSTAT_ARRAY = re.compile(r"^(md\w+) : (\w+) (?:\((?:auto-)?read-only\) )?(\w+)? ?(.*)$")
+_MDSTAT_MEMBER = re.compile(r"(\S+?)\[(\d+)\]((?:\([A-Z]\))*)")
+
+
+def parse_mdstat(text: str) -> dict[str, dict[str, object]]:
+    """Per array in /proc/mdstat: level, members with their flags, slot map and bitmap line.
+
+    `sda[1](W)(F)`: `[1]` is the descriptor number, not the role; `(W)` is
+    write-mostly, `(F)` faulty, `(S)` spare. sysfs is authoritative for
+    member state; mdstat is read for the one-screen view and the bitmap line.
+    """
+    arrays: dict[str, dict[str, object]] = {}
+    current: dict[str, object] | None = None
+    for line in text.splitlines():
+        head = _MDSTAT_ARRAY.match(line)
+        if head:
+            name, state, level, rest = head.groups()
+            members = {
+                m.group(1): {"descriptor": int(m.group(2)), "flags": re.findall(r"\((\w)\)", m.group(3))}
+                for m in _MDSTAT_MEMBER.finditer(rest)
+            }
+            current = {"state": state, "level": level, "members": members}
+            arrays[name] = current
+            continue
+        if current is None:
+            continue
+        slots = re.search(r"\[(\d+)/(\d+)\] \[([U_]+)\]", line)
+        if slots:
+            current["slots"] = slots.group(3)
+        bitmap = re.search(r"bitmap: (\d+)/(\d+) pages \[\w+\], (\d+)KB chunk", line)
+        if bitmap:
+            current["bitmap_chunk"] = int(bitmap.group(3)) * 1024
+        progress = re.search(r"(resync|recovery|check|repair|reshape)\s*=\s*([\d.]+)% \((\d+)/(\d+)\)", line)
+        if progress:
+            current["progress"] = {
+                "action": progress.group(1),
+                "percent": float(progress.group(2)),
+                "done": int(progress.group(3)),
+                "total": int(progress.group(4)),
+            }
+    return arrays
+
+
+def parse_bitmap_examine(text: str) -> MdBitmap:
+    """A member's bitmap from `mdadm -X` (examine-bitmap)."""
+    fields: dict[str, str] = {}
+    for line in text.splitlines():
+        key, sep, value = line.partition(" : ")
+        if sep:
+            fields[key.strip()] = value.strip()
+    try:
+        number, unit = fields["Chunksize"].split()
+        bits = re.match(r"(\d+) bits \(chunks\), (\d+) dirty", fields["Bitmap"])
+        if bits is None:
+            raise ParseError(f"mdadm -X: cannot read {fields['Bitmap']!r}")
+        return MdBitmap(
+            chunk_size=int(number) * _SIZE_UNITS[unit.upper()],
+            bits=int(bits.group(1)),
+            dirty=int(bits.group(2)),
+            events=int(fields["Events"]),
+            events_cleared=int(fields["Events Cleared"]),
+        )
+    except (KeyError, ValueError) as error:
+        raise ParseError(f"mdadm -X: missing or bad field {error}") from None
+
+
+def parse_iscsiadm_node(text: str) -> IscsiNode:
+    """A node record from `iscsiadm -m node -T IQN -p PORTAL -o show`.
+
+    open-iscsi prints `<empty>` for unset values and masks secrets as
+    `********`; both are kept as printed, so a planner can tell "set" from
+    "unset" without ever seeing a secret.
+    """
+    settings: dict[str, str] = {}
+    for line in text.splitlines():
+        if line.startswith("#"):
+            continue
+        key, sep, value = line.partition(" = ")
+        if sep:
+            settings[key.strip()] = value.strip()
+    try:
+        return IscsiNode(
+            target=settings["node.name"],
+            address=settings["node.conn[0].address"],
+            port=int(settings["node.conn[0].port"]),
+            settings=settings,
+        )
+    except (KeyError, ValueError) as error:
+        raise ParseError(f"iscsiadm node record: missing or bad {error}") from None
+
+
+_SESSION_LINE = re.compile(r"^(\w+): \[(\d+)\] (\[?[^\]\s]+\]?):(\d+),(\d+) (\S+)")
+
+
+def parse_iscsiadm_sessions(text: str) -> list[tuple[int, str, int, str]]:
+    """(sid, address, port, target) per line of `iscsiadm -m session`."""
+    sessions = []
+    for line in text.splitlines():
+        match = _SESSION_LINE.match(line)
+        if match:
+            _transport, sid, address, port, _tpgt, target = match.groups()
+            sessions.append((int(sid), address.strip("[]"), int(port), target))
+    return sessions
+
+
+def parse_initiator_name(text: str) -> str:
+    """The IQN from /etc/iscsi/initiatorname.iscsi."""
+    for line in text.splitlines():
+        key, sep, value = line.strip().partition("=")
+        if sep and key.strip() == "InitiatorName" and value.strip():
+            return value.strip()
+    raise ParseError("no InitiatorName= line in initiatorname.iscsi")
+
+
+def build_md_array(kernel_name: str, sysfs: dict[str, str], detail_export: str) -> MdArray:
+    """A running array from its sysfs files (relative to /sys/block/mdX/md/) and `mdadm --detail --export`.
+
+    `sysfs` maps paths such as `array_state`, `bitmap/chunksize`,
+    `dev-sda/state` to their contents; the agent reads them, this only
+    interprets them. Member state comes from sysfs: `--detail --export`
+    carries no member state (only roles).
+    """
+    uuid, name, _roles = parse_detail_export(detail_export)
+    members = tuple(
+        parse_member(
+            path.removeprefix("dev-").removesuffix("/state"),
+            state,
+            sysfs.get(path.replace("/state", "/slot"), ""),
+        )
+        for path, state in sorted(sysfs.items())
+        if path.startswith("dev-") and path.endswith("/state")
+    )
+
+    def number(key: str) -> int | None:
+        value = sysfs.get(key, "").strip()
+        return int(value) if value.isdigit() else None
+
+    return MdArray(
+        kernel_name=kernel_name,
+        name=name,
+        uuid=uuid,
+        level=sysfs.get("level", "").strip(),
+        raid_disks=number("raid_disks") or 0,
+        members=members,
+        array_state=sysfs.get("array_state", "").strip(),
+        sync_action=sysfs.get("sync_action", "").strip(),
+        sync_completed=parse_sync_completed(sysfs.get("sync_completed", "none")),
+        degraded=number("degraded") or 0,
+        bitmap_chunk=number("bitmap/chunksize"),
+        backlog=number("bitmap/backlog"),
+        max_backlog_used=number("bitmap/max_backlog_used"),
+    )
+
+
+def build_iscsi_session(sid: int, sysfs: dict[str, str]) -> IscsiSession:
+    """A session from its sysfs values: state, targetname, persistent_address/port, disk."""
+    try:
+        return IscsiSession(
+            sid=sid,
+            target=sysfs["targetname"].strip(),
+            address=sysfs.get("persistent_address", "").strip(),
+            port=int(sysfs.get("persistent_port", "0").strip() or 0),
+            state=sysfs["state"].strip(),
+            disk=sysfs.get("disk", "").strip() or None,
+        )
+    except (KeyError, ValueError) as error:
+        raise ParseError(f"iSCSI session {sid}: missing or bad {error}") from None

@@ -1,0 +1,234 @@
+"""The parsers on outputs recorded in the lab (fixtures/lab-6.1/README.md names the versions)."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+
+from remirror.facts.parsers import (
+    ParseError,
+    build_iscsi_session,
+    build_md_array,
+    md_name,
+    parse_bitmap_examine,
+    parse_detail_export,
+    parse_examine_export,
+    parse_export,
+    parse_initiator_name,
+    parse_iscsiadm_node,
+    parse_iscsiadm_sessions,
+    parse_mdstat,
+    parse_sync_completed,
+    parse_wipefs_json,
+)
+
+LAB = Path(__file__).parent / "fixtures" / "lab-6.1"
+UUID = "9b9cd85d:53bed361:4ad431b5:54276aa5"
+
+
+def fixture(name: str) -> str:
+    return (LAB / name).read_text()
+
+
+def key_values(name: str) -> dict[str, str]:
+    """The recorded sysfs files: one `path=content` line each."""
+    return dict(line.split("=", 1) for line in fixture(name).splitlines() if "=" in line)
+
+
+# --- signatures: what the safety rule refuses to write over ---------------
+
+
+@pytest.mark.parametrize(
+    ("name", "kinds", "described"),
+    [
+        ("wipefs-empty.json", [], []),
+        (
+            "wipefs-ext4.json",
+            ["filesystem"],
+            ["ext4 filesystem labelled 'data' (UUID bebbbe10-27ae-439b-8c3f-662cb952909d)"],
+        ),
+        (
+            "wipefs-lvm.json",
+            ["lvm"],
+            ["LVM physical volume (UUID 4iHVRu-kAOB-SJHj-6EzB-4pnt-v4iD-92BAFq)"],
+        ),
+        (
+            "wipefs-md-member.json",
+            ["md"],
+            ["md RAID member labelled 'site-a:sig' (UUID 3c433973-daad-797f-08a1-c32bee134c6e)"],
+        ),
+        ("wipefs-dos.json", ["partition table"], ["dos partition table"]),
+        (
+            "wipefs-gpt.json",
+            ["partition table"] * 3,
+            ["gpt partition table", "gpt partition table", "PMBR partition table"],
+        ),
+    ],
+)
+def test_every_kind_of_signature_is_recognised(name: str, kinds: list[str], described: list[str]) -> None:
+    signatures = parse_wipefs_json(fixture(name))
+    assert [s.kind for s in signatures] == kinds
+    assert [s.describe() for s in signatures] == described
+
+
+def test_the_backup_gpt_header_is_found_at_the_end_of_the_disk() -> None:
+    offsets = [s.offset for s in parse_wipefs_json(fixture("wipefs-gpt.json"))]
+    assert 256 * 1024**2 - 512 in offsets
+
+
+def test_wipefs_prints_nothing_for_a_blank_disk() -> None:
+    assert parse_wipefs_json("") == ()
+    with pytest.raises(ParseError, match="not JSON"):
+        parse_wipefs_json("wipefs: error")
+
+
+# --- md ---------------------------------------------------------------------
+
+
+def test_detail_export_gives_uuid_name_without_homehost_and_roles() -> None:
+    uuid, name, roles = parse_detail_export(fixture("mdadm-detail-export.txt"))
+    assert (uuid, name) == (UUID, "rec")
+    assert roles == {"/dev/sda": 1, "/dev/dm-0": 0}
+
+
+def test_examine_export_gives_the_superblock_of_each_leg() -> None:
+    local = parse_examine_export(fixture("mdadm-examine-export-a0.txt"))
+    remote = parse_examine_export(fixture("mdadm-examine-export-remote.txt"))
+    assert local is not None
+    assert remote is not None
+    assert local.array_uuid == remote.array_uuid == UUID
+    assert local.device_uuid != remote.device_uuid
+    assert (local.events, local.name) == (18, "rec")
+    assert parse_examine_export("mdadm: No md superblock detected on /dev/lab/a1.\n") is None
+
+
+def test_export_values_are_unquoted_like_the_shell_would() -> None:
+    assert parse_export("VERSION=LVM2\\ 001\nTYPE=LVM2_member\nnoise\n") == {
+        "VERSION": "LVM2 001",
+        "TYPE": "LVM2_member",
+    }
+
+
+def test_md_name_drops_the_homehost() -> None:
+    assert md_name("site-a:rec") == "rec"
+    assert md_name("rec") == "rec"
+
+
+def test_a_healthy_mirror_from_sysfs() -> None:
+    array = build_md_array("md127", key_values("sysfs-md.txt"), fixture("mdadm-detail-export.txt"))
+    assert (array.name, array.uuid, array.level, array.raid_disks) == ("rec", UUID, "raid1", 2)
+    assert (array.bitmap_chunk, array.backlog, array.degraded) == (1024**2, 1024, 0)
+    remote = array.member("sda")
+    local = array.member("dm-0")
+    assert remote is not None
+    assert local is not None
+    assert remote.is_write_mostly
+    assert remote.is_in_sync
+    assert not remote.is_faulty
+    assert (local.slot, remote.slot) == (0, 1)
+    assert not local.is_write_mostly
+    assert array.sync_completed is None
+
+
+def test_the_remote_leg_after_the_link_was_cut() -> None:
+    sysfs = {**key_values("sysfs-md.txt"), **key_values("sysfs-md-faulty.txt")}
+    array = build_md_array("md127", sysfs, fixture("mdadm-detail-export-degraded.txt"))
+    remote = array.member("sda")
+    assert remote is not None
+    assert remote.is_faulty
+    assert remote.is_write_mostly
+    assert not remote.is_in_sync
+    assert array.degraded == 1
+
+
+def test_mdstat_shows_write_mostly_faulty_slots_and_bitmap_chunk() -> None:
+    clean = parse_mdstat(fixture("mdstat-clean.txt"))["md127"]
+    assert clean["level"] == "raid1"
+    assert clean["members"] == {
+        "sda": {"descriptor": 1, "flags": ["W"]},
+        "dm-0": {"descriptor": 0, "flags": []},
+    }
+    assert (clean["slots"], clean["bitmap_chunk"]) == ("UU", 1024**2)
+    faulty = parse_mdstat(fixture("mdstat-faulty.txt"))["md127"]
+    assert faulty["members"] == {
+        "sda": {"descriptor": 1, "flags": ["W", "F"]},
+        "dm-0": {"descriptor": 0, "flags": []},
+    }
+    assert faulty["slots"] == "U_"
+    assert parse_mdstat(fixture("mdstat-recovered.txt"))["md127"]["slots"] == "UU"
+
+
+def test_mdstat_progress_line() -> None:
+    # Format from md.c (status_resync); the lab's recoveries finished before a recording could catch one.
+    text = (
+        "md127 : active raid1 sda[1](W) dm-0[0]\n"
+        "      261120 blocks super 1.2 [2/1] [U_]\n"
+        "      [=>...................]  recovery =  9.8% (25600/261120) finish=0.1min speed=25600K/sec\n"
+        "      bitmap: 1/1 pages [4KB], 1024KB chunk\n"
+    )
+    progress = parse_mdstat(text)["md127"]["progress"]
+    assert progress == {"action": "recovery", "percent": 9.8, "done": 25600, "total": 261120}
+
+
+def test_sync_completed() -> None:
+    assert parse_sync_completed("1024 / 522240\n") == (1024, 522240)
+    assert parse_sync_completed("none\n") is None
+    assert parse_sync_completed("delayed") is None
+
+
+def test_the_bitmap_counts_what_the_outage_left_dirty() -> None:
+    dirty = parse_bitmap_examine(fixture("mdadm-X-a0-dirty.txt"))
+    assert (dirty.chunk_size, dirty.bits, dirty.dirty) == (1024**2, 255, 4)
+    assert dirty.dirty_bytes == 4 * 1024**2  # 4 MiB were written while the link was down
+    assert (dirty.events, dirty.events_cleared) == (22, 18)
+    # Recorded just after the array was created: every chunk is dirty until
+    # the initial sync is done and the bitmap daemon has cleared the bits.
+    fresh = parse_bitmap_examine(fixture("mdadm-X-a0.txt"))
+    assert (fresh.dirty, fresh.bits, fresh.events_cleared) == (255, 255, 0)
+    with pytest.raises(ParseError):
+        parse_bitmap_examine("mdadm: invalid bitmap magic 0x0, the bitmap file appears to be corrupted\n")
+
+
+# --- open-iscsi -------------------------------------------------------------
+
+
+def test_node_record_keeps_settings_and_never_sees_secrets() -> None:
+    node = parse_iscsiadm_node(fixture("iscsiadm-node-show.txt"))
+    assert (node.target, node.address, node.port) == (
+        "iqn.2026-11.org.remirror.lab:record",
+        "192.0.2.2",
+        3260,
+    )
+    assert node.settings["node.startup"] == "automatic"
+    assert node.settings["node.session.timeo.replacement_timeout"] == "5"
+    assert node.settings["node.session.auth.password"] == "********"
+    assert node.settings["node.session.auth.username_in"] == "lab0"
+    assert "initiator-secret" not in fixture("iscsiadm-node-show.txt")
+
+
+def test_sessions_from_iscsiadm_and_sysfs() -> None:
+    assert parse_iscsiadm_sessions(fixture("iscsiadm-session.txt")) == [
+        (1, "192.0.2.2", 3260, "iqn.2026-11.org.remirror.lab:record")
+    ]
+    assert parse_iscsiadm_sessions("iscsiadm: No active sessions.\n") == []
+    # The session's own files, then its connection's address and port.
+    recorded = {
+        path.rsplit("/", 1)[-1]: value
+        for path, value in key_values("sysfs-iscsi-session.txt").items()
+        if "/iscsi_session/" in path or "persistent_" in path
+    }
+    session = build_iscsi_session(1, {**recorded, "disk": "sda"})
+    assert (session.state, session.address, session.port, session.disk) == (
+        "LOGGED_IN",
+        "192.0.2.2",
+        3260,
+        "sda",
+    )
+
+
+def test_initiator_name() -> None:
+    text = "## DO NOT EDIT OR REMOVE THIS FILE!\nInitiatorName=iqn.1993-08.org.debian:01:abc\n"
+    assert parse_initiator_name(text) == "iqn.1993-08.org.debian:01:abc"
+    with pytest.raises(ParseError):
+        parse_initiator_name("# empty\n")
