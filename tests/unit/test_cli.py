@@ -70,7 +70,7 @@ def test_usage_errors_exit_3(capsys: pytest.CaptureFixture[str]) -> None:
     assert code == 3
 
 
-@pytest.mark.parametrize(("verb", "issue"), [("plan", 4), ("apply", 4), ("status", 6)])
+@pytest.mark.parametrize(("verb", "issue"), [("status", 6)])
 def test_unfinished_verbs_say_so_and_fail(capsys: pytest.CaptureFixture[str], verb: str, issue: int) -> None:
     code, out, err = run(capsys, verb, TWO_SITE)
     assert code == 1

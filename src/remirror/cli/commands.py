@@ -8,6 +8,7 @@ from typing import TYPE_CHECKING
 import click
 
 from remirror.cli.lab import lab
+from remirror.cli.mirror import agent, apply, plan
 from remirror.cli.output import OUTPUT_FORMATS, console, emit_json
 from remirror.errors import EXIT_BAD_INPUT, NotImplementedYet, ProfileError
 from remirror.units import format_duration, format_size
@@ -103,25 +104,6 @@ def schema() -> int:
 
 
 @click.command()
-@profile_argument
-@click.option("--detailed-exitcode", is_flag=True, help="Exit 2 when there are changes.")
-@output_option
-def plan(profile_path: str, detailed_exitcode: bool, output: str) -> int:
-    """Show what apply would change."""
-    raise NotImplementedYet("plan", 4)
-
-
-@click.command()
-@profile_argument
-@click.option("--yes", is_flag=True, help="Do not ask before applying.")
-@click.option("--allow-destructive", is_flag=True, help="Allow writing over disks that hold data.")
-@output_option
-def apply(profile_path: str, yes: bool, allow_destructive: bool, output: str) -> int:
-    """Make the sites match the profile."""
-    raise NotImplementedYet("apply", 4)
-
-
-@click.command()
 @click.argument("profile_path", metavar="[PROFILE]", required=False)
 @output_option
 def status(profile_path: str | None, output: str) -> int:
@@ -138,4 +120,4 @@ def check(profile_path: str | None) -> int:
     return 3
 
 
-ALL = [validate, schema, plan, apply, status, check, lab]
+ALL = [validate, schema, plan, apply, agent, status, check, lab]

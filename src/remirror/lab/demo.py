@@ -6,15 +6,22 @@ yet; each capability, as it lands, adds its step here.
 
 from __future__ import annotations
 
+import re
 import time
 from collections.abc import Callable
+from pathlib import Path
 
+from remirror.facts.parsers import parse_bitmap_examine
 from remirror.lab import net
 from remirror.lab.spec import LAB_FILE, Wan
 from remirror.profile import load_profile
 from remirror.runner.local import LocalRunner
+from remirror.units import format_size
 
 PROFILE = "profiles/lab.yaml"
+MD = "/dev/md/lab0"
+LOCAL = "/dev/lab/a0"
+REMOTE_DISK = "/dev/lab/b0"
 
 _run = LocalRunner("site-a").run
 
@@ -28,6 +35,55 @@ class Timeline:
 
     def __call__(self, message: str) -> None:
         self.say(f"[{time.monotonic() - self.started:6.1f}s] {message}")
+
+
+def _mdstat_line() -> str:
+    text = Path("/proc/mdstat").read_text()
+    match = re.search(r"^md\w+ : .*$\n.*(\[[U_]+\])", text, flags=re.M)
+    return f"{match.group(0).split(chr(10))[0]} {match.group(1)}" if match else "(no array)"
+
+
+def _write(device: str, offset_mib: int, mib: int) -> None:
+    _run(
+        [
+            "dd",
+            "if=/dev/urandom",
+            f"of={device}",
+            "bs=1M",
+            f"count={mib}",
+            f"seek={offset_mib}",
+            "oflag=direct",
+        ],
+        timeout=600,
+    )
+
+
+def _wait_for_sessions(timeout: float = 120.0) -> float:
+    """Seconds until every iSCSI session is LOGGED_IN again (iscsid retries by itself)."""
+    started = time.monotonic()
+    while any(p.read_text().strip() != "LOGGED_IN" for p in Path("/sys/class/iscsi_session").glob("*/state")):
+        if time.monotonic() - started > timeout:
+            break
+        time.sleep(0.5)
+    _run(["udevadm", "settle", "--timeout=30"], ok_codes=(0, 1))
+    return time.monotonic() - started
+
+
+def _remote_leg() -> str:
+    for member in Path(f"/sys/block/{Path(MD).resolve().name}/md").glob("dev-sd*"):
+        return f"/dev/{member.name.removeprefix('dev-')}"
+    links = list(Path("/dev/disk/by-path").glob("ip-*-iscsi-*lab0*-lun-0"))
+    return str(links[0].resolve())
+
+
+def leg_digest(disk: str, site_b: bool) -> str:
+    """sha256 of an md leg's data region, read from the disk itself (superblocks differ by design)."""
+    examined = re.search(r"Data Offset : (\d+) sectors", _run(["mdadm", "--examine", LOCAL]).stdout)
+    offset = int(examined.group(1)) * 512 if examined else 0
+    size = int(_run(["blockdev", "--getsize64", MD]).stdout)
+    command = f"dd if={disk} iflag=direct,skip_bytes,count_bytes skip={offset} count={size} bs=1M status=none"
+    argv = ["sh", "-c", f"{command} | sha256sum"]
+    return _run(net.in_site_b(argv) if site_b else argv, timeout=600).stdout.split()[0]
 
 
 def tour(say: Callable[[str], None]) -> int:
@@ -48,11 +104,29 @@ def tour(say: Callable[[str], None]) -> int:
     net.apply_wan(wan)
     step(f"emulated WAN (netem delay 7ms each way): round trip {net.round_trip_ms():.1f} ms")
     net.clear_wan()
-    step("not yet: `remirror apply` (issue #4) builds the mirror; then this tour writes data,")
-    step("         cuts the link, shows the status, restores it and compares both legs")
+    built = _run(["remirror", "apply", "--yes", PROFILE], timeout=900).stdout
+    step(f"remirror apply built the mirror: {built.strip().splitlines()[-1]}")
+    step(f"/proc/mdstat: {_mdstat_line()} (W = the remote leg, write-mostly: reads stay local)")
+    _write(MD, offset_mib=0, mib=16)
+    step("wrote 16 MiB through /dev/md/lab0 (O_DIRECT)")
     net.set_link(False)
-    step(f"link cut: site B reachable? {net.site_b_reachable()}")
+    step("cut the link; writing 8 MiB more (md fails the remote leg after the iSCSI timeouts)")
+    _write(MD, offset_mib=64, mib=8)
+    step(f"/proc/mdstat: {_mdstat_line()} (F = failed: writes went on locally)")
+    bitmap = parse_bitmap_examine(_run(["mdadm", "-X", LOCAL]).stdout)
+    step(
+        f"the bitmap marks {bitmap.dirty} chunks ({format_size(bitmap.dirty_bytes)}) to resync, not the disk"
+    )
     net.set_link(True)
     step(f"link restored: site B reachable? {net.wait_until_reachable()}")
-    step("done: the lab works; the mirror steps arrive with apply")
-    return 0
+    step("not yet: the reconciler (issue #5) re-adds the leg by itself; the tour does what it will do:")
+    waited = _wait_for_sessions()
+    step(f"iscsid logged the session in again by itself after {waited:.0f}s")
+    _run(["mdadm", MD, "--remove", "failed"], ok_codes=(0, 1))
+    _run(["mdadm", MD, "--re-add", _remote_leg()], timeout=120)
+    _run(["mdadm", "--wait", MD], ok_codes=(0, 1), timeout=900)
+    step(f"mdadm --re-add: bitmap-based recovery done; /proc/mdstat: {_mdstat_line()}")
+    same = leg_digest(LOCAL, site_b=False) == leg_digest(REMOTE_DISK, site_b=True)
+    step(f"both legs' data regions identical: {same}")
+    step("done" if same else "the legs differ: that is a bug, please report it")
+    return 0 if same else 1

@@ -11,6 +11,7 @@ from __future__ import annotations
 import json
 import logging
 import os
+import secrets
 import subprocess
 import sys
 import time
@@ -114,6 +115,7 @@ def setup(spec: LabSpec) -> None:
     _make_site_b()
     _start_site_b_sshd()
     _start_iscsid()
+    _write_chap_secrets()
     _describe(spec)
     if spec.wan is not None:
         net.apply_wan(spec.wan)
@@ -248,6 +250,14 @@ def _start_site_b_sshd() -> None:
     )
     run(net.in_site_b(["/usr/sbin/sshd", "-f", str(config)]))
     run(["ssh", "-o", "ConnectTimeout=20", "root@site-b", "true"], timeout=60)
+
+
+def _write_chap_secrets() -> None:
+    """The secret files profiles/lab.yaml names: fresh random ones per lab, mode 0600."""
+    for name in ("lab0.chap", "lab0.chap.mutual"):
+        path = Path(LAB_DIR) / name
+        path.write_text(secrets.token_urlsafe(18) + "\n")
+        path.chmod(0o600)
 
 
 def _start_iscsid() -> None:

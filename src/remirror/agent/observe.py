@@ -1,0 +1,178 @@
+"""Gather a site's raw facts: the text tools print and sysfs holds, plus LIO via rtslib.
+
+Everything returned is JSON-able and interpreted by the pure parsers in
+`remirror.facts`, so that what is gathered here stays dumb and what is
+decided stays testable.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import os
+from pathlib import Path
+from typing import Any
+
+from remirror.runner.local import LocalRunner
+
+_run = LocalRunner("agent").run
+
+INITIATOR_NAME_FILE = Path("/etc/iscsi/initiatorname.iscsi")
+MDADM_CONF = Path("/etc/mdadm/mdadm.conf")
+ISCSI_NODES = Path("/etc/iscsi/nodes")
+# Where LIO's saved configuration is restored from at boot, by the target
+# service that is installed: Debian's rtslib-fb-targetctl, else upstream's.
+LIO_SAVE_PATHS = ("/etc/rtslib-fb-target/saveconfig.json", "/etc/target/saveconfig.json")
+
+
+def observe(disks: list[str]) -> dict[str, Any]:
+    """Everything the planner needs to know about this site."""
+    return {
+        "hostname": os.uname().nodename,
+        "initiator": INITIATOR_NAME_FILE.read_text() if INITIATOR_NAME_FILE.exists() else "",
+        "disks": {disk: _disk(disk) for disk in disks},
+        "arrays": _arrays(),
+        "sessions": _sessions(),
+        "nodes": _nodes(),
+        "lio": _lio(),
+        "lio_save_path": _lio_save_path(),
+        "mdadm_conf": MDADM_CONF.read_text() if MDADM_CONF.exists() else "",
+    }
+
+
+def _disk(path: str) -> dict[str, Any]:
+    if not Path(path).exists():
+        return {"exists": False}
+    real = os.path.realpath(path)
+    info: dict[str, Any] = {"exists": True, "kernel_name": Path(real).name}
+    info["size"] = int(_run(["blockdev", "--getsize64", real]).stdout)
+    info["wipefs"] = _run(["wipefs", "--no-act", "--json", real]).stdout
+    info["examine"] = _run(["mdadm", "--examine", "--export", real], ok_codes=(0, 1)).stdout
+    holders = Path(f"/sys/class/block/{info['kernel_name']}/holders")
+    info["holders"] = sorted(p.name for p in holders.iterdir()) if holders.is_dir() else []
+    return info
+
+
+def _read_tree(base: Path, names: list[str]) -> dict[str, str]:
+    values = {}
+    for name in names:
+        try:
+            values[name] = (base / name).read_text()
+        except OSError:
+            continue
+    return values
+
+
+def _arrays() -> dict[str, Any]:
+    arrays: dict[str, Any] = {}
+    for md in sorted(Path("/sys/block").glob("md*")):
+        base = md / "md"
+        if not base.is_dir():
+            continue
+        names = [
+            "array_state", "sync_action", "sync_completed", "degraded", "level", "raid_disks",
+            "bitmap/chunksize", "bitmap/backlog", "bitmap/max_backlog_used", "mismatch_cnt",
+        ]  # fmt: skip
+        for member in base.glob("dev-*"):
+            names += [f"{member.name}/state", f"{member.name}/slot"]
+        sysfs = _read_tree(base, names)
+        if sysfs.get("level", "").strip() == "" or sysfs.get("array_state", "").strip() in (
+            "clear",
+            "inactive",
+        ):
+            continue
+        detail = _run(["mdadm", "--detail", "--export", f"/dev/{md.name}"], ok_codes=(0, 1)).stdout
+        # /dev/md/NAME links (udev): a glob of a missing directory is empty.
+        links = {p.name: p.resolve().name for p in Path("/dev/md").glob("*")}
+        arrays[md.name] = {
+            "sysfs": sysfs,
+            "detail": detail,
+            "links": sorted(name for name, target in links.items() if target == md.name),
+        }
+    return arrays
+
+
+def _sessions() -> list[dict[str, Any]]:
+    sessions = []
+    for session in sorted(Path("/sys/class/iscsi_session").glob("session*")):
+        sid = int(session.name.removeprefix("session"))
+        values = _read_tree(session, ["state", "targetname", "recovery_tmo"])
+        for connection in Path("/sys/class/iscsi_connection").glob(f"connection{sid}:*"):
+            values.update(_read_tree(connection, ["persistent_address", "persistent_port"]))
+        disks = sorted(p.name for p in session.glob("device/target*/*/block/*"))
+        values["disk"] = disks[0] if disks else ""
+        sessions.append({"sid": sid, "sysfs": values})
+    return sessions
+
+
+def _nodes() -> dict[str, Any]:
+    """Node records straight from open-iscsi's database, secrets reduced to digests.
+
+    `iscsiadm -o show` masks passwords, so a planner could never tell whether
+    the stored secret is the right one; the records themselves hold them.
+    """
+    nodes: dict[str, Any] = {}
+    # nodes/TARGET/ADDR,PORT[,TPGT] is a file (a record made without
+    # discovery) or a directory with one file per interface (`default`).
+    for record in sorted(p for p in ISCSI_NODES.glob("*/*") if p.exists()):
+        files = [record] if record.is_file() else sorted(f for f in record.iterdir() if f.is_file())
+        if not files:
+            continue
+        settings = {}
+        for line in files[0].read_text().splitlines():
+            key, sep, value = line.partition(" = ")
+            if not sep:
+                continue
+            if ".auth.password" in key:
+                value = _digest(value.strip())
+            settings[key.strip()] = value.strip()
+        nodes[f"{record.parent.name} {record.name}"] = settings
+    return nodes
+
+
+def _digest(secret: str) -> str:
+    return "sha256:" + hashlib.sha256(secret.encode()).hexdigest()
+
+
+def _lio_save_path() -> str:
+    for path in LIO_SAVE_PATHS:
+        if Path(path).parent.is_dir():
+            return path
+    return LIO_SAVE_PATHS[1]
+
+
+def _lio() -> dict[str, Any]:
+    """LIO objects through rtslib; nothing when LIO is not loaded here."""
+    if not Path("/sys/kernel/config/target").is_dir():
+        return {"available": False}
+    from rtslib_fb import RTSRoot  # imported here: only sites that run LIO need it
+
+    root = RTSRoot()
+    backstores = {
+        so.name: {"plugin": so.plugin, "dev": getattr(so, "udev_path", "")} for so in root.storage_objects
+    }
+    targets: dict[str, Any] = {}
+    for target in root.targets:
+        if target.fabric_module.name != "iscsi":
+            continue
+        tpgs = {}
+        for tpg in target.tpgs:
+            acls = {}
+            for acl in tpg.node_acls:
+                acls[acl.node_wwn] = {
+                    "chap_userid": acl.chap_userid,
+                    "chap_password": _digest(acl.chap_password) if acl.chap_password else "",
+                    "chap_mutual_userid": acl.chap_mutual_userid,
+                    "chap_mutual_password": _digest(acl.chap_mutual_password)
+                    if acl.chap_mutual_password
+                    else "",
+                    "mapped_luns": sorted(m.mapped_lun for m in acl.mapped_luns),
+                }
+            tpgs[str(tpg.tag)] = {
+                "enabled": bool(tpg.enable),
+                "portals": sorted(f"{p.ip_address}:{p.port}" for p in tpg.network_portals),
+                "luns": {str(lun.lun): lun.storage_object.name for lun in tpg.luns},
+                "authentication": tpg.get_attribute("authentication"),
+                "acls": acls,
+            }
+        targets[target.wwn] = {"tpgs": tpgs}
+    return {"available": True, "backstores": backstores, "targets": targets}

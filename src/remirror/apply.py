@@ -1,0 +1,126 @@
+"""Observe the sites, plan, and run the plan: the controller's side of `plan` and `apply`."""
+
+from __future__ import annotations
+
+import stat
+from collections.abc import Callable
+from dataclasses import dataclass
+from pathlib import Path
+
+from remirror.agent.client import AgentClient
+from remirror.errors import RemirrorError
+from remirror.facts.site import SiteFacts, site_facts
+from remirror.plan import Action, Plan, make_plan
+from remirror.profile.model import PrimaryLeg, Profile, ReplicaLeg
+
+MIN_SECRET, MAX_SECRET = 12, 255  # CHAP: RFC 3720 wants 96 bits at least; LIO takes 255
+
+
+class ApplyError(RemirrorError):
+    """An action failed; nothing after it ran."""
+
+
+@dataclass(frozen=True)
+class Outcome:
+    """What happened to one action."""
+
+    action: Action
+    ok: bool
+    error: str = ""
+
+
+def read_secrets(profile: Profile) -> dict[str, str]:
+    """Every CHAP secret the profile names, read here on the controller and checked."""
+    secrets: dict[str, str] = {}
+    for index, mirror in enumerate(profile.mirrors):
+        for where, chap in (
+            ("iscsi", mirror.iscsi.chap),
+            ("export", mirror.export.chap if mirror.export else None),
+        ):
+            if chap is None:
+                continue
+            files = [("password_file", chap.password_file)]
+            if chap.mutual:
+                files.append(("mutual_password_file", chap.target_password_file))
+            for key, path in files:
+                secrets[path] = _read_secret(path, profile.where("mirrors", index, where, "chap", key))
+    return secrets
+
+
+def _read_secret(path: str, where: str) -> str:
+    file = Path(path)
+    try:
+        mode = file.stat().st_mode
+        text = file.read_text()
+    except OSError as error:
+        raise RemirrorError(f"{where}: cannot read secret file {path}: {error.strerror}") from None
+    if mode & (stat.S_IRWXG | stat.S_IRWXO):
+        raise RemirrorError(
+            f"{where}: secret file {path} is readable by others (mode {mode & 0o777:o}): chmod 600 it"
+        )
+    secret = text.strip("\n")
+    if not MIN_SECRET <= len(secret) <= MAX_SECRET or any(c.isspace() for c in secret):
+        raise RemirrorError(
+            f"{where}: the secret in {path} must be {MIN_SECRET} to {MAX_SECRET} characters without spaces"
+        )
+    return secret
+
+
+class Controller:
+    """Holds one agent client per site of a profile."""
+
+    def __init__(self, profile: Profile) -> None:
+        self.profile = profile
+        self.clients = {name: AgentClient(name, site) for name, site in profile.sites.items()}
+
+    def disks_by_site(self) -> dict[str, list[str]]:
+        """The devices the profile names on each site."""
+        disks: dict[str, list[str]] = {name: [] for name in self.profile.sites}
+        for mirror in self.profile.mirrors:
+            legs: list[PrimaryLeg | ReplicaLeg] = [mirror.primary, *mirror.replicas]
+            for leg in legs:
+                disks[leg.site].append(leg.disk)
+                if leg.cache is not None:
+                    disks[leg.site].append(leg.cache.disk)
+        return disks
+
+    def observe(self) -> dict[str, SiteFacts]:
+        """Facts of every site (remote ones first: an unreachable site fails before anything else)."""
+        order = sorted(self.profile.sites, key=lambda name: self.profile.sites[name].is_local)
+        disks = self.disks_by_site()
+        return {name: site_facts(name, self.clients[name].observe(disks[name])) for name in order}
+
+    def plan(self, secrets: dict[str, str]) -> Plan:
+        """Observe and plan."""
+        return make_plan(self.profile, self.observe(), secrets)
+
+    def apply(self, plan: Plan, say: Callable[[str], None]) -> list[Outcome]:
+        """Run the plan's actions in order, a site's consecutive actions in one agent request."""
+        outcomes: list[Outcome] = []
+        index = 0
+        actions = list(plan.actions)
+        while index < len(actions):
+            site = actions[index].site
+            batch = [actions[index]]
+            while index + len(batch) < len(actions) and actions[index + len(batch)].site == site:
+                batch.append(actions[index + len(batch)])
+            steps = [step for action in batch for step in action.steps]
+            results = self.clients[site].run(steps)
+            position = 0
+            for action in batch:
+                mine = results[position : position + len(action.steps)]
+                position += len(action.steps)
+                failed = next((r for r in mine if not r["ok"]), None)
+                if failed is not None or len(mine) < len(action.steps):
+                    error = failed["error"] if failed else "not run"
+                    outcomes.append(Outcome(action, False, error))
+                    raise ApplyError(f"{action.site}: {action.verb} {action.subject}: {error}")
+                outcomes.append(Outcome(action, True))
+                say(f"done: {action.line()}")
+            index += len(batch)
+        return outcomes
+
+    def close(self) -> None:
+        """Close every connection."""
+        for client in self.clients.values():
+            client.close()

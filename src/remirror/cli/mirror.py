@@ -1,0 +1,99 @@
+"""`plan`, `apply` and `agent`: turning a profile into running mirrors."""
+
+from __future__ import annotations
+
+import json
+import sys
+from typing import TYPE_CHECKING
+
+import click
+
+from remirror.cli.output import OUTPUT_FORMATS, emit_json
+from remirror.errors import EXIT_BAD_INPUT, RemirrorError, UsageError
+
+if TYPE_CHECKING:
+    from remirror.apply import Controller
+
+EXIT_CHANGES = 2  # plan --detailed-exitcode: there is something to do
+
+
+def _load(profile_path: str) -> tuple[Controller, dict[str, str]]:
+    from remirror.apply import Controller, read_secrets
+    from remirror.profile import load_profile
+
+    profile = load_profile(profile_path)
+    secrets = read_secrets(profile)
+    return Controller(profile), secrets
+
+
+@click.command()
+@click.argument("profile_path", metavar="PROFILE", type=click.Path(dir_okay=False))
+@click.option("--detailed-exitcode", is_flag=True, help="Exit 0: no changes, 2: changes, 1: error.")
+@click.option("-o", "--output", type=OUTPUT_FORMATS, default="text", show_default=True)
+def plan(profile_path: str, detailed_exitcode: bool, output: str) -> int:
+    """Show what apply would change, without changing anything."""
+    controller, secrets = _load(profile_path)
+    try:
+        result = controller.plan(secrets)
+    finally:
+        controller.close()
+    if output == "json":
+        emit_json("plan", {"changes": not result.is_empty, "actions": [a.as_json() for a in result.actions]})
+    else:
+        for action in result.actions:
+            click.echo(action.line())
+        click.echo(result.summary())
+    return EXIT_CHANGES if detailed_exitcode and not result.is_empty else 0
+
+
+@click.command()
+@click.argument("profile_path", metavar="PROFILE", type=click.Path(dir_okay=False))
+@click.option("--yes", is_flag=True, help="Do not ask before applying.")
+@click.option("--allow-destructive", is_flag=True, help="Allow writing over disks that hold data.")
+@click.option("-o", "--output", type=OUTPUT_FORMATS, default="text", show_default=True)
+def apply(profile_path: str, yes: bool, allow_destructive: bool, output: str) -> int:
+    """Make the sites match the profile: show the plan, run it, report what changed."""
+    controller, secrets = _load(profile_path)
+    try:
+        result = controller.plan(secrets)
+        say = (lambda _line: None) if output == "json" else click.echo
+        for action in result.actions:
+            say(action.line())
+        say(result.summary())
+        if result.destructive and not allow_destructive:
+            what = "; ".join(a.destructive for a in result.destructive)
+            raise RemirrorError(f"refusing to write over data without --allow-destructive: {what}")
+        if not result.is_empty and not yes:
+            if not sys.stdin.isatty():
+                raise UsageError("apply: not a terminal, so nobody can confirm: pass --yes")
+            if not click.confirm("Apply these changes?", default=False):
+                return EXIT_BAD_INPUT
+        outcomes = controller.apply(result, say) if not result.is_empty else []
+        after = controller.plan(secrets) if outcomes else result
+    finally:
+        controller.close()
+    if output == "json":
+        emit_json(
+            "apply",
+            {
+                "changed": bool(outcomes),
+                "actions": [{**o.action.as_json(), "outcome": "ok" if o.ok else "failed"} for o in outcomes],
+                "remaining": [a.as_json() for a in after.actions],
+            },
+        )
+    elif outcomes:
+        say(f"Applied {len(outcomes)} action(s). " + after.summary())
+    return 0 if after.is_empty else 1
+
+
+@click.command(hidden=True)
+def agent() -> int:
+    """Answer one JSON request on stdin (run by the controller over SSH)."""
+    from remirror.agent import handle
+
+    try:
+        request = json.load(sys.stdin)
+    except json.JSONDecodeError as error:
+        raise UsageError(f"agent: the request is not JSON: {error}") from None
+    click.echo(json.dumps(handle(request)))
+    return 0

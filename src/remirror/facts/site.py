@@ -1,0 +1,159 @@
+"""One site's facts, built from what its agent gathered (see remirror.agent.observe)."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from typing import Any
+
+from remirror.facts.model import IscsiSession, MdArray, MdSuperblock, Signature
+from remirror.facts.parsers import (
+    ParseError,
+    build_iscsi_session,
+    build_md_array,
+    parse_examine_export,
+    parse_initiator_name,
+    parse_wipefs_json,
+)
+
+
+@dataclass(frozen=True)
+class DiskFacts:
+    """A block device named by the profile."""
+
+    path: str
+    exists: bool
+    kernel_name: str = ""
+    size: int = 0
+    signatures: tuple[Signature, ...] = ()
+    superblock: MdSuperblock | None = None
+    holders: tuple[str, ...] = ()  # kernel names using it (md, dm)
+
+
+@dataclass(frozen=True)
+class LioAcl:
+    """A NodeACL; CHAP passwords only as digests."""
+
+    chap_userid: str
+    chap_password: str
+    chap_mutual_userid: str
+    chap_mutual_password: str
+    mapped_luns: tuple[int, ...]
+
+
+@dataclass(frozen=True)
+class LioTarget:
+    """An iSCSI target's TPG 1: what remirror creates."""
+
+    enabled: bool
+    portals: tuple[str, ...]
+    luns: dict[int, str] = field(hash=False)
+    authentication: str = ""
+    acls: dict[str, LioAcl] = field(default_factory=dict, hash=False)
+
+
+@dataclass(frozen=True)
+class SiteFacts:
+    """Everything observed on one site at one moment."""
+
+    name: str
+    hostname: str
+    initiator: str | None
+    disks: dict[str, DiskFacts] = field(hash=False)
+    arrays: tuple[MdArray, ...]
+    array_links: dict[str, tuple[str, ...]] = field(hash=False)  # md127 -> ("rec",)
+    sessions: tuple[IscsiSession, ...]
+    nodes: dict[tuple[str, str], dict[str, str]] = field(hash=False)  # (target, "addr,port,tpgt")
+    lio_available: bool
+    backstores: dict[str, str] = field(hash=False)  # name -> device
+    targets: dict[str, LioTarget] = field(hash=False)
+    lio_save_path: str
+    mdadm_conf: str = ""
+
+    def array_named(self, name: str, uuid: str) -> MdArray | None:
+        """The running array with this UUID, or failing that, this /dev/md/NAME."""
+        for array in self.arrays:
+            if array.uuid == uuid:
+                return array
+        for array in self.arrays:
+            if name in self.array_links.get(array.kernel_name, ()) or array.name == name:
+                return array
+        return None
+
+    def session_for(self, target: str, address: str, port: int) -> IscsiSession | None:
+        """The session to this target through this portal, if one exists."""
+        for session in self.sessions:
+            if session.target == target and session.address == address and session.port == port:
+                return session
+        return None
+
+    def node_for(self, target: str, address: str, port: int) -> dict[str, str] | None:
+        """The node record for this target and portal, if one exists."""
+        for (name, portal), settings in self.nodes.items():
+            if name == target and portal.split(",")[:2] == [address, str(port)]:
+                return settings
+        return None
+
+
+def site_facts(name: str, raw: dict[str, Any]) -> SiteFacts:
+    """Interpret one agent observation."""
+    try:
+        initiator = parse_initiator_name(raw["initiator"]) if raw.get("initiator") else None
+    except ParseError:
+        initiator = None
+    disks = {
+        path: DiskFacts(
+            path=path,
+            exists=info["exists"],
+            kernel_name=info.get("kernel_name", ""),
+            size=info.get("size", 0),
+            signatures=parse_wipefs_json(info.get("wipefs", "")),
+            superblock=parse_examine_export(info.get("examine", "")),
+            holders=tuple(info.get("holders", ())),
+        )
+        for path, info in raw.get("disks", {}).items()
+    }
+    arrays = tuple(
+        build_md_array(kernel, info["sysfs"], info["detail"])
+        for kernel, info in sorted(raw.get("arrays", {}).items())
+        if info.get("detail")
+    )
+    links = {kernel: tuple(info.get("links", ())) for kernel, info in raw.get("arrays", {}).items()}
+    sessions = tuple(build_iscsi_session(s["sid"], s["sysfs"]) for s in raw.get("sessions", []))
+    nodes = {tuple(key.split(" ", 1)): settings for key, settings in raw.get("nodes", {}).items()}
+    lio = raw.get("lio", {})
+    targets = {
+        iqn: LioTarget(
+            enabled=tpg["enabled"],
+            portals=tuple(tpg["portals"]),
+            luns={int(lun): so for lun, so in tpg["luns"].items()},
+            authentication=str(tpg.get("authentication", "")),
+            acls={
+                initiator_iqn: LioAcl(
+                    acl["chap_userid"] or "",
+                    acl["chap_password"] or "",
+                    acl["chap_mutual_userid"] or "",
+                    acl["chap_mutual_password"] or "",
+                    tuple(acl["mapped_luns"]),
+                )
+                for initiator_iqn, acl in tpg["acls"].items()
+            },
+        )
+        for iqn, target in lio.get("targets", {}).items()
+        for tag, tpg in target["tpgs"].items()
+        if tag == "1"
+    }
+    return SiteFacts(
+        name=name,
+        hostname=raw.get("hostname", ""),
+        initiator=initiator,
+        disks=disks,
+        arrays=arrays,
+        array_links=links,
+        sessions=sessions,
+        nodes={(k[0], k[1]): v for k, v in nodes.items() if len(k) == 2},
+        lio_available=bool(lio.get("available")),
+        backstores={n: b.get("dev", "") for n, b in lio.get("backstores", {}).items()},
+        targets=targets,
+        lio_save_path=raw.get("lio_save_path", "/etc/target/saveconfig.json"),
+        mdadm_conf=raw.get("mdadm_conf", ""),
+    )

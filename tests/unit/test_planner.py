@@ -1,0 +1,256 @@
+"""The planner: given these facts, this plan."""
+
+from __future__ import annotations
+
+import dataclasses
+from typing import Any
+
+import pytest
+
+from remirror.facts.model import IscsiSession, MdArray, MdMember, MdSuperblock, Signature
+from remirror.facts.site import DiskFacts, LioAcl, LioTarget, SiteFacts
+from remirror.plan import PlanError, make_plan
+from remirror.plan.planner import array_uuid, backstore_name, by_path, digest, managed_conf
+from remirror.profile import load_profile
+from tests.conftest import PROFILES
+
+PROFILE = load_profile(PROFILES / "lab.yaml")
+MIRROR = PROFILE.mirrors[0]
+REPLICA = MIRROR.replicas[0]
+IQN = PROFILE.replica_iqn(MIRROR, REPLICA)
+INITIATOR = "iqn.2026-11.org.remirror.lab:site-a"
+SECRETS = {
+    "/etc/remirror/lab/lab0.chap": "initiator-secret-1",
+    "/etc/remirror/lab/lab0.chap.mutual": "target-secret-22",
+}
+UUID = array_uuid(PROFILE, MIRROR)
+EXT4 = Signature("ext4", 0x438, "bebbbe10-27ae-439b-8c3f-662cb952909d", "data")
+
+
+def disk(path: str, name: str, *signatures: Signature, superblock: MdSuperblock | None = None) -> DiskFacts:
+    return DiskFacts(path, True, name, 256 * 1024**2, signatures, superblock)
+
+
+def site(name: str, **changes: Any) -> SiteFacts:
+    base = SiteFacts(
+        name=name,
+        hostname=name,
+        initiator=INITIATOR if name == "site-a" else "iqn.2026-11.org.remirror.lab:site-b",
+        disks={"/dev/lab/a0": disk("/dev/lab/a0", "dm-0"), "/dev/lab/b0": disk("/dev/lab/b0", "dm-4")},
+        arrays=(),
+        array_links={},
+        sessions=(),
+        nodes={},
+        lio_available=True,
+        backstores={},
+        targets={},
+        lio_save_path="/etc/target/saveconfig.json",
+        mdadm_conf="",
+    )
+    return dataclasses.replace(base, **changes)
+
+
+def fresh() -> dict[str, SiteFacts]:
+    return {"site-a": site("site-a"), "site-b": site("site-b")}
+
+
+def converged() -> dict[str, SiteFacts]:
+    """The state the lab is in after a successful apply."""
+    chap = {
+        "node.session.auth.authmethod": "CHAP",
+        "node.session.auth.username": "lab0",
+        "node.session.auth.password": digest(SECRETS["/etc/remirror/lab/lab0.chap"]),
+        "node.session.auth.username_in": "lab0",
+        "node.session.auth.password_in": digest(SECRETS["/etc/remirror/lab/lab0.chap.mutual"]),
+    }
+    node = {"node.startup": "automatic", **MIRROR.iscsi.node_settings("degrade"), **chap}
+    array = MdArray(
+        "md127", "lab0", UUID, "raid1", 2,
+        (MdMember("dm-0", 0, frozenset({"in_sync"})), MdMember("sda", 1, frozenset({"in_sync", "write_mostly"}))),
+        "clean", "idle", None, 0, 1024**2, 1024, 0,
+    )  # fmt: skip
+    acl = LioAcl("lab0", digest("initiator-secret-1"), "lab0", digest("target-secret-22"), (0,))
+    target = LioTarget(True, ("192.0.2.2:3260",), {0: backstore_name(MIRROR, REPLICA)}, "1", {INITIATOR: acl})
+    a = site(
+        "site-a",
+        arrays=(array,),
+        array_links={"md127": ("lab0",)},
+        sessions=(IscsiSession(1, IQN, "192.0.2.2", 3260, "LOGGED_IN", "sda"),),
+        nodes={(IQN, "192.0.2.2,3260,1"): node},
+        mdadm_conf=managed_conf("", [f"ARRAY /dev/md/lab0 metadata=1.2 UUID={UUID} name=lab0"]),
+    )
+    b = site(
+        "site-b",
+        backstores={backstore_name(MIRROR, REPLICA): "/dev/lab/b0"},
+        targets={IQN: target},
+        mdadm_conf=managed_conf("", [f"ARRAY <ignore> UUID={UUID}"]),
+    )
+    return {"site-a": a, "site-b": b}
+
+
+def verbs(facts: dict[str, SiteFacts]) -> list[str]:
+    return [f"{a.site} {a.verb}" for a in make_plan(PROFILE, facts, SECRETS).actions]
+
+
+def test_from_nothing_the_replica_side_comes_first_then_the_primary() -> None:
+    assert verbs(fresh()) == [
+        "site-b CreateBackstore",
+        "site-b CreateTarget",
+        "site-b CreatePortal",
+        "site-b CreateLun",
+        "site-b CreateNodeAcl",
+        "site-b SaveLioConfig",
+        "site-a CreateIscsiNode",
+        "site-a LoginSession",
+        "site-a CreateArray",
+        "site-b WriteMdadmConf",
+        "site-a WriteMdadmConf",
+    ]
+
+
+def test_the_array_is_created_with_bitmap_write_behind_and_a_write_mostly_remote_leg() -> None:
+    create = next(a for a in make_plan(PROFILE, fresh(), SECRETS).actions if a.verb == "CreateArray")
+    argv = create.steps[0]["argv"]
+    assert argv[:3] == ["mdadm", "--create", "/dev/md/lab0"]
+    assert {"--bitmap=internal", "--bitmap-chunk=1024K", "--write-behind=1024", f"--uuid={UUID}"} <= set(argv)
+    assert argv[-3:] == ["/dev/lab/a0", "--write-mostly", by_path(REPLICA, IQN)]
+    assert not create.destructive
+
+
+def test_a_converged_site_needs_nothing() -> None:
+    plan = make_plan(PROFILE, converged(), SECRETS)
+    assert plan.is_empty, [a.line() for a in plan.actions]
+    assert plan.summary() == "No changes: the sites match the profile."
+
+
+def test_secrets_appear_in_steps_only_never_in_what_is_shown() -> None:
+    plan = make_plan(PROFILE, fresh(), SECRETS)
+    shown = " ".join(a.line() + str(a.as_json()) for a in plan.actions)
+    assert "initiator-secret-1" not in shown
+    assert "target-secret-22" not in shown
+    steps_with_secrets = [s for a in plan.actions for s in a.steps if "initiator-secret-1" in str(s)]
+    assert steps_with_secrets
+    assert all("initiator-secret-1" in s["secrets"] for s in steps_with_secrets)
+
+
+def test_a_filesystem_on_the_local_disk_makes_create_destructive() -> None:
+    facts = fresh()
+    facts["site-a"] = site("site-a", disks={"/dev/lab/a0": disk("/dev/lab/a0", "dm-0", EXT4)})
+    plan = make_plan(PROFILE, facts, SECRETS)
+    (create,) = plan.destructive
+    assert create.verb == "CreateArray"
+    assert create.destructive == (
+        "site site-a: /dev/lab/a0 holds ext4 filesystem labelled 'data' (UUID bebbbe10-27ae-439b-8c3f-662cb952909d)"
+    )
+    assert "[DESTROYS: " in create.line()
+
+
+def test_an_lvm_replica_disk_makes_its_export_destructive() -> None:
+    facts = fresh()
+    lvm = Signature("LVM2_member", 0x218, "4iHVRu-kAOB", None)
+    facts["site-b"] = site("site-b", disks={"/dev/lab/b0": disk("/dev/lab/b0", "dm-4", lvm)})
+    assert [a.verb for a in make_plan(PROFILE, facts, SECRETS).destructive] == [
+        "CreateBackstore",
+        "CreateArray",
+    ]
+
+
+def test_a_replica_disk_with_this_arrays_superblock_is_adopted_not_destroyed() -> None:
+    facts = fresh()
+    ours = MdSuperblock(UUID, "lab0", "f4da7c83:e34a24c7:d8a7bc9d:8442c3a3", 18, 0)
+    member = Signature("linux_raid_member", 0x1000, UUID, "lab0")
+    facts["site-b"] = site(
+        "site-b", disks={"/dev/lab/b0": disk("/dev/lab/b0", "dm-4", member, superblock=ours)}
+    )
+    assert make_plan(PROFILE, facts, SECRETS).destructive == ()
+
+
+def test_the_local_disk_with_this_arrays_superblock_is_assembled() -> None:
+    facts = converged()
+    ours = MdSuperblock(UUID, "lab0", "09d9f39b:52c83ce4:460cf5e6:8e61ce43", 18, 0)
+    local = disk("/dev/lab/a0", "dm-0", Signature("linux_raid_member", 0x1000, UUID, "lab0"), superblock=ours)
+    facts["site-a"] = dataclasses.replace(
+        facts["site-a"], arrays=(), disks={**facts["site-a"].disks, "/dev/lab/a0": local}
+    )
+    assert verbs(facts) == ["site-a AssembleArray"]
+
+
+def test_a_new_write_behind_changes_the_live_array() -> None:
+    profile = load_profile(PROFILES / "lab.yaml")
+    text = (PROFILES / "lab.yaml").read_text().replace("write_behind: 1024", "write_behind: 64")
+    from remirror.profile import parse_profile
+
+    changed = parse_profile(text)
+    plan = make_plan(changed, converged(), SECRETS)
+    assert [a.verb for a in plan.actions] == ["SetWriteBehind"]
+    (step,) = plan.actions[0].steps
+    assert step == {"kind": "write_sysfs", "path": "/sys/block/md127/md/bitmap/backlog", "value": "64"}
+    assert profile.mirrors[0].replication.write_behind == 1024
+
+
+def test_sync_mode_sets_the_backlog_to_zero() -> None:
+    from remirror.profile import parse_profile
+
+    text = (
+        (PROFILES / "lab.yaml")
+        .read_text()
+        .replace("mode: async", "mode: sync")
+        .replace("      write_behind: 1024        # distinct from md's default 256, so tests can tell\n", "")
+    )
+    plan = make_plan(parse_profile(text), converged(), SECRETS)
+    assert [(a.verb, a.steps[0]["value"]) for a in plan.actions] == [("SetWriteBehind", "0")]
+
+
+def test_a_changed_secret_updates_both_sides_and_logs_in_again() -> None:
+    secrets = {**SECRETS, "/etc/remirror/lab/lab0.chap": "a-brand-new-secret"}
+    assert verbs_with(secrets) == [
+        "site-b UpdateNodeAcl",
+        "site-b SaveLioConfig",
+        "site-a UpdateIscsiNode",
+        "site-a LoginSession",
+    ]
+
+
+def verbs_with(secrets: dict[str, str]) -> list[str]:
+    return [f"{a.site} {a.verb}" for a in make_plan(PROFILE, converged(), secrets).actions]
+
+
+def test_a_missing_disk_is_named_with_its_profile_line() -> None:
+    facts = fresh()
+    facts["site-b"] = site("site-b", disks={"/dev/lab/b0": DiskFacts("/dev/lab/b0", False)})
+    with pytest.raises(PlanError) as caught:
+        make_plan(PROFILE, facts, SECRETS)
+    line = PROFILE.where("mirrors", 0, "replicas", 0, "disk")
+    assert str(caught.value) == f"{line}: site site-b: disk /dev/lab/b0 does not exist"
+
+
+def test_a_disk_in_use_is_not_exported() -> None:
+    facts = fresh()
+    busy = dataclasses.replace(disk("/dev/lab/b0", "dm-4"), holders=("md126",))
+    facts["site-b"] = site("site-b", disks={"/dev/lab/b0": busy})
+    with pytest.raises(PlanError, match="in use by md126"):
+        make_plan(PROFILE, facts, SECRETS)
+
+
+def test_the_array_uuid_is_stable_and_in_mdadm_form() -> None:
+    assert array_uuid(PROFILE, MIRROR) == UUID
+    assert [len(part) for part in UUID.split(":")] == [8, 8, 8, 8]
+
+
+def test_the_managed_conf_block_keeps_everything_else() -> None:
+    original = "DEVICE partitions\nHOMEHOST <system>\n"
+    once = managed_conf(original, ["ARRAY /dev/md/x UUID=1"])
+    assert once.startswith(original)
+    twice = managed_conf(once, ["ARRAY /dev/md/x UUID=2"])
+    assert twice.count("ARRAY") == 1
+    assert "UUID=2" in twice
+    assert managed_conf(twice, ["ARRAY /dev/md/x UUID=2"]) == twice
+
+
+def test_a_session_that_is_not_logged_in_is_logged_in_again() -> None:
+    facts = converged()
+    failed = dataclasses.replace(facts["site-a"].sessions[0], state="FAILED")
+    facts["site-a"] = dataclasses.replace(facts["site-a"], sessions=(failed,))
+    (action,) = make_plan(PROFILE, facts, SECRETS).actions
+    assert (action.site, action.verb) == ("site-a", "LoginSession")
+    assert [s["argv"][-1] for s in action.steps if s["kind"] == "run"] == ["--login"]
