@@ -9,7 +9,7 @@ import click
 
 from remirror.cli.lab import lab
 from remirror.cli.mirror import agent, apply, plan
-from remirror.cli.output import OUTPUT_FORMATS, console, emit_json
+from remirror.cli.output import console, emit_json, output_option, profile_argument
 from remirror.errors import EXIT_BAD_INPUT, NotImplementedYet, ProfileError
 from remirror.units import format_duration, format_size
 
@@ -19,9 +19,6 @@ if TYPE_CHECKING:
 # Verbs import the heavy layers (pydantic models, rich, paramiko) when they
 # run, not when the CLI starts: `remirror check` runs from cron every few
 # minutes and `remirror lab link` inside an emulated VM.
-
-profile_argument = click.argument("profile_path", metavar="PROFILE", type=click.Path(dir_okay=False))
-output_option = click.option("-o", "--output", type=OUTPUT_FORMATS, default="text", show_default=True)
 
 
 @click.command()

@@ -8,7 +8,7 @@ from typing import TYPE_CHECKING
 
 import click
 
-from remirror.cli.output import OUTPUT_FORMATS, emit_json
+from remirror.cli.output import emit_json, output_option, profile_argument
 from remirror.errors import EXIT_BAD_INPUT, RemirrorError, UsageError
 
 if TYPE_CHECKING:
@@ -27,9 +27,9 @@ def _load(profile_path: str) -> tuple[Controller, dict[str, str]]:
 
 
 @click.command()
-@click.argument("profile_path", metavar="PROFILE", type=click.Path(dir_okay=False))
+@profile_argument
 @click.option("--detailed-exitcode", is_flag=True, help="Exit 0: no changes, 2: changes, 1: error.")
-@click.option("-o", "--output", type=OUTPUT_FORMATS, default="text", show_default=True)
+@output_option
 def plan(profile_path: str, detailed_exitcode: bool, output: str) -> int:
     """Show what apply would change, without changing anything."""
     controller, secrets = _load(profile_path)
@@ -47,10 +47,10 @@ def plan(profile_path: str, detailed_exitcode: bool, output: str) -> int:
 
 
 @click.command()
-@click.argument("profile_path", metavar="PROFILE", type=click.Path(dir_okay=False))
+@profile_argument
 @click.option("--yes", is_flag=True, help="Do not ask before applying.")
 @click.option("--allow-destructive", is_flag=True, help="Allow writing over disks that hold data.")
-@click.option("-o", "--output", type=OUTPUT_FORMATS, default="text", show_default=True)
+@output_option
 def apply(profile_path: str, yes: bool, allow_destructive: bool, output: str) -> int:
     """Make the sites match the profile: show the plan, run it, report what changed."""
     controller, secrets = _load(profile_path)

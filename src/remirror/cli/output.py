@@ -23,6 +23,10 @@ SCHEMA_VERSION = 1
 
 OUTPUT_FORMATS = click.Choice(["text", "json"])
 
+# Shared by the verbs that take a profile and can answer in JSON.
+profile_argument = click.argument("profile_path", metavar="PROFILE", type=click.Path(dir_okay=False))
+output_option = click.option("-o", "--output", type=OUTPUT_FORMATS, default="text", show_default=True)
+
 
 def console() -> Console:
     """A console on stdout for human output."""
