@@ -4,14 +4,15 @@ from __future__ import annotations
 
 import stat
 from collections.abc import Callable
+from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
 from pathlib import Path
 
 from remirror.agent.client import AgentClient
 from remirror.errors import RemirrorError
 from remirror.facts.site import SiteFacts, site_facts
-from remirror.plan import Action, Plan, make_plan
-from remirror.profile.model import PrimaryLeg, Profile, ReplicaLeg
+from remirror.plan import Action, Plan, make_plan, make_teardown
+from remirror.profile.model import Mirror, PrimaryLeg, Profile, ReplicaLeg
 
 MIN_SECRET, MAX_SECRET = 12, 255  # CHAP: RFC 3720 wants 96 bits at least; LIO takes 255
 
@@ -82,17 +83,26 @@ class Controller:
                 disks[leg.site].append(leg.disk)
                 if leg.cache is not None:
                     disks[leg.site].append(leg.cache.disk)
+            disks[mirror.primary.site].append(mirror.md_device)
         return disks
 
     def observe(self) -> dict[str, SiteFacts]:
         """Facts of every site (remote ones first: an unreachable site fails before anything else)."""
         order = sorted(self.profile.sites, key=lambda name: self.profile.sites[name].is_local)
         disks = self.disks_by_site()
-        return {name: site_facts(name, self.clients[name].observe(disks[name])) for name in order}
+        # All at once: observing is read-only, and each remote site costs an
+        # SSH round trip and a Python start there.
+        with ThreadPoolExecutor(max_workers=len(order)) as pool:
+            raw = {name: pool.submit(self.clients[name].observe, disks[name]) for name in order}
+            return {name: site_facts(name, future.result()) for name, future in raw.items()}
 
     def plan(self, secrets: dict[str, str]) -> Plan:
         """Observe and plan."""
         return make_plan(self.profile, self.observe(), secrets)
+
+    def teardown(self, mirror: Mirror) -> Plan:
+        """Observe and plan the removal of one mirror."""
+        return make_teardown(self.profile, mirror, self.observe())
 
     def apply(self, plan: Plan, say: Callable[[str], None]) -> list[Outcome]:
         """Run the plan's actions in order, a site's consecutive actions in one agent request."""

@@ -1,25 +1,39 @@
-"""`remirror apply` on the lab: site A primary, site B replica over SSH (profiles/lab.yaml)."""
+"""`remirror apply` and `destroy` on the lab: site A primary, site B replica over SSH (profiles/lab.yaml).
+
+The tests share one mirror (the module fixture) and run in file order: each
+leaves it running and MIRRORED for the next.
+"""
 
 from __future__ import annotations
 
+import hashlib
 import json
 import mmap
 import os
 import re
+import secrets
+import subprocess
+import sys
 import time
 from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
 
+from remirror.apply import ApplyError, Controller, read_secrets
 from remirror.lab import net
 from remirror.lab.demo import leg_digest
+from remirror.lab.spec import INITIATOR_NAMES
+from remirror.profile import load_profile
 from tests.conftest import PROFILES
 from tests.lab.conftest import on_b, sh
 
 LAB = str(PROFILES / "lab.yaml")
 MD = "/dev/md/lab0"
+IQN = "iqn.2026-11.org.remirror:lab.lab0.site-b"
+PORTAL = "192.0.2.2:3260"
 SLOW = 900  # seconds: apply observes two sites and starts Python on site B, under emulation
+MiB = 1024 * 1024
 
 
 def remirror(*args: str, ok_codes: tuple[int, ...] = (0,)) -> tuple[int, str, str]:
@@ -27,14 +41,14 @@ def remirror(*args: str, ok_codes: tuple[int, ...] = (0,)) -> tuple[int, str, st
     return done.returncode, done.stdout, done.stderr
 
 
-def variant(tmp_path: Path, name: str, **replace: str) -> str:
-    """A copy of the lab profile with some text replaced."""
+def variant(tmp_path: Path, name: str, append: str = "", **replace: str) -> str:
+    """A copy of the lab profile with some text replaced (and some appended)."""
     text = Path(LAB).read_text()
     for old, new in replace.items():
         assert old in text, old
         text = text.replace(old, new)
     path = tmp_path / name
-    path.write_text(text)
+    path.write_text(text + append)
     return str(path)
 
 
@@ -43,26 +57,45 @@ def md_sysfs(name: str) -> str:
     return Path(f"/sys/block/{kernel}/md/{name}").read_text().strip()
 
 
-def teardown_mirror(iqn: str, backstore: str, disks: tuple[str, ...]) -> None:
-    """Undo what apply built, so later tests start from bare disks (destroy is not written yet)."""
-    sh("mdadm", "--stop", MD, ok_codes=(0, 1))
-    portal = "192.0.2.2:3260"
-    sh("iscsiadm", "-m", "node", "-T", iqn, "-p", portal, "--logout", ok_codes=(0, 21))
-    sh("iscsiadm", "-m", "node", "-T", iqn, "-p", portal, "-o", "delete", ok_codes=(0, 21))
-    script = (
-        "import sys\nfrom rtslib_fb import RTSRoot\nroot = RTSRoot()\n"
-        "[t.delete() for t in list(root.targets) if t.wwn == sys.argv[1]]\n"
-        "[s.delete() for s in list(root.storage_objects) if s.name == sys.argv[2]]\n"
-    )
-    on_b(sys_python(), "-c", script, iqn, backstore)
-    for disk in disks:
-        sh("wipefs", "--all", "--quiet", disk)
+def write_random(offset: int, size: int) -> str:
+    """Write random bytes through the mirror with O_DIRECT; their sha256."""
+    payload = mmap.mmap(-1, size)  # page-aligned, as O_DIRECT wants
+    payload.write(os.urandom(size))
+    fd = os.open(MD, os.O_WRONLY | os.O_DIRECT | os.O_SYNC)
+    try:
+        assert os.pwrite(fd, payload, offset) == size
+    finally:
+        os.close(fd)
+    return hashlib.sha256(payload).hexdigest()
 
 
-def sys_python() -> str:
-    import sys
+def md_digest(offset: int, size: int) -> str:
+    """sha256 of a region of the mirror device, read past the page cache."""
+    command = f"dd if={MD} iflag=direct,skip_bytes,count_bytes skip={offset} count={size} bs=1M status=none"
+    return sh("sh", "-c", f"{command} | sha256sum").stdout.split()[0]
 
-    return sys.executable
+
+def wait_in_sync() -> None:
+    """Until md reports nothing to do: write-behind drained, no resync."""
+    deadline = time.monotonic() + SLOW
+    while md_sysfs("sync_action") != "idle" or md_sysfs("degraded") != "0":
+        assert time.monotonic() < deadline, Path("/proc/mdstat").read_text()
+        time.sleep(1)
+
+
+def lio_objects() -> set[str]:
+    """Every iSCSI target and block backstore in LIO (configfs is global to the VM)."""
+    config = Path("/sys/kernel/config/target")
+    targets = {p.name for p in (config / "iscsi").glob("iqn.*")}
+    backstores = {p.name for p in (config / "core").glob("iblock_*/*") if p.is_dir() and p.name != "alua"}
+    return targets | backstores
+
+
+def examine_uuid(disk: str, site_b: bool) -> str:
+    argv = ["mdadm", "--examine", "--export", disk]
+    out = (on_b(*argv) if site_b else sh(*argv)).stdout
+    match = re.search(r"^MD_UUID=(\S+)$", out, flags=re.M)
+    return match.group(1) if match else ""
 
 
 @pytest.fixture(scope="module")
@@ -70,7 +103,10 @@ def mirror() -> Iterator[dict[str, str]]:
     code, out, err = remirror("apply", "--yes", LAB)
     assert code == 0, out + err
     yield {"apply_output": out}
-    teardown_mirror("iqn.2026-11.org.remirror:lab.lab0.site-b", "lab0-site-b", ("/dev/lab/a0", "/dev/lab/b0"))
+    # destroy keeps the data: wipe the disks so that later modules start from bare ones.
+    remirror("destroy", "--yes", LAB, "lab0")
+    for disk in ("/dev/lab/a0", "/dev/lab/b0"):
+        sh("wipefs", "--all", "--quiet", disk)
 
 
 def test_apply_builds_the_mirror_the_profile_asks_for(mirror: dict[str, str]) -> None:
@@ -92,13 +128,8 @@ def test_plan_right_after_apply_is_empty_and_a_second_apply_changes_nothing(mirr
 
 
 def test_data_written_through_the_mirror_is_on_both_legs(mirror: dict[str, str]) -> None:
-    payload = mmap.mmap(-1, 8 * 1024 * 1024)  # page-aligned, as O_DIRECT wants
-    payload.write(os.urandom(len(payload)))
-    fd = os.open(MD, os.O_WRONLY | os.O_DIRECT | os.O_SYNC)
-    try:
-        assert os.pwrite(fd, payload, 4 * 1024 * 1024) == len(payload)
-    finally:
-        os.close(fd)
+    written = write_random(4 * MiB, 8 * MiB)
+    assert md_digest(4 * MiB, 8 * MiB) == written
     # Write-behind: give the remote leg a moment to catch up, then compare
     # the legs' data regions (their superblocks differ by design).
     time.sleep(3)
@@ -125,6 +156,167 @@ def test_a_new_write_behind_is_applied_to_the_live_array(mirror: dict[str, str],
     assert (Path(MD).resolve().name, md_sysfs("uuid")) == (kernel_before, uuid_before)
     remirror("apply", "--yes", LAB)
     assert md_sysfs("bitmap/backlog") == "1024"
+
+
+EXPORT_IQN = "iqn.2026-11.org.remirror:lab.lab0.export"
+APP = "iqn.2026-11.org.remirror.lab:site-b.app"
+
+
+def test_the_export_serves_the_mirror_to_an_initiator_on_site_b(
+    mirror: dict[str, str], tmp_path: Path
+) -> None:
+    secret = tmp_path / "app.chap"
+    secret.write_text(secrets.token_urlsafe(18))  # no newline: QEMU reads the file as it is
+    secret.chmod(0o600)
+    exported = variant(
+        tmp_path,
+        "export.yaml",
+        append=(
+            f"    export:\n      iqn: {EXPORT_IQN}\n      portal: 192.0.2.1:3260\n"
+            f"      initiators: [{APP}]\n      chap: {{username: app, password_file: {secret}}}\n"
+        ),
+    )
+    code, out, err = remirror("apply", "--yes", exported)
+    assert code == 0, out + err
+    assert f"CreateNodeAcl {APP} on {EXPORT_IQN}" in out
+    assert "CreateArray" not in out
+    written = write_random(16 * MiB, 4 * MiB)
+    # Site B reads the mirror as an application host would: a userspace
+    # initiator (QEMU's libiscsi; iscsid works only in the VM's root netns).
+    # (`qemu-img dd` cannot skip on an iSCSI source and says so with exit 0:
+    # copy the whole LUN, then look at the region.)
+    source = (
+        f"driver=iscsi,transport=tcp,portal=192.0.2.1:3260,target={EXPORT_IQN},lun=0,"
+        f"user=app,password-secret=chap,initiator-name={APP}"
+    )
+    copy = tmp_path / "read-on-site-b.img"
+    on_b(
+        "qemu-img", "convert", "--object", f"secret,id=chap,file={secret}", "--image-opts", source,
+        "-O", "raw", str(copy),
+    )  # fmt: skip
+    region = f"dd if={copy} bs=1M skip=16 count=4 status=none | sha256sum"
+    assert on_b("sh", "-c", region).stdout.split()[0] == written
+    # Dropping the export from the profile takes it down; the mirror stays.
+    code, out, err = remirror("apply", "--yes", LAB)
+    assert code == 0, out + err
+    assert f"DeleteTarget {EXPORT_IQN}" in out
+    assert EXPORT_IQN not in lio_objects()
+    assert "lab0-export" not in lio_objects()
+    assert md_digest(16 * MiB, 4 * MiB) == written
+
+
+def test_a_simulated_restart_brings_the_mirror_back_without_a_full_resync(mirror: dict[str, str]) -> None:
+    written = write_random(32 * MiB, 4 * MiB)
+    wait_in_sync()
+    # Both sites go down: the array stops, the session ends, the DR host's LIO is gone.
+    sh("mdadm", "--stop", MD)
+    sh("iscsiadm", "-m", "node", "-T", IQN, "-p", PORTAL, "--logout")
+    targetctl = str(Path(sys.executable).parent / "targetctl")
+    on_b(targetctl, "clear")
+    assert IQN not in lio_objects()
+    # The DR host boots: its target service restores the saved configuration.
+    paths = "/etc/rtslib-fb-target/saveconfig.json /etc/target/saveconfig.json"
+    saved = on_b("sh", "-c", f"ls {paths} 2>/dev/null", ok_codes=(0, 2))  # 2: one of them is missing
+    on_b(targetctl, "restore", saved.stdout.split()[0])
+    assert IQN in lio_objects()
+    code, out, err = remirror("apply", "--yes", LAB)
+    assert code == 0, out + err
+    assert "LoginSession" in out
+    assert "AssembleArray" in out
+    assert "CreateArray" not in out
+    # Both legs came back with the same event count: nothing to resync at all.
+    mdstat = Path("/proc/mdstat").read_text()
+    assert "resync" not in mdstat, mdstat
+    assert "recovery" not in mdstat, mdstat
+    assert (md_sysfs("degraded"), md_sysfs("sync_action")) == ("0", "idle")
+    assert md_digest(32 * MiB, 4 * MiB) == written
+    assert remirror("plan", "--detailed-exitcode", LAB)[0] == 0
+
+
+def test_a_wrong_chap_secret_fails_the_login_naming_chap_and_the_target(mirror: dict[str, str]) -> None:
+    wait_in_sync()
+    sh("mdadm", "--stop", MD)
+    sh("iscsiadm", "-m", "node", "-T", IQN, "-p", PORTAL, "--logout")
+    profile = load_profile(LAB)
+    controller = Controller(profile)
+    try:
+        plan = controller.plan(read_secrets(profile))
+        assert [a.verb for a in plan.actions] == ["LoginSession", "AssembleArray"]
+        # Between plan and apply, someone gives the target's ACL another secret.
+        script = (
+            "import sys\nfrom rtslib_fb import RTSRoot\n"
+            "for tpg in RTSRoot().tpgs:\n"
+            "    for acl in tpg.node_acls:\n"
+            "        if tpg.parent_target.wwn == sys.argv[1] and acl.node_wwn == sys.argv[2]:\n"
+            "            acl.chap_password = 'not-the-secret-at-all'\n"
+        )
+        on_b(sys.executable, "-c", script, IQN, INITIATOR_NAMES["a"])
+        with pytest.raises(ApplyError) as caught:
+            controller.apply(plan, lambda _line: None)
+    finally:
+        controller.close()
+    assert f"CHAP authentication to target {IQN} at {PORTAL} was refused" in str(caught.value)
+    assert not Path(MD).exists()  # nothing after the failed login ran
+    # The next apply sees the changed ACL, puts the profile's secret back, and recovers.
+    code, out, err = remirror("apply", "--yes", LAB)
+    assert code == 0, out + err
+    assert "UpdateNodeAcl" in out
+    assert "AssembleArray" in out
+    wait_in_sync()
+
+
+def test_destroy_refuses_a_mirror_in_use(mirror: dict[str, str], tmp_path: Path) -> None:
+    with Path(MD).open("rb") as device:
+        holder = subprocess.Popen(["sleep", "600"], stdin=device)
+    try:
+        _, _, err = remirror("destroy", "--yes", LAB, "lab0", ok_codes=(1,))
+    finally:
+        holder.kill()
+        holder.wait()
+    assert f"/dev/md/lab0 is in use (open by pid {holder.pid} (sleep))" in err
+    mountpoint = tmp_path / "mnt"
+    mountpoint.mkdir()
+    sh("mkfs.ext4", "-q", MD)
+    sh("mount", MD, str(mountpoint))
+    try:
+        _, _, err = remirror("destroy", "--yes", LAB, "lab0", ok_codes=(1,))
+    finally:
+        sh("umount", str(mountpoint))
+    assert f"/dev/md/lab0 is in use (mounted on {mountpoint})" in err
+    # Nothing was taken down.
+    assert md_sysfs("array_state") in ("clean", "active", "active-idle")
+    assert IQN in lio_objects()
+
+
+def test_destroy_keeps_the_data_and_apply_adopts_it(mirror: dict[str, str]) -> None:
+    written = write_random(48 * MiB, 4 * MiB)
+    wait_in_sync()
+    code, out, err = remirror("destroy", "--yes", LAB, "lab0")
+    assert code == 0, out + err
+    for verb in ("StopArray", "LogoutSession", "DeleteIscsiNode", "DeleteTarget", "DeleteBackstore"):
+        assert verb in out
+    assert not Path(MD).exists()
+    assert IQN not in lio_objects()
+    assert "lab0-site-b" not in lio_objects()
+    assert sh("iscsiadm", "-m", "session", ok_codes=(0, 21)).returncode == 21
+    # Both disks still hold the array and the same data.
+    uuid = examine_uuid("/dev/lab/a0", site_b=False)
+    assert uuid
+    assert examine_uuid("/dev/lab/b0", site_b=True) == uuid
+    assert leg_digest("/dev/lab/a0", site_b=False) == leg_digest("/dev/lab/b0", site_b=True)
+    assert (
+        remirror("destroy", "--yes", LAB, "lab0")[1]
+        .strip()
+        .endswith("No changes: the sites match the profile.")
+    )
+    # apply adopts the disks: the same array, assembled, with the data.
+    code, out, err = remirror("apply", "--yes", LAB)
+    assert code == 0, out + err
+    assert "AssembleArray" in out
+    assert "CreateArray" not in out
+    assert md_sysfs("uuid").replace("-", "") == uuid.replace(":", "")
+    assert md_digest(48 * MiB, 4 * MiB) == written
+    assert remirror("plan", "--detailed-exitcode", LAB)[0] == 0
 
 
 def test_a_disk_with_a_filesystem_is_refused(tmp_path: Path) -> None:

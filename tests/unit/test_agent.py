@@ -2,10 +2,13 @@
 
 from __future__ import annotations
 
+import importlib
 import json
 import subprocess
 import sys
 from pathlib import Path
+
+import pytest
 
 from remirror.agent import handle
 from remirror.agent.steps import run_steps
@@ -69,3 +72,39 @@ def test_remirror_agent_speaks_json_on_stdin_and_stdout() -> None:
         check=True,
     )
     assert json.loads(done.stdout) == {"protocol": 1, "results": [{"ok": True}]}
+
+
+def test_chap_secrets_go_into_the_node_record_file_not_argv(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    # The module, not the function of the same name that remirror.agent exports.
+    monkeypatch.setattr(importlib.import_module("remirror.agent.observe"), "ISCSI_NODES", tmp_path)
+    record = tmp_path / "iqn.2026-11.test:t" / "192.0.2.2,3260,1" / "default"
+    record.parent.mkdir(parents=True)
+    record.write_text(
+        "# BEGIN RECORD 2.1.8\nnode.name = iqn.2026-11.test:t\n"
+        "node.session.auth.password = old-secret\n# END RECORD\n"
+    )
+    step = {
+        "kind": "node_secrets",
+        "target": "iqn.2026-11.test:t",
+        "address": "192.0.2.2",
+        "port": 3260,
+        "values": {
+            "node.session.auth.password": "new-secret-1",
+            "node.session.auth.password_in": "new-secret-2",
+        },
+        "secrets": ["new-secret-1", "new-secret-2"],
+    }
+    assert run_steps([step]) == [{"ok": True}]
+    assert record.read_text() == (
+        "# BEGIN RECORD 2.1.8\nnode.name = iqn.2026-11.test:t\n"
+        "node.session.auth.password = new-secret-1\n"
+        "node.session.auth.password_in = new-secret-2\n# END RECORD\n"
+    )
+    assert record.stat().st_mode & 0o777 == 0o600
+    (missing,) = run_steps([{**step, "target": "iqn.2026-11.test:none"}])
+    assert missing == {
+        "ok": False,
+        "error": "no iSCSI node record for iqn.2026-11.test:none at 192.0.2.2:3260",
+    }

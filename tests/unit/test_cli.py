@@ -108,3 +108,9 @@ def test_a_bug_is_not_shown_as_a_traceback_without_debug(
     assert "Traceback" not in err
     code, _, err = run(capsys, "--debug", "validate", TWO_SITE)
     assert "Traceback" in err
+
+
+def test_destroy_names_the_mirrors_a_profile_has(capsys: pytest.CaptureFixture[str]) -> None:
+    code, out, err = run(capsys, "destroy", TWO_SITE, "no-such-mirror")
+    assert (code, out) == (3, "")
+    assert err == f"remirror: destroy: {TWO_SITE} has no mirror 'no-such-mirror' (it has: finance, mail)\n"

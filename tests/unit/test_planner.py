@@ -13,6 +13,7 @@ from remirror.plan import PlanError, make_plan
 from remirror.plan.planner import array_uuid, backstore_name, by_path, digest, managed_conf
 from remirror.profile import load_profile
 from tests.conftest import PROFILES
+from tests.unit.simulated_sites import bare_site
 
 PROFILE = load_profile(PROFILES / "lab.yaml")
 MIRROR = PROFILE.mirrors[0]
@@ -32,20 +33,11 @@ def disk(path: str, name: str, *signatures: Signature, superblock: MdSuperblock 
 
 
 def site(name: str, **changes: Any) -> SiteFacts:
-    base = SiteFacts(
-        name=name,
-        hostname=name,
-        initiator=INITIATOR if name == "site-a" else "iqn.2026-11.org.remirror.lab:site-b",
-        disks={"/dev/lab/a0": disk("/dev/lab/a0", "dm-0"), "/dev/lab/b0": disk("/dev/lab/b0", "dm-4")},
-        arrays=(),
-        array_links={},
-        sessions=(),
-        nodes={},
-        lio_available=True,
-        backstores={},
-        targets={},
-        lio_save_path="/etc/target/saveconfig.json",
-        mdadm_conf="",
+    base = bare_site(
+        name,
+        INITIATOR if name == "site-a" else "iqn.2026-11.org.remirror.lab:site-b",
+        {"/dev/lab/a0": disk("/dev/lab/a0", "dm-0"), "/dev/lab/b0": disk("/dev/lab/b0", "dm-4")},
+        "/etc/target/saveconfig.json",
     )
     return dataclasses.replace(base, **changes)
 
@@ -103,8 +95,8 @@ def test_from_nothing_the_replica_side_comes_first_then_the_primary() -> None:
         "site-a CreateIscsiNode",
         "site-a LoginSession",
         "site-a CreateArray",
-        "site-b WriteMdadmConf",
         "site-a WriteMdadmConf",
+        "site-b WriteMdadmConf",
     ]
 
 
@@ -131,6 +123,10 @@ def test_secrets_appear_in_steps_only_never_in_what_is_shown() -> None:
     steps_with_secrets = [s for a in plan.actions for s in a.steps if "initiator-secret-1" in str(s)]
     assert steps_with_secrets
     assert all("initiator-secret-1" in s["secrets"] for s in steps_with_secrets)
+    # No secret in any argv: `ps` shows argv to every user of the host.
+    argvs = " ".join(" ".join(s.get("argv", [])) for a in plan.actions for s in a.steps)
+    assert "initiator-secret-1" not in argvs
+    assert "target-secret-22" not in argvs
 
 
 def test_a_filesystem_on_the_local_disk_makes_create_destructive() -> None:
@@ -226,9 +222,9 @@ def test_a_missing_disk_is_named_with_its_profile_line() -> None:
 
 def test_a_disk_in_use_is_not_exported() -> None:
     facts = fresh()
-    busy = dataclasses.replace(disk("/dev/lab/b0", "dm-4"), holders=("md126",))
+    busy = dataclasses.replace(disk("/dev/lab/b0", "dm-4"), holders=("md126",), mounts=("/srv",))
     facts["site-b"] = site("site-b", disks={"/dev/lab/b0": busy})
-    with pytest.raises(PlanError, match="in use by md126"):
+    with pytest.raises(PlanError, match=r"/dev/lab/b0 is in use \(mounted on /srv; held by md126\)"):
         make_plan(PROFILE, facts, SECRETS)
 
 

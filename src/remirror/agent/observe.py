@@ -29,7 +29,7 @@ def observe(disks: list[str]) -> dict[str, Any]:
     return {
         "hostname": os.uname().nodename,
         "initiator": INITIATOR_NAME_FILE.read_text() if INITIATOR_NAME_FILE.exists() else "",
-        "disks": {disk: _disk(disk) for disk in disks},
+        "disks": _disks(disks),
         "arrays": _arrays(),
         "sessions": _sessions(),
         "nodes": _nodes(),
@@ -37,6 +37,38 @@ def observe(disks: list[str]) -> dict[str, Any]:
         "lio_save_path": _lio_save_path(),
         "mdadm_conf": MDADM_CONF.read_text() if MDADM_CONF.exists() else "",
     }
+
+
+def _disks(paths: list[str]) -> dict[str, Any]:
+    disks = {path: _disk(path) for path in paths}
+    users = _users({os.path.realpath(path) for path, info in disks.items() if info["exists"]})
+    for path, info in disks.items():
+        if info["exists"]:
+            info.update(users[os.path.realpath(path)])
+    return disks
+
+
+def _users(devices: set[str]) -> dict[str, dict[str, list[str]]]:
+    """Who has each device (/dev/NAME) mounted or open: what destroy must not pull from under them."""
+    users: dict[str, dict[str, list[str]]] = {dev: {"mounts": [], "openers": []} for dev in devices}
+    numbers = {Path(dev).stat().st_rdev: dev for dev in devices}
+    for line in Path("/proc/self/mountinfo").read_text().splitlines():
+        fields = line.split()
+        major, _, minor = fields[2].partition(":")
+        dev = numbers.get(os.makedev(int(major), int(minor)))
+        if dev is not None:
+            users[dev]["mounts"].append(fields[4])
+    for proc in Path("/proc").iterdir():
+        if not proc.name.isdigit() or int(proc.name) == os.getpid():
+            continue
+        try:
+            links = {str(fd.readlink()) for fd in (proc / "fd").iterdir()}
+            comm = (proc / "comm").read_text().strip()
+        except OSError:  # gone, or not ours to look at
+            continue
+        for dev in devices & links:
+            users[dev]["openers"].append(f"pid {proc.name} ({comm})")
+    return users
 
 
 def _disk(path: str) -> dict[str, Any]:
@@ -111,10 +143,8 @@ def _nodes() -> dict[str, Any]:
     the stored secret is the right one; the records themselves hold them.
     """
     nodes: dict[str, Any] = {}
-    # nodes/TARGET/ADDR,PORT[,TPGT] is a file (a record made without
-    # discovery) or a directory with one file per interface (`default`).
     for record in sorted(p for p in ISCSI_NODES.glob("*/*") if p.exists()):
-        files = [record] if record.is_file() else sorted(f for f in record.iterdir() if f.is_file())
+        files = node_record_files(record)
         if not files:
             continue
         settings = {}
@@ -127,6 +157,13 @@ def _nodes() -> dict[str, Any]:
             settings[key.strip()] = value.strip()
         nodes[f"{record.parent.name} {record.name}"] = settings
     return nodes
+
+
+def node_record_files(record: Path) -> list[Path]:
+    """The files of one node record: nodes/TARGET/ADDR,PORT[,TPGT] is a file
+    (a record made without discovery) or a directory with one file per
+    interface (`default`)."""
+    return [record] if record.is_file() else sorted(f for f in record.iterdir() if f.is_file())
 
 
 def _digest(secret: str) -> str:
@@ -166,6 +203,7 @@ def _lio() -> dict[str, Any]:
                     if acl.chap_mutual_password
                     else "",
                     "mapped_luns": sorted(m.mapped_lun for m in acl.mapped_luns),
+                    "logged_in": acl.session is not None,
                 }
             tpgs[str(tpg.tag)] = {
                 "enabled": bool(tpg.enable),

@@ -1,7 +1,8 @@
 """Run the steps of a plan on this site, in order, stopping at the first failure.
 
 A step is a small JSON object, so that the controller can ship it over SSH:
-`run` (an argv), `wait_path` (for a udev link), `write_file` (atomic), and
+`run` (an argv), `wait_path` (for a udev link), `write_file` (atomic),
+`write_sysfs`, `node_secrets` (CHAP secrets into an iSCSI node record) and
 `lio` (an rtslib operation). Secrets arrive inside steps and are redacted
 wherever a step is logged or reported.
 """
@@ -61,6 +62,33 @@ def _write_sysfs(step: dict[str, Any]) -> None:
     Path(step["path"]).write_text(step["value"])
 
 
+def _node_secrets(step: dict[str, Any]) -> None:
+    """Put CHAP secrets into an iSCSI node record by editing its file.
+
+    `iscsiadm -o update -v SECRET` would show the secret to every user of
+    this host in `ps` for as long as it runs; iscsiadm keeps the record as
+    `key = value` lines in a root-only file, which it rereads at each login.
+    """
+    from remirror.agent.observe import ISCSI_NODES, node_record_files
+
+    base = ISCSI_NODES / step["target"]
+    portal = f"{step['address']},{step['port']}"
+    records = [*base.glob(f"{portal},*"), *([base / portal] if (base / portal).exists() else [])]
+    files = [file for record in records for file in node_record_files(record)]
+    if not files:
+        raise RemirrorError(f"no iSCSI node record for {step['target']} at {step['address']}:{step['port']}")
+    for file in files:
+        lines = file.read_text().splitlines()
+        values = dict(step["values"])
+        for i, line in enumerate(lines):
+            key = line.partition(" = ")[0].strip()
+            if key in values:
+                lines[i] = f"{key} = {values.pop(key)}"
+        end = next((i for i, line in enumerate(lines) if line.startswith("# END RECORD")), len(lines))
+        lines[end:end] = [f"{key} = {value}" for key, value in values.items()]
+        _write_file({"path": str(file), "content": "\n".join(lines) + "\n", "mode": 0o600})
+
+
 def _wait_path(step: dict[str, Any]) -> None:
     deadline = time.monotonic() + float(step.get("timeout", 60))
     while not Path(step["path"]).exists():
@@ -107,6 +135,14 @@ def _lio(step: dict[str, Any]) -> None:
     if op == "create_backstore":
         BlockStorageObject(step["name"], dev=step["dev"])
         return
+    if op == "delete_backstore":
+        # Only the LIO object: the disk and its data stay as they are.
+        BlockStorageObject(step["name"]).delete()
+        return
+    if op == "delete_target":
+        # Deletes its TPGs with their portals, LUNs and ACLs.
+        Target(FabricModule("iscsi"), step["iqn"], mode="lookup").delete()
+        return
     target = Target(FabricModule("iscsi"), step["iqn"], mode="create" if op == "create_target" else "lookup")
     tpg = TPG(target, 1, mode="create" if op == "create_target" else "lookup")
     if op == "create_target":
@@ -135,6 +171,7 @@ def _lio(step: dict[str, Any]) -> None:
 _STEPS = {
     "run": _run,
     "wait_path": _wait_path,
+    "node_secrets": _node_secrets,
     "write_file": _write_file,
     "write_sysfs": _write_sysfs,
     "lio": _lio,

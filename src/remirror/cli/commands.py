@@ -8,7 +8,7 @@ from typing import TYPE_CHECKING
 import click
 
 from remirror.cli.lab import lab
-from remirror.cli.mirror import agent, apply, plan
+from remirror.cli.mirror import agent, apply, destroy, plan
 from remirror.cli.output import console, emit_json, output_option, profile_argument
 from remirror.errors import EXIT_BAD_INPUT, NotImplementedYet, ProfileError
 from remirror.units import format_duration, format_size
@@ -117,4 +117,4 @@ def check(profile_path: str | None) -> int:
     return 3
 
 
-ALL = [validate, schema, plan, apply, agent, status, check, lab]
+ALL = [validate, schema, plan, apply, destroy, agent, status, check, lab]

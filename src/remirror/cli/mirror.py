@@ -12,7 +12,10 @@ from remirror.cli.output import emit_json, output_option, profile_argument
 from remirror.errors import EXIT_BAD_INPUT, RemirrorError, UsageError
 
 if TYPE_CHECKING:
+    from collections.abc import Callable
+
     from remirror.apply import Controller
+    from remirror.plan import Plan
 
 EXIT_CHANGES = 2  # plan --detailed-exitcode: there is something to do
 
@@ -55,26 +58,67 @@ def apply(profile_path: str, yes: bool, allow_destructive: bool, output: str) ->
     """Make the sites match the profile: show the plan, run it, report what changed."""
     controller, secrets = _load(profile_path)
     try:
-        result = controller.plan(secrets)
-        say = (lambda _line: None) if output == "json" else click.echo
-        for action in result.actions:
-            say(action.line())
-        say(result.summary())
-        if result.destructive and not allow_destructive:
-            what = "; ".join(a.destructive for a in result.destructive)
-            raise RemirrorError(f"refusing to write over data without --allow-destructive: {what}")
-        if not result.is_empty and not yes:
-            if not sys.stdin.isatty():
-                raise UsageError("apply: not a terminal, so nobody can confirm: pass --yes")
-            if not click.confirm("Apply these changes?", default=False):
-                return EXIT_BAD_INPUT
-        outcomes = controller.apply(result, say) if not result.is_empty else []
-        after = controller.plan(secrets) if outcomes else result
+        return _carry_out(
+            "apply", lambda: controller.plan(secrets), controller, yes, allow_destructive, output
+        )
     finally:
         controller.close()
+
+
+@click.command()
+@profile_argument
+@click.argument("mirror_name", metavar="MIRROR")
+@click.option("--yes", is_flag=True, help="Do not ask before destroying.")
+@output_option
+def destroy(profile_path: str, mirror_name: str, yes: bool, output: str) -> int:
+    """Take MIRROR apart (array, sessions, targets), leaving the data on its disks.
+
+    Refuses while the mirror device is mounted, open, or has initiators
+    logged into its export. A later `apply` adopts the disks again.
+    """
+    from remirror.apply import Controller  # no secrets: destroy sets none
+    from remirror.profile import load_profile
+
+    profile = load_profile(profile_path)
+    try:
+        mirror = profile.mirror(mirror_name)
+    except KeyError:
+        names = ", ".join(m.name for m in profile.mirrors)
+        raise UsageError(f"destroy: {profile_path} has no mirror {mirror_name!r} (it has: {names})") from None
+    controller = Controller(profile)
+    try:
+        return _carry_out("destroy", lambda: controller.teardown(mirror), controller, yes, False, output)
+    finally:
+        controller.close()
+
+
+def _carry_out(
+    command: str,
+    make: Callable[[], Plan],
+    controller: Controller,
+    yes: bool,
+    allow_destructive: bool,
+    output: str,
+) -> int:
+    """Plan, show, guard, confirm, run, plan again and report: apply and destroy alike."""
+    result = make()
+    say = (lambda _line: None) if output == "json" else click.echo
+    for action in result.actions:
+        say(action.line())
+    say(result.summary())
+    if result.destructive and not allow_destructive:
+        what = "; ".join(a.destructive for a in result.destructive)
+        raise RemirrorError(f"refusing to write over data without --allow-destructive: {what}")
+    if not result.is_empty and not yes:
+        if not sys.stdin.isatty():
+            raise UsageError(f"{command}: not a terminal, so nobody can confirm: pass --yes")
+        if not click.confirm(f"{command.capitalize()}: carry out these changes?", default=False):
+            return EXIT_BAD_INPUT
+    outcomes = controller.apply(result, say) if not result.is_empty else []
+    after = make() if outcomes else result
     if output == "json":
         emit_json(
-            "apply",
+            command,
             {
                 "changed": bool(outcomes),
                 "actions": [{**o.action.as_json(), "outcome": "ok" if o.ok else "failed"} for o in outcomes],
@@ -82,7 +126,7 @@ def apply(profile_path: str, yes: bool, allow_destructive: bool, output: str) ->
             },
         )
     elif outcomes:
-        say(f"Applied {len(outcomes)} action(s). " + after.summary())
+        say(f"Done: {len(outcomes)} action(s). " + after.summary())
     return 0 if after.is_empty else 1
 
 

@@ -27,6 +27,16 @@ class DiskFacts:
     signatures: tuple[Signature, ...] = ()
     superblock: MdSuperblock | None = None
     holders: tuple[str, ...] = ()  # kernel names using it (md, dm)
+    mounts: tuple[str, ...] = ()  # where it is mounted (this site's mount namespace)
+    openers: tuple[str, ...] = ()  # processes holding it open: "pid 42 (dd)"
+
+    def users(self) -> list[str]:
+        """Everything using the device, as words for an error message."""
+        return (
+            [f"mounted on {m}" for m in self.mounts]
+            + [f"held by {h}" for h in self.holders]
+            + [f"open by {o}" for o in self.openers]
+        )
 
 
 @dataclass(frozen=True)
@@ -38,6 +48,7 @@ class LioAcl:
     chap_mutual_userid: str
     chap_mutual_password: str
     mapped_luns: tuple[int, ...]
+    logged_in: bool = False
 
 
 @dataclass(frozen=True)
@@ -109,6 +120,8 @@ def site_facts(name: str, raw: dict[str, Any]) -> SiteFacts:
             signatures=parse_wipefs_json(info.get("wipefs", "")),
             superblock=parse_examine_export(info.get("examine", "")),
             holders=tuple(info.get("holders", ())),
+            mounts=tuple(info.get("mounts", ())),
+            openers=tuple(info.get("openers", ())),
         )
         for path, info in raw.get("disks", {}).items()
     }
@@ -134,6 +147,7 @@ def site_facts(name: str, raw: dict[str, Any]) -> SiteFacts:
                     acl["chap_mutual_userid"] or "",
                     acl["chap_mutual_password"] or "",
                     tuple(acl["mapped_luns"]),
+                    bool(acl.get("logged_in")),
                 )
                 for initiator_iqn, acl in tpg["acls"].items()
             },

@@ -2,5 +2,6 @@
 
 from remirror.plan.actions import Action, Plan
 from remirror.plan.planner import PlanError, make_plan
+from remirror.plan.teardown import make_teardown
 
-__all__ = ["Action", "Plan", "PlanError", "make_plan"]
+__all__ = ["Action", "Plan", "PlanError", "make_plan", "make_teardown"]

@@ -11,13 +11,15 @@ from __future__ import annotations
 import hashlib
 import uuid
 from collections.abc import Mapping
+from dataclasses import dataclass
 from typing import Any
 
 from remirror.errors import RemirrorError
 from remirror.facts.model import Signature
 from remirror.facts.site import DiskFacts, SiteFacts
-from remirror.plan.actions import CHANGE, CREATE, Action, Plan
-from remirror.profile.model import Mirror, Profile, ReplicaLeg
+from remirror.plan.actions import CHANGE, CREATE, DELETE, Action, Plan
+from remirror.profile.model import Chap, Mirror, Profile, ReplicaLeg
+from remirror.profile.types import Portal
 
 # Fixed forever: changing it would change every derived array UUID.
 _UUID_NAMESPACE = uuid.UUID("6f1d3c2e-2b1a-4d6e-9a57-72656d697272")
@@ -41,6 +43,11 @@ def backstore_name(mirror: Mirror, replica: ReplicaLeg) -> str:
     return f"{mirror.name}-{replica.site}"
 
 
+def export_backstore_name(mirror: Mirror) -> str:
+    """The LIO backstore serving the mirror device itself (`export`)."""
+    return f"{mirror.name}-export"
+
+
 def by_path(replica: ReplicaLeg, iqn: str) -> str:
     """The udev link of the replica's LUN 0 on the primary."""
     portal = replica.portal_address
@@ -55,7 +62,6 @@ def digest(secret: str) -> str:
 def make_plan(profile: Profile, facts: Mapping[str, SiteFacts], secrets: Mapping[str, str]) -> Plan:
     """The actions that make the sites match the profile, replica sides first for each mirror."""
     actions: list[Action] = []
-    conf_lines: dict[str, list[str]] = {}
     for index, mirror in enumerate(profile.mirrors):
         uuid_ = array_uuid(profile, mirror)
         primary = facts[mirror.primary.site]
@@ -76,13 +82,43 @@ def make_plan(profile: Profile, facts: Mapping[str, SiteFacts], secrets: Mapping
             )
             actions += _initiator_actions(mirror, replica, primary, iqn, secrets)
             remote_paths.append(by_path(replica, iqn))
-            conf_lines.setdefault(replica.site, []).append(f"ARRAY <ignore> UUID={uuid_}")
         local = _disk(profile, primary, mirror.primary.disk, ("mirrors", index, "primary", "disk"))
         actions += _array_actions(profile, mirror, primary, local, replica_disks, remote_paths, uuid_)
-        conf_lines.setdefault(mirror.primary.site, []).append(
-            f"ARRAY {mirror.md_device} metadata=1.2 UUID={uuid_} name={mirror.name}"
+        device = primary.disks.get(mirror.md_device, DiskFacts(mirror.md_device, exists=False))
+        actions += _export_actions(mirror, primary, device, secrets)
+    actions += mdadm_conf_actions(profile, facts)
+    return Plan(tuple(actions))
+
+
+def _mdadm_conf_lines(profile: Profile, without: Mirror | None = None) -> dict[str, list[str]]:
+    """remirror's lines in each site's mdadm.conf: ARRAY for a primary, <ignore> for a replica disk.
+
+    `without`: a mirror being destroyed. Its primary's line turns into
+    <ignore> as well: the disks still hold the array (destroy keeps data),
+    and a boot must not assemble it until `apply` says so again.
+    """
+    lines: dict[str, list[str]] = {
+        site: []
+        for mirror in profile.mirrors
+        for site in [mirror.primary.site, *(r.site for r in mirror.replicas)]
+    }
+    for mirror in profile.mirrors:
+        uuid_ = array_uuid(profile, mirror)
+        for replica in mirror.replicas:
+            lines[replica.site].append(f"ARRAY <ignore> UUID={uuid_}")
+        lines[mirror.primary.site].append(
+            f"ARRAY <ignore> UUID={uuid_}"
+            if mirror is without
+            else f"ARRAY {mirror.md_device} metadata=1.2 UUID={uuid_} name={mirror.name}"
         )
-    for site_name, lines in conf_lines.items():
+    return lines
+
+
+def mdadm_conf_actions(
+    profile: Profile, facts: Mapping[str, SiteFacts], without: Mirror | None = None
+) -> list[Action]:
+    actions = []
+    for site_name, lines in _mdadm_conf_lines(profile, without).items():
         current = facts[site_name].mdadm_conf
         wanted = managed_conf(current, lines)
         if wanted != current:
@@ -102,7 +138,7 @@ def make_plan(profile: Profile, facts: Mapping[str, SiteFacts], secrets: Mapping
                     ),
                 )
             )
-    return Plan(tuple(actions))
+    return actions
 
 
 def _disk(profile: Profile, site: SiteFacts, path: str, where: tuple[str | int, ...]) -> DiskFacts:
@@ -136,21 +172,64 @@ def _replica_actions(
     secrets: Mapping[str, str],
     uuid_: str,
 ) -> list[Action]:
+    export = Export(
+        site=site,
+        iqn=iqn,
+        backstore=backstore_name(mirror, replica),
+        disk=disk,
+        portal=replica.portal_address,
+        initiators=(initiator,),
+        chap=mirror.iscsi.chap,
+    )
+    return _target_actions(export, secrets, _destroys(site.name, disk, uuid_))
+
+
+def _export_actions(
+    mirror: Mirror, primary: SiteFacts, device: DiskFacts, secrets: Mapping[str, str]
+) -> list[Action]:
+    if mirror.export is None:
+        return export_removal_actions(mirror, primary)  # the profile no longer has it
+    export = Export(
+        site=primary,
+        iqn=mirror.export.iqn,
+        backstore=export_backstore_name(mirror),
+        disk=device,
+        portal=mirror.export.portal_address,
+        initiators=tuple(mirror.export.initiators),
+        chap=mirror.export.chap,
+    )
+    return _target_actions(export, secrets, destructive="")
+
+
+@dataclass(frozen=True)
+class Export:
+    """A block device served by LIO: a replica disk to its primary, or a mirror to application hosts."""
+
+    site: SiteFacts
+    iqn: str
+    backstore: str
+    disk: DiskFacts
+    portal: Portal
+    initiators: tuple[str, ...]
+    chap: Chap | None
+
+
+def _target_actions(export: Export, secrets: Mapping[str, str], destructive: str) -> list[Action]:
+    """Backstore, target, TPG, portal, LUN 0 and one ACL per initiator; saved if anything changed."""
+    site, iqn, name, disk = export.site, export.iqn, export.backstore, export.disk
     if not site.lio_available:
         raise PlanError(f"site {site.name}: LIO is not available (load target_core_mod and mount configfs)")
     actions = []
-    name = backstore_name(mirror, replica)
-    portal = replica.portal_address
     if name not in site.backstores:
-        if disk.holders:
-            raise PlanError(f"site {site.name}: {disk.path} is in use by {', '.join(disk.holders)}")
+        if disk.users():
+            raise PlanError(f"site {site.name}: {disk.path} is in use ({'; '.join(disk.users())})")
         actions.append(
             Action(
                 site.name,
                 "CreateBackstore",
                 f"{name} (block) on {disk.path}",
                 steps=({"kind": "lio", "op": "create_backstore", "name": name, "dev": disk.path},),
-                destructive=_destroys(site.name, disk, uuid_),
+                destructive=destructive,
             )
         )
     elif site.backstores[name] != disk.path:
@@ -158,7 +237,7 @@ def _replica_actions(
             f"site {site.name}: backstore {name} exists on {site.backstores[name]}, not {disk.path}"
         )
     target = site.targets.get(iqn)
-    chap = mirror.iscsi.chap
+    chap = export.chap
     if target is None:
         actions.append(
             Action(
@@ -168,7 +247,8 @@ def _replica_actions(
                 steps=({"kind": "lio", "op": "create_target", "iqn": iqn, "chap": chap is not None},),
             )
         )
-    if target is None or str(portal) not in target.portals:
+    portal = export.portal
+    if target is None or f"{portal.address}:{portal.port}" not in target.portals:
         actions.append(
             Action(
                 site.name,
@@ -194,37 +274,112 @@ def _replica_actions(
                 steps=({"kind": "lio", "op": "create_lun", "iqn": iqn, "lun": 0, "backstore": name},),
             )
         )
-    acl_step: dict[str, Any] = {"kind": "lio", "op": "set_acl", "iqn": iqn, "initiator": initiator, "lun": 0}
     wanted_chap: dict[str, str] = {}
     if chap is not None:
         wanted_chap = {"username": chap.username, "password": secrets[chap.password_file]}
         if chap.mutual:
             wanted_chap["mutual_username"] = chap.target_username
             wanted_chap["mutual_password"] = secrets[chap.target_password_file]
-        acl_step["chap"] = wanted_chap
-        acl_step["secrets"] = [v for k, v in wanted_chap.items() if "password" in k]
-    acl = target.acls.get(initiator) if target else None
-    if acl is None:
-        actions.append(Action(site.name, "CreateNodeAcl", f"{initiator} on {iqn}", steps=(acl_step,)))
-    elif (acl.chap_userid, acl.chap_password, acl.chap_mutual_userid, acl.chap_mutual_password) != (
+    wanted_acl = (
         wanted_chap.get("username", ""),
         digest(wanted_chap["password"]) if "password" in wanted_chap else "",
         wanted_chap.get("mutual_username", ""),
         digest(wanted_chap["mutual_password"]) if "mutual_password" in wanted_chap else "",
-    ) or 0 not in acl.mapped_luns:
-        actions.append(
-            Action(site.name, "UpdateNodeAcl", f"{initiator} on {iqn} (CHAP)", CHANGE, (acl_step,))
-        )
+    )
+    for initiator in export.initiators:
+        acl_step: dict[str, Any] = {
+            "kind": "lio",
+            "op": "set_acl",
+            "iqn": iqn,
+            "initiator": initiator,
+            "lun": 0,
+        }
+        if wanted_chap:
+            acl_step["chap"] = wanted_chap
+            acl_step["secrets"] = [v for k, v in wanted_chap.items() if "password" in k]
+        acl = target.acls.get(initiator) if target else None
+        if acl is None:
+            actions.append(Action(site.name, "CreateNodeAcl", f"{initiator} on {iqn}", steps=(acl_step,)))
+        elif (
+            acl.chap_userid,
+            acl.chap_password,
+            acl.chap_mutual_userid,
+            acl.chap_mutual_password,
+        ) != wanted_acl or 0 not in acl.mapped_luns:
+            actions.append(
+                Action(site.name, "UpdateNodeAcl", f"{initiator} on {iqn} (CHAP)", CHANGE, (acl_step,))
+            )
     if actions:
+        actions.append(save_lio_action(site))
+    return actions
+
+
+def save_lio_action(site: SiteFacts) -> Action:
+    return Action(
+        site.name,
+        "SaveLioConfig",
+        site.lio_save_path,
+        CHANGE,
+        ({"kind": "lio", "op": "save", "path": site.lio_save_path},),
+    )
+
+
+def export_removal_actions(mirror: Mirror, primary: SiteFacts) -> list[Action]:
+    """Remove the mirror's export: the profile's target, or whichever serves the export's backstore."""
+    name = export_backstore_name(mirror)
+    serving = [iqn for iqn, target in primary.targets.items() if name in target.luns.values()]
+    iqns = [mirror.export.iqn] if mirror.export else []
+    return lio_removal_actions(
+        primary, [*iqns, *(i for i in serving if i not in iqns)], name, mirror.md_device
+    )
+
+
+def lio_removal_actions(
+    site: SiteFacts, iqns: list[str], backstore: str, device: str, logged_out_before: str = ""
+) -> list[Action]:
+    """Delete targets (with their TPGs, portals, LUNs and ACLs) and a backstore, then save.
+
+    Refused while initiators are logged in: pulling a disk from under a host
+    that uses it is not a plan, it is an outage. `logged_out_before`: the
+    initiator whose session the same plan ends first (the primary's, on a
+    replica target).
+    """
+    actions = []
+    for iqn in iqns:
+        target = site.targets.get(iqn)
+        if target is None:
+            continue
+        busy = sorted(i for i, acl in target.acls.items() if acl.logged_in and i != logged_out_before)
+        if busy:
+            raise PlanError(
+                f"site {site.name}: {iqn} has initiators logged in ({', '.join(busy)}): log them out first"
+            )
         actions.append(
             Action(
                 site.name,
-                "SaveLioConfig",
-                site.lio_save_path,
-                CHANGE,
-                ({"kind": "lio", "op": "save", "path": site.lio_save_path},),
+                "DeleteTarget",
+                f"{iqn} (its portals, LUNs and ACLs)",
+                DELETE,
+                ({"kind": "lio", "op": "delete_target", "iqn": iqn},),
             )
         )
+    if backstore in site.backstores:
+        if site.backstores[backstore] != device:
+            raise PlanError(
+                f"site {site.name}: backstore {backstore} is on {site.backstores[backstore]}, not {device}:"
+                " not removing what remirror did not make"
+            )
+        actions.append(
+            Action(
+                site.name,
+                "DeleteBackstore",
+                f"{backstore} on {device} (the disk keeps its data)",
+                DELETE,
+                ({"kind": "lio", "op": "delete_backstore", "name": backstore},),
+            )
+        )
+    if actions:
+        actions.append(save_lio_action(site))
     return actions
 
 
@@ -261,12 +416,24 @@ def _initiator_actions(
     steps: list[dict[str, Any]] = []
     if current is None:
         steps.append({"kind": "run", "argv": [*node_args, "-o", "new"]})
-    # A secret in argv shows in `ps` on this host for the instant iscsiadm
-    # runs; remirror's own logs and errors redact it.
     steps += [
-        {"kind": "run", "argv": [*node_args, "-o", "update", "-n", k, "-v", v], "secrets": secret_values}
+        {"kind": "run", "argv": [*node_args, "-o", "update", "-n", k, "-v", v]}
         for k, v in changed.items()
+        if ".auth.password" not in k
     ]
+    passwords = {k: v for k, v in changed.items() if ".auth.password" in k}
+    if passwords:
+        # Not through iscsiadm's argv, which every user of the host can read in `ps`.
+        steps.append(
+            {
+                "kind": "node_secrets",
+                "target": iqn,
+                "address": portal.address,
+                "port": portal.port,
+                "values": passwords,
+                "secrets": secret_values,
+            }
+        )
     if steps:
         verb, symbol = ("CreateIscsiNode", CREATE) if current is None else ("UpdateIscsiNode", CHANGE)
         keys = ", ".join(k.removeprefix("node.") for k in changed)
@@ -428,11 +595,13 @@ def _array_actions(
 
 
 def managed_conf(current: str, lines: list[str]) -> str:
-    """`current` with remirror's block of lines replaced (or appended), everything else kept."""
-    block = "\n".join([CONF_BEGIN, *lines, CONF_END]) + "\n"
+    """`current` with remirror's block replaced, appended, or removed when there are no lines."""
+    block = "\n".join([CONF_BEGIN, *lines, CONF_END]) + "\n" if lines else ""
     if CONF_BEGIN in current and CONF_END in current:
         head, _, rest = current.partition(CONF_BEGIN)
         _, _, tail = rest.partition(CONF_END + "\n") if CONF_END + "\n" in rest else rest.partition(CONF_END)
         return head + block + tail
+    if not block:
+        return current
     separator = "" if not current or current.endswith("\n") else "\n"
     return current + separator + block

@@ -202,6 +202,11 @@ class Export(_Model):
     initiators: list[Iqn] = Field(min_length=1, description="initiator names allowed to log in")
     chap: Chap | None = None
 
+    @property
+    def portal_address(self) -> Portal:
+        """The portal as address and port."""
+        return Portal.parse(self.portal)
+
 
 class Mirror(_Model):
     """One mirrored device: a primary leg and one or more replica legs."""

@@ -1,0 +1,95 @@
+"""Plan `remirror destroy`: undo what apply built for one mirror, in reverse. Pure: no I/O.
+
+Only remirror's objects go: the export, the array (stopped, not zeroed),
+the sessions and node records, the replica targets and backstores. The
+disks keep their data and md superblocks, so a later `apply` adopts them
+again; until then every site's mdadm.conf carries `ARRAY <ignore>` for
+them, so that no boot or udev event assembles half a mirror.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+
+from remirror.facts.site import DiskFacts, SiteFacts
+from remirror.plan.actions import DELETE, Action, Plan
+from remirror.plan.planner import (
+    PlanError,
+    array_uuid,
+    backstore_name,
+    export_backstore_name,
+    export_removal_actions,
+    lio_removal_actions,
+    mdadm_conf_actions,
+)
+from remirror.profile.model import Mirror, Profile
+
+
+def make_teardown(profile: Profile, mirror: Mirror, facts: Mapping[str, SiteFacts]) -> Plan:
+    """The actions that remove `mirror` from its sites; PlanError if it is in use."""
+    primary = facts[mirror.primary.site]
+    actions: list[Action] = []
+    actions += export_removal_actions(mirror, primary)
+    array = primary.array_named(mirror.name, array_uuid(profile, mirror))
+    if array is not None:
+        _refuse_if_in_use(primary, mirror, {export_backstore_name(mirror)})
+        actions.append(
+            Action(
+                primary.name,
+                "StopArray",
+                f"{mirror.md_device} ({array.kernel_name}; the legs keep their data)",
+                DELETE,
+                ({"kind": "run", "argv": ["mdadm", "--stop", mirror.md_device]},),
+            )
+        )
+    for replica in mirror.replicas:
+        iqn = profile.replica_iqn(mirror, replica)
+        portal = replica.portal_address
+        node_args = ["iscsiadm", "-m", "node", "-T", iqn, "-p", str(portal)]
+        if primary.session_for(iqn, portal.address, portal.port) is not None:
+            actions.append(
+                Action(
+                    primary.name,
+                    "LogoutSession",
+                    f"{iqn} at {portal}",
+                    DELETE,
+                    ({"kind": "run", "argv": [*node_args, "--logout"], "ok_codes": [0, 21]},),
+                )
+            )
+        if primary.node_for(iqn, portal.address, portal.port) is not None:
+            actions.append(
+                Action(
+                    primary.name,
+                    "DeleteIscsiNode",
+                    f"{iqn} at {portal}",
+                    DELETE,
+                    ({"kind": "run", "argv": [*node_args, "-o", "delete"], "ok_codes": [0, 21]},),
+                )
+            )
+    for replica in mirror.replicas:
+        site = facts[replica.site]
+        actions += lio_removal_actions(
+            site,
+            [profile.replica_iqn(mirror, replica)],
+            backstore_name(mirror, replica),
+            replica.disk,
+            logged_out_before=primary.initiator or "",
+        )
+    involved = {mirror.primary.site, *(r.site for r in mirror.replicas)}
+    actions += [a for a in mdadm_conf_actions(profile, facts, without=mirror) if a.site in involved]
+    return Plan(tuple(actions))
+
+
+def _refuse_if_in_use(primary: SiteFacts, mirror: Mirror, ours: set[str]) -> None:
+    """Stopping an array under a filesystem, a process or another export would lose writes."""
+    device = primary.disks.get(mirror.md_device, DiskFacts(mirror.md_device, exists=False))
+    users = device.users()
+    users += [
+        f"exported by LIO backstore {name}"
+        for name, dev in primary.backstores.items()
+        if dev == mirror.md_device and name not in ours
+    ]
+    if users:
+        raise PlanError(
+            f"site {primary.name}: {mirror.md_device} is in use ({'; '.join(users)}): not stopping it"
+        )

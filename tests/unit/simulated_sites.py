@@ -1,0 +1,284 @@
+"""A model of what each step does to a site's facts, for the planner's idempotence property.
+
+`simulate(plan, facts)` returns the facts the sites would have after the
+plan ran, interpreting each step the way the kernel and the tools would
+change what the agent observes. It models only what the planner looks at;
+the lab tests check the real thing.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import re
+from collections.abc import Mapping
+from typing import Any
+
+from remirror.facts.model import IscsiSession, MdArray, MdMember, MdSuperblock, Signature
+from remirror.facts.site import DiskFacts, LioAcl, LioTarget, SiteFacts
+from remirror.plan import Plan
+from remirror.plan.planner import digest
+
+_BY_PATH = re.compile(r"^/dev/disk/by-path/ip-(?P<portal>.+)-iscsi-(?P<iqn>.+)-lun-0$")
+
+
+class Sites:
+    """Simulated sites: their facts, and what their disks remember that facts do not show."""
+
+    def __init__(self, facts: Mapping[str, SiteFacts]) -> None:
+        self.facts = dict(facts)
+        # An array's bitmap chunk and write-behind live in its superblocks:
+        # assembling the array brings them back.
+        self.on_disk: dict[str, tuple[int, int]] = {}
+
+    def run(self, plan: Plan) -> dict[str, SiteFacts]:
+        """Run every step of the plan; the facts afterwards."""
+        for action in plan.actions:
+            for step in action.steps:
+                if step["kind"] == "run" and step["argv"][0] == "mdadm":
+                    self.facts = _mdadm(self.facts, action.site, step["argv"], self.on_disk)
+                else:
+                    self.facts = _STEPS[step["kind"]](self.facts, action.site, step)
+        return self.facts
+
+
+def bare_site(name: str, initiator: str, disks: Mapping[str, DiskFacts], lio_save_path: str) -> SiteFacts:
+    """A site with its disks and LIO, and nothing remirror makes: no array, session, record or target."""
+    return SiteFacts(
+        name=name,
+        hostname=name,
+        initiator=initiator,
+        disks=dict(disks),
+        arrays=(),
+        array_links={},
+        sessions=(),
+        nodes={},
+        lio_available=True,
+        backstores={},
+        targets={},
+        lio_save_path=lio_save_path,
+    )
+
+
+def _replace(sites: dict[str, SiteFacts], name: str, **changes: Any) -> dict[str, SiteFacts]:
+    return {**sites, name: dataclasses.replace(sites[name], **changes)}
+
+
+def _nothing(sites: dict[str, SiteFacts], _name: str, _step: dict[str, Any]) -> dict[str, SiteFacts]:
+    return sites
+
+
+def _write_file(sites: dict[str, SiteFacts], name: str, step: dict[str, Any]) -> dict[str, SiteFacts]:
+    assert step["path"] == "/etc/mdadm/mdadm.conf"
+    return _replace(sites, name, mdadm_conf=step["content"])
+
+
+def _write_sysfs(sites: dict[str, SiteFacts], name: str, step: dict[str, Any]) -> dict[str, SiteFacts]:
+    match = re.fullmatch(r"/sys/block/(md\d+)/md/(.+)", step["path"])
+    assert match, step["path"]
+    kernel, attribute = match.groups()
+    arrays = []
+    for array in sites[name].arrays:
+        if array.kernel_name == kernel:
+            if attribute == "bitmap/backlog":
+                array = dataclasses.replace(array, backlog=int(step["value"]))
+            else:
+                member = attribute.removeprefix("dev-").removesuffix("/state")
+                assert step["value"] == "writemostly"
+                array = dataclasses.replace(
+                    array,
+                    members=tuple(
+                        dataclasses.replace(m, state=m.state | {"write_mostly"}) if m.device == member else m
+                        for m in array.members
+                    ),
+                )
+        arrays.append(array)
+    return _replace(sites, name, arrays=tuple(arrays))
+
+
+def _lio(sites: dict[str, SiteFacts], name: str, step: dict[str, Any]) -> dict[str, SiteFacts]:
+    site = sites[name]
+    targets = dict(site.targets)
+    backstores = dict(site.backstores)
+    op = step["op"]
+    if op == "create_backstore":
+        assert step["name"] not in backstores
+        backstores[step["name"]] = step["dev"]
+    elif op == "delete_backstore":
+        del backstores[step["name"]]
+    elif op == "create_target":
+        assert step["iqn"] not in targets
+        targets[step["iqn"]] = LioTarget(True, (), {}, "1" if step["chap"] else "0", {})
+    elif op == "delete_target":
+        del targets[step["iqn"]]
+    elif op == "create_portal":
+        target = targets[step["iqn"]]
+        targets[step["iqn"]] = dataclasses.replace(
+            target, portals=(*target.portals, f"{step['address']}:{step['port']}")
+        )
+    elif op == "create_lun":
+        target = targets[step["iqn"]]
+        assert step["backstore"] in backstores
+        targets[step["iqn"]] = dataclasses.replace(
+            target, luns={**target.luns, step["lun"]: step["backstore"]}
+        )
+    elif op == "set_acl":
+        target = targets[step["iqn"]]
+        chap = step.get("chap", {})
+        acl = LioAcl(
+            chap.get("username", ""),
+            digest(chap["password"]) if "password" in chap else "",
+            chap.get("mutual_username", ""),
+            digest(chap["mutual_password"]) if "mutual_password" in chap else "",
+            (0,),
+        )
+        targets[step["iqn"]] = dataclasses.replace(target, acls={**target.acls, step["initiator"]: acl})
+    else:
+        assert op == "save", op
+    return _replace(sites, name, targets=targets, backstores=backstores)
+
+
+def _iscsiadm(sites: dict[str, SiteFacts], name: str, step: dict[str, Any]) -> dict[str, SiteFacts]:
+    argv: list[str] = step["argv"]
+    assert argv[0] == "iscsiadm", argv
+    site = sites[name]
+    iqn, portal = argv[argv.index("-T") + 1], argv[argv.index("-p") + 1]
+    address, _, port = portal.rpartition(":")
+    key = (iqn, f"{address},{port},1")
+    nodes = {k: dict(v) for k, v in site.nodes.items()}
+    sessions = [s for s in site.sessions if (s.target, s.address, s.port) != (iqn, address, int(port))]
+    if argv[-2:] == ["-o", "new"]:
+        nodes[key] = {}
+    elif "update" in argv:
+        setting, value = argv[argv.index("-n") + 1], argv[argv.index("-v") + 1]
+        assert ".auth.password" not in setting, "a secret in argv"
+        nodes[key][setting] = value
+    elif argv[-2:] == ["-o", "delete"]:
+        del nodes[key]
+    elif argv[-1] == "--login":
+        assert key in nodes, "login without a node record"
+        sid = 1 + max((s.sid for s in site.sessions), default=0)
+        sessions.append(IscsiSession(sid, iqn, address, int(port), "LOGGED_IN", f"sd{chr(ord('a') + sid)}"))
+    else:
+        assert argv[-1] == "--logout", argv
+    sites = _replace(sites, name, nodes=nodes, sessions=tuple(sessions))
+    if argv[-1] in ("--login", "--logout"):
+        sites = _mark_logged_in(sites, iqn, site.initiator or "", argv[-1] == "--login")
+    return sites
+
+
+def _mark_logged_in(
+    sites: dict[str, SiteFacts], iqn: str, initiator: str, logged_in: bool
+) -> dict[str, SiteFacts]:
+    """The target side sees the session too: its ACL for the initiator shows it."""
+    for name, site in sites.items():
+        target = site.targets.get(iqn)
+        if target is not None and initiator in target.acls:
+            acl = dataclasses.replace(target.acls[initiator], logged_in=logged_in)
+            changed = dataclasses.replace(target, acls={**target.acls, initiator: acl})
+            sites = _replace(sites, name, targets={**site.targets, iqn: changed})
+    return sites
+
+
+def _node_secrets(sites: dict[str, SiteFacts], name: str, step: dict[str, Any]) -> dict[str, SiteFacts]:
+    key = (step["target"], f"{step['address']},{step['port']},1")
+    nodes = {k: dict(v) for k, v in sites[name].nodes.items()}
+    nodes[key].update({k: digest(v) for k, v in step["values"].items()})
+    return _replace(sites, name, nodes=nodes)
+
+
+def _mdadm(
+    sites: dict[str, SiteFacts], name: str, argv: list[str], on_disk: dict[str, tuple[int, int]]
+) -> dict[str, SiteFacts]:
+    site = sites[name]
+    device = argv[2]
+    md_name = device.removeprefix("/dev/md/")
+    if argv[1] == "--stop":
+        kernel = next(k for k, links in site.array_links.items() if md_name in links)
+        return _replace(sites, name, arrays=tuple(a for a in site.arrays if a.kernel_name != kernel))
+    if argv[1] == "--grow":
+        (array,) = [a for a in site.arrays if md_name in site.array_links[a.kernel_name]]
+        chunk = next((a for a in argv if a.startswith("--bitmap-chunk=")), None)
+        grown = dataclasses.replace(
+            array,
+            bitmap_chunk=int(chunk.split("=")[1].removesuffix("K")) * 1024 if chunk else None,
+            backlog=0 if chunk else None,  # a new bitmap starts without write-behind
+        )
+        return _replace(sites, name, arrays=tuple(grown if a is array else a for a in site.arrays))
+    uuid_ = next(a.split("=", 1)[1] for a in argv if a.startswith("--uuid="))
+    legs = [a for a in argv[3:] if a.startswith("/dev/")]
+    members = []
+    for slot, leg in enumerate(legs):
+        remote = _BY_PATH.match(leg)
+        if remote is None:
+            sites = _with_superblock(sites, name, leg, uuid_, md_name)
+            members.append(MdMember(site.disks[leg].kernel_name, slot, frozenset({"in_sync"})))
+            continue
+        sites = _remote_superblock(sites, remote["iqn"], uuid_, md_name)
+        session = next(s for s in sites[name].sessions if s.target == remote["iqn"])
+        members.append(MdMember(session.disk or "", slot, frozenset({"in_sync", "write_mostly"})))
+    if argv[1] == "--create":
+        chunk = next(a for a in argv if a.startswith("--bitmap-chunk="))
+        behind = next((a for a in argv if a.startswith("--write-behind=")), "--write-behind=0")
+        bitmap, backlog = int(chunk.split("=")[1].removesuffix("K")) * 1024, int(behind.split("=")[1])
+    else:
+        assert argv[1] == "--assemble", argv
+        bitmap, backlog = on_disk[uuid_]
+    on_disk[uuid_] = (bitmap, backlog)
+    kernel = f"md{127 - len(sites[name].arrays)}"
+    array = MdArray(
+        kernel,
+        md_name,
+        uuid_,
+        "raid1",
+        len(legs),
+        tuple(members),
+        "clean",
+        "idle",
+        None,
+        0,
+        bitmap,
+        backlog,
+        0,
+    )
+    site = sites[name]
+    return _replace(
+        sites,
+        name,
+        arrays=(*site.arrays, array),
+        array_links={**site.array_links, kernel: (md_name,)},
+    )
+
+
+def _with_superblock(
+    sites: dict[str, SiteFacts], name: str, path: str, uuid_: str, md_name: str
+) -> dict[str, SiteFacts]:
+    disk = sites[name].disks[path]
+    written = DiskFacts(
+        disk.path,
+        True,
+        disk.kernel_name,
+        disk.size,
+        (Signature("linux_raid_member", 0x1000, uuid_, md_name),),
+        MdSuperblock(uuid_, md_name, "00000000:00000000:00000000:00000000", 1, 0),
+    )
+    return _replace(sites, name, disks={**sites[name].disks, path: written})
+
+
+def _remote_superblock(
+    sites: dict[str, SiteFacts], iqn: str, uuid_: str, md_name: str
+) -> dict[str, SiteFacts]:
+    for name, site in sites.items():
+        target = site.targets.get(iqn)
+        if target is not None:
+            return _with_superblock(sites, name, site.backstores[target.luns[0]], uuid_, md_name)
+    raise AssertionError(f"no site exports {iqn}")
+
+
+_STEPS = {
+    "run": _iscsiadm,  # mdadm is handled by Sites.run: it needs the disks' memory
+    "lio": _lio,
+    "write_file": _write_file,
+    "write_sysfs": _write_sysfs,
+    "wait_path": _nothing,
+    "node_secrets": _node_secrets,
+}

@@ -1,0 +1,273 @@
+"""Properties of the planner over many profiles and site states, on simulated sites.
+
+Idempotence: after the plan for any state has run, the plan is empty.
+Convergence never re-creates an array that exists on disk, and never
+destroys data. Destroy undoes apply, and a later apply adopts the disks.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import itertools
+import re
+from collections.abc import Callable
+
+import pytest
+
+from remirror.facts.site import DiskFacts, SiteFacts
+from remirror.plan import Plan, PlanError, make_plan, make_teardown
+from remirror.plan.planner import digest
+from remirror.profile import Profile, parse_profile
+from tests.unit.simulated_sites import Sites, bare_site
+
+SECRETS = {
+    "/etc/remirror/m0.chap": "initiator-secret-1",
+    "/etc/remirror/m0.chap.mutual": "target-secret-22",
+    "/etc/remirror/app.chap": "application-secret-3",
+}
+INITIATORS = {"a": "iqn.2026-11.test:a", "b": "iqn.2026-11.test:b", "c": "iqn.2026-11.test:c"}
+DISKS = {"a": ("/dev/a0", "dm-0"), "b": ("/dev/b0", "dm-1"), "c": ("/dev/c0", "dm-2")}
+EXPORT_IQN = "iqn.2026-11.test:m0.export"
+
+
+def profile_text(mode: str, chap: str, replicas: int, export: bool, timeouts: str) -> str:
+    replication = {
+        "sync": "{mode: sync, bitmap_chunk: 1MiB}",
+        "async": "{mode: async, write_behind: 512, on_link_loss: wait}",
+    }[mode]
+    chap_yaml = {
+        "none": "",
+        "one-way": "chap: {username: m0, password_file: /etc/remirror/m0.chap}, ",
+        "mutual": "chap: {username: m0, password_file: /etc/remirror/m0.chap, mutual: true}, ",
+    }[chap]
+    legs = "\n".join(
+        f"      - {{site: {s}, disk: {DISKS[s][0]}, portal: 192.0.2.{2 + i}:3260}}"
+        for i, s in enumerate(["b", "c"][:replicas])
+    )
+    export_yaml = (
+        f"    export: {{iqn: {EXPORT_IQN}, portal: 192.0.2.1:3260, initiators: [iqn.2026-11.test:app],"
+        " chap: {username: app, password_file: /etc/remirror/app.chap}}\n"
+        if export
+        else ""
+    )
+    return f"""version: 1
+name: prop
+sites:
+  a: {{host: local}}
+  b: {{host: ssh://root@b}}
+  c: {{host: ssh://root@c}}
+mirrors:
+  - name: m0
+    primary: {{site: a, disk: /dev/a0}}
+    replicas:
+{legs}
+    replication: {replication}
+    iscsi: {{{chap_yaml}timeouts: {timeouts}}}
+{export_yaml}"""
+
+
+PROFILES = {
+    f"{mode}-{chap}-{replicas}r{'-export' if export else ''}-{timeouts}": parse_profile(
+        profile_text(mode, chap, replicas, export, timeouts)
+    )
+    for mode, chap, replicas, export, timeouts in itertools.product(
+        ["sync", "async"], ["none", "one-way", "mutual"], [1, 2], [False, True], ["lan", "wan"]
+    )
+}
+
+
+def bare_sites() -> dict[str, SiteFacts]:
+    return {
+        name: bare_site(
+            name,
+            INITIATORS[name],
+            {DISKS[name][0]: DiskFacts(DISKS[name][0], True, DISKS[name][1], 1 << 30)},
+            "/etc/rtslib-fb-target/saveconfig.json",
+        )
+        for name in ("a", "b", "c")
+    }
+
+
+def converge(profile: Profile, sites: Sites) -> Plan:
+    """Plan, run; return the plan that follows (which must be empty)."""
+    sites.run(make_plan(profile, sites.facts, SECRETS))
+    return make_plan(profile, sites.facts, SECRETS)
+
+
+def replace_site(facts: dict[str, SiteFacts], name: str, **changes: object) -> dict[str, SiteFacts]:
+    return {**facts, name: dataclasses.replace(facts[name], **changes)}  # type: ignore[arg-type]
+
+
+# What can happen to converged sites; each keeps what is on the disks.
+Perturbation = Callable[[dict[str, SiteFacts]], dict[str, SiteFacts]]
+PERTURBATIONS: dict[str, Perturbation] = {
+    "nothing": lambda f: f,
+    "session failed": lambda f: replace_site(
+        f, "a", sessions=tuple(dataclasses.replace(s, state="FAILED") for s in f["a"].sessions)
+    ),
+    "logged out": lambda f: replace_site(f, "a", sessions=()),
+    "node records lost": lambda f: replace_site(f, "a", nodes={}, sessions=()),
+    "replica LIO cleared": lambda f: replace_site(f, "b", targets={}, backstores={}),
+    "ACL secret changed": lambda f: replace_site(
+        f,
+        "b",
+        targets={
+            iqn: dataclasses.replace(
+                t,
+                acls={
+                    i: dataclasses.replace(acl, chap_password=digest("stale")) for i, acl in t.acls.items()
+                },
+            )
+            for iqn, t in f["b"].targets.items()
+        },
+    ),
+    "array stopped": lambda f: replace_site(f, "a", arrays=(), array_links={}),
+    "backlog changed": lambda f: replace_site(
+        f, "a", arrays=tuple(dataclasses.replace(a, backlog=7) for a in f["a"].arrays)
+    ),
+    "bitmap chunk changed": lambda f: replace_site(
+        f, "a", arrays=tuple(dataclasses.replace(a, bitmap_chunk=3 << 20) for a in f["a"].arrays)
+    ),
+    "write-mostly lost": lambda f: replace_site(
+        f,
+        "a",
+        arrays=tuple(
+            dataclasses.replace(
+                a, members=tuple(dataclasses.replace(m, state=m.state - {"write_mostly"}) for m in a.members)
+            )
+            for a in f["a"].arrays
+        ),
+    ),
+    "mdadm.conf lost": lambda f: {n: dataclasses.replace(s, mdadm_conf="") for n, s in f.items()},
+    "every site restarted": lambda f: {
+        n: dataclasses.replace(s, arrays=(), array_links={}, sessions=(), targets={}, backstores={})
+        for n, s in f.items()
+    },
+}
+
+
+@pytest.mark.parametrize("name", sorted(PROFILES))
+def test_from_bare_disks_one_apply_converges(name: str) -> None:
+    sites = Sites(bare_sites())
+    assert converge(PROFILES[name], sites).actions == ()
+
+
+@pytest.mark.parametrize(
+    ("name", "what"), list(itertools.product(sorted(PROFILES)[::5], sorted(PERTURBATIONS)))
+)
+def test_from_any_disturbance_one_apply_converges_without_recreating(name: str, what: str) -> None:
+    profile = PROFILES[name]
+    sites = Sites(bare_sites())
+    converge(profile, sites)
+    sites.facts = PERTURBATIONS[what](sites.facts)
+    repair = make_plan(profile, sites.facts, SECRETS)
+    assert "CreateArray" not in [a.verb for a in repair.actions]
+    assert repair.destructive == ()
+    assert (what == "nothing") == repair.is_empty
+    assert converge(profile, sites).actions == ()
+
+
+@pytest.mark.parametrize("name", sorted(PROFILES))
+def test_destroy_undoes_apply_and_apply_adopts_the_disks_again(name: str) -> None:
+    profile = PROFILES[name]
+    mirror = profile.mirrors[0]
+    sites = Sites(bare_sites())
+    converge(profile, sites)
+    teardown = make_teardown(profile, mirror, sites.facts)
+    assert {a.symbol for a in teardown.actions} <= {"-", "~"}
+    after = sites.run(teardown)
+    assert make_teardown(profile, mirror, after).is_empty
+    assert (after["a"].arrays, after["a"].sessions, after["a"].nodes) == ((), (), {})
+    assert all(not s.targets and not s.backstores for s in after.values())
+    # The disks still hold the array: no site may assemble it until apply says so.
+    assert "ARRAY /dev/md/m0" not in after["a"].mdadm_conf
+    assert all("ARRAY <ignore>" in after[s].mdadm_conf for s in ["a", "b"])
+    # The disks kept their superblocks: apply assembles, it does not create.
+    again = make_plan(profile, after, SECRETS)
+    assert "AssembleArray" in [a.verb for a in again.actions]
+    assert "CreateArray" not in [a.verb for a in again.actions]
+    assert again.destructive == ()
+    assert converge(profile, sites).actions == ()
+
+
+def in_use(facts: dict[str, SiteFacts], **changes: tuple[str, ...]) -> dict[str, SiteFacts]:
+    device = DiskFacts("/dev/md/m0", True, "md127", 1 << 30, **changes)  # type: ignore[arg-type]
+    return replace_site(facts, "a", disks={**facts["a"].disks, "/dev/md/m0": device})
+
+
+@pytest.mark.parametrize(
+    ("changes", "words"),
+    [
+        ({"mounts": ("/srv/files",)}, "mounted on /srv/files"),
+        ({"openers": ("pid 4242 (dd)",)}, "open by pid 4242 (dd)"),
+        ({"holders": ("dm-7",)}, "held by dm-7"),
+    ],
+)
+def test_destroy_refuses_a_mirror_in_use(changes: dict[str, tuple[str, ...]], words: str) -> None:
+    profile = PROFILES["sync-none-1r-lan"]
+    sites = Sites(bare_sites())
+    converge(profile, sites)
+    with pytest.raises(PlanError, match=re.escape(f"site a: /dev/md/m0 is in use ({words})")):
+        make_teardown(profile, profile.mirrors[0], in_use(sites.facts, **changes))
+
+
+def test_destroy_refuses_an_export_with_initiators_logged_in() -> None:
+    profile = PROFILES["sync-none-1r-export-lan"]
+    sites = Sites(bare_sites())
+    converge(profile, sites)
+    target = sites.facts["a"].targets[EXPORT_IQN]
+    busy = {i: dataclasses.replace(acl, logged_in=True) for i, acl in target.acls.items()}
+    facts = replace_site(sites.facts, "a", targets={EXPORT_IQN: dataclasses.replace(target, acls=busy)})
+    with pytest.raises(PlanError, match=re.escape("has initiators logged in (iqn.2026-11.test:app)")):
+        make_teardown(profile, profile.mirrors[0], facts)
+
+
+def test_destroy_refuses_while_something_else_exports_the_mirror() -> None:
+    profile = PROFILES["sync-none-1r-lan"]
+    sites = Sites(bare_sites())
+    converge(profile, sites)
+    facts = replace_site(sites.facts, "a", backstores={"someone-elses": "/dev/md/m0"})
+    with pytest.raises(PlanError, match="exported by LIO backstore someone-elses"):
+        make_teardown(profile, profile.mirrors[0], facts)
+
+
+def test_the_export_is_served_from_the_primary_after_the_array() -> None:
+    profile = PROFILES["async-mutual-2r-export-wan"]
+    plan = make_plan(profile, bare_sites(), SECRETS)
+    lines = [f"{a.site} {a.verb} {a.subject}" for a in plan.actions]
+    create = next(i for i, line in enumerate(lines) if "CreateArray" in line)
+    export = [line for line in lines[create:] if line.startswith("a ") and "Mdadm" not in line]
+    assert export == [
+        "a CreateArray /dev/md/m0 RAID1 /dev/a0 + 2 write-mostly leg(s), async, write-behind 512",
+        "a CreateBackstore m0-export (block) on /dev/md/m0",
+        f"a CreateTarget {EXPORT_IQN} (TPG 1, CHAP on)",
+        f"a CreatePortal 192.0.2.1:3260 on {EXPORT_IQN}",
+        f"a CreateLun LUN 0 -> m0-export on {EXPORT_IQN}",
+        f"a CreateNodeAcl iqn.2026-11.test:app on {EXPORT_IQN}",
+        "a SaveLioConfig /etc/rtslib-fb-target/saveconfig.json",
+    ]
+    acl = next(a for a in plan.actions if a.verb == "CreateNodeAcl" and a.site == "a")
+    assert acl.steps[0]["chap"] == {"username": "app", "password": "application-secret-3"}
+    assert acl.steps[0]["secrets"] == ["application-secret-3"]
+
+
+def test_the_export_is_not_served_from_a_mounted_mirror() -> None:
+    # Two hosts writing one filesystem corrupts it: the export waits for the unmount.
+    profile = PROFILES["sync-none-1r-export-lan"]
+    sites = Sites(bare_sites())
+    sites.run(make_plan(PROFILES["sync-none-1r-lan"], sites.facts, SECRETS))
+    with pytest.raises(PlanError, match="/dev/md/m0 is in use \\(mounted on /srv\\)"):
+        make_plan(profile, in_use(sites.facts, mounts=("/srv",)), SECRETS)
+
+
+def test_an_export_dropped_from_the_profile_is_removed() -> None:
+    sites = Sites(bare_sites())
+    converge(PROFILES["sync-none-1r-export-lan"], sites)
+    without = PROFILES["sync-none-1r-lan"]
+    plan = make_plan(without, sites.facts, SECRETS)
+    assert [a.line() for a in plan.actions] == [
+        f"- a: DeleteTarget {EXPORT_IQN} (its portals, LUNs and ACLs)",
+        "- a: DeleteBackstore m0-export on /dev/md/m0 (the disk keeps its data)",
+        "~ a: SaveLioConfig /etc/rtslib-fb-target/saveconfig.json",
+    ]
+    assert converge(without, sites).actions == ()
