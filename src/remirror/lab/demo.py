@@ -76,11 +76,14 @@ def _remote_leg() -> str:
     return str(links[0].resolve())
 
 
-def leg_digest(disk: str, site_b: bool) -> str:
-    """sha256 of an md leg's data region, read from the disk itself (superblocks differ by design)."""
+def leg_digest(disk: str, site_b: bool, size: int | None = None) -> str:
+    """sha256 of an md leg's data region, read from the disk itself (superblocks differ by design).
+
+    `size`: of the array's data, when the array is not running to say it.
+    """
     examined = re.search(r"Data Offset : (\d+) sectors", _run(["mdadm", "--examine", LOCAL]).stdout)
     offset = int(examined.group(1)) * 512 if examined else 0
-    size = int(_run(["blockdev", "--getsize64", MD]).stdout)
+    size = size or int(_run(["blockdev", "--getsize64", MD]).stdout)
     command = f"dd if={disk} iflag=direct,skip_bytes,count_bytes skip={offset} count={size} bs=1M status=none"
     argv = ["sh", "-c", f"{command} | sha256sum"]
     return _run(net.in_site_b(argv) if site_b else argv, timeout=600).stdout.split()[0]
