@@ -2,18 +2,21 @@
 
 from __future__ import annotations
 
+import logging
 import stat
 from collections.abc import Callable
-from concurrent.futures import ThreadPoolExecutor
+from concurrent.futures import Future, ThreadPoolExecutor
 from dataclasses import dataclass
 from pathlib import Path
 
 from remirror.agent.client import AgentClient
-from remirror.errors import RemirrorError
+from remirror.errors import RemirrorError, SiteUnreachable
 from remirror.facts.site import SiteFacts, site_facts
 from remirror.plan import Action, Plan, make_plan, make_teardown
 from remirror.profile.model import Mirror, PrimaryLeg, Profile, ReplicaLeg
+from remirror.profile.names import by_path
 
+log = logging.getLogger("remirror.apply")
 MIN_SECRET, MAX_SECRET = 12, 255  # CHAP: RFC 3720 wants 96 bits at least; LIO takes 255
 
 
@@ -75,7 +78,7 @@ class Controller:
         self.clients = {name: AgentClient(name, site) for name, site in profile.sites.items()}
 
     def disks_by_site(self) -> dict[str, list[str]]:
-        """The devices the profile names on each site."""
+        """The devices to observe on each site: the profile's disks and what remirror made of them."""
         disks: dict[str, list[str]] = {name: [] for name in self.profile.sites}
         for mirror in self.profile.mirrors:
             legs: list[PrimaryLeg | ReplicaLeg] = [mirror.primary, *mirror.replicas]
@@ -84,17 +87,48 @@ class Controller:
                 if leg.cache is not None:
                     disks[leg.site].append(leg.cache.disk)
             disks[mirror.primary.site].append(mirror.md_device)
+            # The replica disks as the primary sees them: their superblocks
+            # tell whether a returning leg took writes of its own.
+            disks[mirror.primary.site] += [
+                by_path(r, self.profile.replica_iqn(mirror, r)) for r in mirror.replicas
+            ]
         return disks
+
+    def portals_by_site(self) -> dict[str, list[str]]:
+        """The replica portals each primary site logs in to: observing times a handshake with each."""
+        portals: dict[str, list[str]] = {name: [] for name in self.profile.sites}
+        for mirror in self.profile.mirrors:
+            portals[mirror.primary.site] += [str(r.portal_address) for r in mirror.replicas]
+        return portals
 
     def observe(self) -> dict[str, SiteFacts]:
         """Facts of every site (remote ones first: an unreachable site fails before anything else)."""
+        return {name: result.result() for name, result in self._observe_all().items()}
+
+    def observe_reachable(self) -> dict[str, SiteFacts | None]:
+        """Facts of every site that can be reached; None for the others (the reconciler waits for them)."""
+        facts: dict[str, SiteFacts | None] = {}
+        for name, result in self._observe_all().items():
+            try:
+                facts[name] = result.result()
+            except SiteUnreachable as error:
+                log.info("%s", error.one_line())
+                facts[name] = None
+        return facts
+
+    def _observe_all(self) -> dict[str, Future[SiteFacts]]:
         order = sorted(self.profile.sites, key=lambda name: self.profile.sites[name].is_local)
         disks = self.disks_by_site()
+
+        portals = self.portals_by_site()
+
+        def observe(name: str) -> SiteFacts:
+            return site_facts(name, self.clients[name].observe(disks[name], portals[name]))
+
         # All at once: observing is read-only, and each remote site costs an
         # SSH round trip and a Python start there.
         with ThreadPoolExecutor(max_workers=len(order)) as pool:
-            raw = {name: pool.submit(self.clients[name].observe, disks[name]) for name in order}
-            return {name: site_facts(name, future.result()) for name, future in raw.items()}
+            return {name: pool.submit(observe, name) for name in order}
 
     def plan(self, secrets: dict[str, str]) -> Plan:
         """Observe and plan."""

@@ -66,13 +66,6 @@ class ProfileProblem:
         return f"ProfileProblem({self!s})"
 
 
-class NotImplementedYet(RemirrorError):
-    """A verb whose capability has not landed; says so instead of pretending."""
-
-    def __init__(self, verb: str, issue: int) -> None:
-        super().__init__(f"{verb}: not implemented yet (tracked in issue #{issue})")
-
-
 class SiteError(RemirrorError):
     """Something went wrong on, or on the way to, one site."""
 

@@ -8,6 +8,8 @@ rather than skipping: a skipped lab test must never pass for a green one.
 from __future__ import annotations
 
 import json
+import sys
+from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
@@ -24,6 +26,52 @@ def pytest_configure(config: pytest.Config) -> None:
             f"tests/lab must run inside the lab ({LAB_FILE} is missing): remirror lab run -- pytest tests/lab",
             returncode=4,
         )
+
+
+def pytest_runtest_logreport(report: pytest.TestReport) -> None:
+    """A failure's report on the terminal at once, past pytest's capture.
+
+    pytest prints failures at the end of the session; a lab cut off by its
+    time limit never gets there, and CI's log would show only an `F`.
+    """
+    if report.failed:
+        print(
+            f"\n{report.nodeid} ({report.when}) FAILED:\n{report.longreprtext}",
+            file=sys.__stderr__,
+            flush=True,
+        )
+
+
+# The order of a mirror's life: the lab itself, a bare iSCSI export, apply
+# (which builds the mirror that every later module shares), health, and the
+# reconciler, whose last test leaves the mirror split.
+MODULE_ORDER = ["test_lab_contract", "test_lab_iscsi", "test_mirror_apply", "test_health", "test_reconcile"]
+
+
+def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
+    def position(item: pytest.Item) -> int:
+        name = item.path.stem
+        return MODULE_ORDER.index(name) if name in MODULE_ORDER else len(MODULE_ORDER)
+
+    items.sort(key=position)  # stable: file order within a module
+
+
+@pytest.fixture(scope="session")
+def mirror() -> Iterator[dict[str, str]]:
+    """The lab profile's mirror, built once: under emulation each build and teardown costs minutes.
+
+    Every test that uses it leaves it MIRRORED for the next (but the last,
+    the split brain); `destroy` at the end keeps the data, so the disks are
+    wiped for whatever runs after.
+    """
+    from tests.lab.mirror import LAB, remirror  # mirror.py uses this module's helpers
+
+    code, out, err = remirror("apply", "--yes", LAB)
+    assert code == 0, out + err
+    yield {"apply_output": out}
+    remirror("destroy", "--yes", LAB, "lab0")
+    for disk in ("/dev/lab/a0", "/dev/lab/b0"):
+        sh("wipefs", "--all", "--quiet", disk)
 
 
 @pytest.fixture(scope="session")

@@ -1,112 +1,43 @@
 """`remirror apply` and `destroy` on the lab: site A primary, site B replica over SSH (profiles/lab.yaml).
 
-The tests share one mirror (the module fixture) and run in file order: each
+The tests share the lab's one mirror (conftest.py) and run in file order: each
 leaves it running and MIRRORED for the next.
 """
 
 from __future__ import annotations
 
-import hashlib
 import json
-import mmap
-import os
 import re
 import secrets
 import subprocess
 import sys
 import time
-from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
 
 from remirror.apply import ApplyError, Controller, read_secrets
 from remirror.lab import net
-from remirror.lab.demo import leg_digest
 from remirror.lab.spec import INITIATOR_NAMES
 from remirror.profile import load_profile
-from tests.conftest import PROFILES
 from tests.lab.conftest import on_b, sh
-
-LAB = str(PROFILES / "lab.yaml")
-MD = "/dev/md/lab0"
-IQN = "iqn.2026-11.org.remirror:lab.lab0.site-b"
-PORTAL = "192.0.2.2:3260"
-SLOW = 900  # seconds: apply observes two sites and starts Python on site B, under emulation
-MiB = 1024 * 1024
-
-
-def remirror(*args: str, ok_codes: tuple[int, ...] = (0,)) -> tuple[int, str, str]:
-    done = sh("remirror", *args, ok_codes=ok_codes, timeout=SLOW)
-    return done.returncode, done.stdout, done.stderr
-
-
-def variant(tmp_path: Path, name: str, append: str = "", **replace: str) -> str:
-    """A copy of the lab profile with some text replaced (and some appended)."""
-    text = Path(LAB).read_text()
-    for old, new in replace.items():
-        assert old in text, old
-        text = text.replace(old, new)
-    path = tmp_path / name
-    path.write_text(text + append)
-    return str(path)
-
-
-def md_sysfs(name: str) -> str:
-    kernel = Path(MD).resolve().name
-    return Path(f"/sys/block/{kernel}/md/{name}").read_text().strip()
-
-
-def write_random(offset: int, size: int) -> str:
-    """Write random bytes through the mirror with O_DIRECT; their sha256."""
-    payload = mmap.mmap(-1, size)  # page-aligned, as O_DIRECT wants
-    payload.write(os.urandom(size))
-    fd = os.open(MD, os.O_WRONLY | os.O_DIRECT | os.O_SYNC)
-    try:
-        assert os.pwrite(fd, payload, offset) == size
-    finally:
-        os.close(fd)
-    return hashlib.sha256(payload).hexdigest()
-
-
-def md_digest(offset: int, size: int) -> str:
-    """sha256 of a region of the mirror device, read past the page cache."""
-    command = f"dd if={MD} iflag=direct,skip_bytes,count_bytes skip={offset} count={size} bs=1M status=none"
-    return sh("sh", "-c", f"{command} | sha256sum").stdout.split()[0]
-
-
-def wait_in_sync() -> None:
-    """Until md reports nothing to do: write-behind drained, no resync."""
-    deadline = time.monotonic() + SLOW
-    while md_sysfs("sync_action") != "idle" or md_sysfs("degraded") != "0":
-        assert time.monotonic() < deadline, Path("/proc/mdstat").read_text()
-        time.sleep(1)
-
-
-def lio_objects() -> set[str]:
-    """Every iSCSI target and block backstore in LIO (configfs is global to the VM)."""
-    config = Path("/sys/kernel/config/target")
-    targets = {p.name for p in (config / "iscsi").glob("iqn.*")}
-    backstores = {p.name for p in (config / "core").glob("iblock_*/*") if p.is_dir() and p.name != "alua"}
-    return targets | backstores
-
-
-def examine_uuid(disk: str, site_b: bool) -> str:
-    argv = ["mdadm", "--examine", "--export", disk]
-    out = (on_b(*argv) if site_b else sh(*argv)).stdout
-    match = re.search(r"^MD_UUID=(\S+)$", out, flags=re.M)
-    return match.group(1) if match else ""
-
-
-@pytest.fixture(scope="module")
-def mirror() -> Iterator[dict[str, str]]:
-    code, out, err = remirror("apply", "--yes", LAB)
-    assert code == 0, out + err
-    yield {"apply_output": out}
-    # destroy keeps the data: wipe the disks so that later modules start from bare ones.
-    remirror("destroy", "--yes", LAB, "lab0")
-    for disk in ("/dev/lab/a0", "/dev/lab/b0"):
-        sh("wipefs", "--all", "--quiet", disk)
+from tests.lab.mirror import (
+    IQN,
+    LAB,
+    MD,
+    PORTAL,
+    SLOW,
+    MiB,
+    examine_uuid,
+    legs_match,
+    lio_objects,
+    md_digest,
+    md_sysfs,
+    remirror,
+    variant,
+    wait_in_sync,
+    write_random,
+)
 
 
 def test_apply_builds_the_mirror_the_profile_asks_for(mirror: dict[str, str]) -> None:
@@ -133,7 +64,7 @@ def test_data_written_through_the_mirror_is_on_both_legs(mirror: dict[str, str])
     # Write-behind: give the remote leg a moment to catch up, then compare
     # the legs' data regions (their superblocks differ by design).
     time.sleep(3)
-    assert leg_digest("/dev/lab/a0", site_b=False) == leg_digest("/dev/lab/b0", site_b=True)
+    assert legs_match()
     # And md's own check agrees.
     kernel = Path(MD).resolve().name
     Path(f"/sys/block/{kernel}/md/sync_action").write_text("check")
@@ -304,7 +235,7 @@ def test_destroy_keeps_the_data_and_apply_adopts_it(mirror: dict[str, str]) -> N
     uuid = examine_uuid("/dev/lab/a0", site_b=False)
     assert uuid
     assert examine_uuid("/dev/lab/b0", site_b=True) == uuid
-    assert leg_digest("/dev/lab/a0", False, size) == leg_digest("/dev/lab/b0", True, size)
+    assert legs_match(size)
     assert (
         remirror("destroy", "--yes", LAB, "lab0")[1]
         .strip()

@@ -1,6 +1,6 @@
 """A model of what each step does to a site's facts, for the planner's idempotence property.
 
-`simulate(plan, facts)` returns the facts the sites would have after the
+`Sites(facts).run(plan)` returns the facts the sites would have after the
 plan ran, interpreting each step the way the kernel and the tools would
 change what the agent observes. It models only what the planner looks at;
 the lab tests check the real thing.
@@ -17,6 +17,7 @@ from remirror.facts.model import IscsiSession, MdArray, MdMember, MdSuperblock, 
 from remirror.facts.site import DiskFacts, LioAcl, LioTarget, SiteFacts
 from remirror.plan import Plan
 from remirror.plan.planner import digest
+from remirror.profile.timeouts import REPLACEMENT_TIMEOUT
 
 _BY_PATH = re.compile(r"^/dev/disk/by-path/ip-(?P<portal>.+)-iscsi-(?P<iqn>.+)-lun-0$")
 
@@ -73,6 +74,14 @@ def _write_file(sites: dict[str, SiteFacts], name: str, step: dict[str, Any]) ->
 
 
 def _write_sysfs(sites: dict[str, SiteFacts], name: str, step: dict[str, Any]) -> dict[str, SiteFacts]:
+    session = re.fullmatch(r"/sys/class/iscsi_session/session(\d+)/recovery_tmo", step["path"])
+    if session:
+        sid = int(session.group(1))
+        sessions = tuple(
+            dataclasses.replace(s, recovery_tmo=int(step["value"])) if s.sid == sid else s
+            for s in sites[name].sessions
+        )
+        return _replace(sites, name, sessions=sessions)
     match = re.fullmatch(r"/sys/block/(md\d+)/md/(.+)", step["path"])
     assert match, step["path"]
     kernel, attribute = match.groups()
@@ -145,7 +154,9 @@ def _iscsiadm(sites: dict[str, SiteFacts], name: str, step: dict[str, Any]) -> d
     address, _, port = portal.rpartition(":")
     key = (iqn, f"{address},{port},1")
     nodes = {k: dict(v) for k, v in site.nodes.items()}
-    sessions = [s for s in site.sessions if (s.target, s.address, s.port) != (iqn, address, int(port))]
+    sessions = list(site.sessions)
+    if argv[-1] in ("--login", "--logout") or argv[-2:] == ["-o", "delete"]:
+        sessions = [s for s in sessions if (s.target, s.address, s.port) != (iqn, address, int(port))]
     if argv[-2:] == ["-o", "new"]:
         nodes[key] = {}
     elif "update" in argv:
@@ -157,7 +168,13 @@ def _iscsiadm(sites: dict[str, SiteFacts], name: str, step: dict[str, Any]) -> d
     elif argv[-1] == "--login":
         assert key in nodes, "login without a node record"
         sid = 1 + max((s.sid for s in site.sessions), default=0)
-        sessions.append(IscsiSession(sid, iqn, address, int(port), "LOGGED_IN", f"sd{chr(ord('a') + sid)}"))
+        # The kernel names the new disk afresh: never a name md still holds.
+        held = {m.device for a in site.arrays for m in a.members} | {s.disk for s in sessions}
+        disk = next(f"sd{c}" for c in "abcdefghijklmnopqrstuvwxyz"[sid:] if f"sd{c}" not in held)
+        timeout = nodes[key].get(REPLACEMENT_TIMEOUT)  # what iscsid hands the kernel at login
+        sessions.append(
+            IscsiSession(sid, iqn, address, int(port), "LOGGED_IN", disk, int(timeout) if timeout else None)
+        )
     else:
         assert argv[-1] == "--logout", argv
     sites = _replace(sites, name, nodes=nodes, sessions=tuple(sessions))
@@ -190,6 +207,8 @@ def _mdadm(
     sites: dict[str, SiteFacts], name: str, argv: list[str], on_disk: dict[str, tuple[int, int]]
 ) -> dict[str, SiteFacts]:
     site = sites[name]
+    if argv[2] in ("--remove", "--re-add", "--fail"):
+        return _manage(sites, name, argv)
     device = argv[2]
     md_name = device.removeprefix("/dev/md/")
     if argv[1] == "--stop":
@@ -247,6 +266,27 @@ def _mdadm(
         arrays=(*site.arrays, array),
         array_links={**site.array_links, kernel: (md_name,)},
     )
+
+
+def _manage(sites: dict[str, SiteFacts], name: str, argv: list[str]) -> dict[str, SiteFacts]:
+    """`mdadm MD --remove failed` and `mdadm MD --re-add PATH` (the bitmap resync taken as done)."""
+    site = sites[name]
+    md_name = argv[1].removeprefix("/dev/md/")
+    (array,) = [a for a in site.arrays if md_name in site.array_links[a.kernel_name]]
+    if argv[2:] == ["--remove", "failed"]:
+        members = tuple(m for m in array.members if not m.is_faulty)
+    elif argv[2:] == ["--fail", "detached", "--remove", "detached"]:
+        present = {d.kernel_name for d in site.disks.values()} | {s.disk for s in site.sessions if s.disk}
+        members = tuple(m for m in array.members if m.device in present)
+    else:
+        remote = _BY_PATH.match(argv[3])
+        assert remote is not None, argv
+        session = next(s for s in site.sessions if s.target == remote["iqn"] and s.state == "LOGGED_IN")
+        assert session.disk not in [m.device for m in array.members], "re-add of a member still in the array"
+        slot = next(i for i in range(array.raid_disks) if i not in [m.slot for m in array.members])
+        members = (*array.members, MdMember(session.disk or "", slot, frozenset({"in_sync", "write_mostly"})))
+    changed = dataclasses.replace(array, members=members)
+    return _replace(sites, name, arrays=tuple(changed if a is array else a for a in site.arrays))
 
 
 def _with_superblock(

@@ -10,7 +10,7 @@ import pytest
 from remirror import __version__
 from remirror.cli import main
 from remirror.cli.output import SCHEMA_VERSION
-from tests.conftest import PROFILES
+from tests.conftest import PROFILES, REPO
 
 TWO_SITE = str(PROFILES / "two-site.yaml")
 
@@ -70,18 +70,27 @@ def test_usage_errors_exit_3(capsys: pytest.CaptureFixture[str]) -> None:
     assert code == 3
 
 
-@pytest.mark.parametrize(("verb", "issue"), [("status", 6)])
-def test_unfinished_verbs_say_so_and_fail(capsys: pytest.CaptureFixture[str], verb: str, issue: int) -> None:
-    code, out, err = run(capsys, verb, TWO_SITE)
-    assert code == 1
-    assert out == ""
-    assert err == f"remirror: {verb}: not implemented yet (tracked in issue #{issue})\n"
-
-
-def test_check_is_unknown_until_it_exists(capsys: pytest.CaptureFixture[str]) -> None:
-    code, out, _ = run(capsys, "check", TWO_SITE)
+def test_check_of_a_broken_profile_is_unknown(capsys: pytest.CaptureFixture[str], tmp_path: Path) -> None:
+    bad = tmp_path / "x.yaml"
+    bad.write_text((PROFILES / "two-site.yaml").read_text().replace("mode: async", "mode: sync", 1))
+    code, out, _ = run(capsys, "check", str(bad))
     assert code == 3  # monitoring-plugins UNKNOWN, never a false OK
-    assert out.startswith("REMIRROR UNKNOWN - ")
+    assert out.startswith(f"REMIRROR UNKNOWN - {bad}:35:7: ")
+
+
+def test_check_with_a_bad_threshold_is_unknown(capsys: pytest.CaptureFixture[str]) -> None:
+    code, out, _ = run(capsys, "check", "-w", "lots", TWO_SITE)
+    assert code == 3
+    assert out.startswith("REMIRROR UNKNOWN - bad threshold: ")
+
+
+def test_status_without_a_profile_names_the_default_one(
+    capsys: pytest.CaptureFixture[str], monkeypatch: pytest.MonkeyPatch, tmp_path: Path
+) -> None:
+    monkeypatch.setenv("REMIRROR_PROFILE", str(tmp_path / "none.yaml"))
+    code, out, err = run(capsys, "status")
+    assert (code, out) == (3, "")
+    assert str(tmp_path / "none.yaml") in err
 
 
 def test_schema_is_json(capsys: pytest.CaptureFixture[str]) -> None:
@@ -114,3 +123,29 @@ def test_destroy_names_the_mirrors_a_profile_has(capsys: pytest.CaptureFixture[s
     code, out, err = run(capsys, "destroy", TWO_SITE, "no-such-mirror")
     assert (code, out) == (3, "")
     assert err == f"remirror: destroy: {TWO_SITE} has no mirror 'no-such-mirror' (it has: finance, mail)\n"
+
+
+def test_the_shipped_cron_and_systemd_files_call_real_verbs_with_valid_options() -> None:
+    """Each `remirror ...` command line in contrib/ parses with the CLI as it is."""
+    import re
+    import shlex
+
+    from remirror.cli import cli
+
+    lines = []
+    for path in sorted((REPO / "contrib").rglob("*")):
+        if path.is_file():
+            lines += [(path, line) for line in path.read_text().splitlines() if not line.startswith("#")]
+    # Where a command starts: an ExecStart path, cron's user field, a $( ).
+    starts = re.compile(r"(?:bin/|root |\$\()(remirror .*)")
+    calls = [(path, match.group(1)) for path, line in lines if (match := starts.search(line))]
+    assert {path.name for path, _ in calls} >= {
+        "remirror",
+        "remirror-check@.service",
+        "remirror-watch@.service",
+    }
+    for path, call in calls:
+        argv = shlex.split(call.split(")")[0].replace("%i", "office"))[1:]
+        verb = cli.commands[argv[0]]
+        verb.make_context(argv[0], argv[1:])  # raises on an unknown option or a missing argument
+        assert argv[-1].startswith("/etc/remirror/"), (path, call)

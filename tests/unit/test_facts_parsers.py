@@ -14,6 +14,7 @@ from remirror.facts.parsers import (
     parse_bitmap_examine,
     parse_detail_export,
     parse_examine_export,
+    parse_examine_role,
     parse_export,
     parse_initiator_name,
     parse_iscsiadm_node,
@@ -101,6 +102,22 @@ def test_examine_export_gives_the_superblock_of_each_leg() -> None:
     assert local.device_uuid != remote.device_uuid
     assert (local.events, local.name) == (18, "rec")
     assert parse_examine_export("mdadm: No md superblock detected on /dev/lab/a1.\n") is None
+
+
+@pytest.mark.parametrize(
+    ("name", "role"),
+    [
+        ("mdadm-examine-clean.txt", (0, "AA")),
+        ("mdadm-examine-primary-degraded.txt", (0, "A.")),
+        ("mdadm-examine-replica-stale.txt", (1, "AA")),  # cut off: keeps what it last shared
+        ("mdadm-examine-replica-diverged.txt", (1, ".A")),  # ran on its own
+    ],
+)
+def test_examine_gives_the_slot_and_the_array_state_the_device_recorded(
+    name: str, role: tuple[int, str]
+) -> None:
+    assert parse_examine_role(fixture(name)) == role
+    assert parse_examine_role("mdadm: No md superblock detected on /dev/lab/a1.\n") == (None, "")
 
 
 def test_export_values_are_unquoted_like_the_shell_would() -> None:

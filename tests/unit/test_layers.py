@@ -24,7 +24,15 @@ PURE = [
 ]
 FORBIDDEN = {"subprocess", "paramiko", "pyudev", "rtslib_fb", "rtslib", "socket", "os.system"}
 # Layers import downward only: the pure core does not know the layers above.
-ABOVE_CORE = {"remirror.runner", "remirror.agent", "remirror.cli", "remirror.lab", "remirror.reconcile"}
+ABOVE_CORE = {
+    "remirror.runner",
+    "remirror.agent",
+    "remirror.cli",
+    "remirror.lab",
+    "remirror.reconcile",
+    "remirror.monitor",
+    "remirror.apply",
+}
 
 
 def _module_file(name: str) -> Path | None:

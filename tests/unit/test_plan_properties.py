@@ -167,6 +167,31 @@ def test_from_any_disturbance_one_apply_converges_without_recreating(name: str, 
     assert converge(profile, sites).actions == ()
 
 
+@pytest.mark.parametrize("name", sorted(PROFILES)[::3])
+def test_changing_on_link_loss_keeps_the_sessions_logged_in(name: str) -> None:
+    # A logout would fail every remote leg under md: the timeout is written live.
+    profile = PROFILES[name]
+    sites = Sites(bare_sites())
+    converge(profile, sites)
+    before = {(s.sid, s.disk) for s in sites.facts["a"].sessions}
+    mirror = profile.mirrors[0]
+    other = "degrade" if mirror.replication.on_link_loss == "wait" else "wait"
+    changed = profile.model_copy(
+        update={
+            "mirrors": [
+                mirror.model_copy(
+                    update={"replication": mirror.replication.model_copy(update={"on_link_loss": other})}
+                )
+            ]
+        }
+    )
+    plan = make_plan(changed, sites.facts, SECRETS)
+    assert sorted({a.verb for a in plan.actions}) == ["SetSessionTimeout", "UpdateIscsiNode"]
+    assert not any("--logout" in str(step) for a in plan.actions for step in a.steps)
+    assert converge(changed, sites).actions == ()
+    assert {(s.sid, s.disk) for s in sites.facts["a"].sessions} == before
+
+
 @pytest.mark.parametrize("name", sorted(PROFILES))
 def test_destroy_undoes_apply_and_apply_adopts_the_disks_again(name: str) -> None:
     profile = PROFILES[name]

@@ -10,8 +10,9 @@ import pytest
 from remirror.facts.model import IscsiSession, MdArray, MdMember, MdSuperblock, Signature
 from remirror.facts.site import DiskFacts, LioAcl, LioTarget, SiteFacts
 from remirror.plan import PlanError, make_plan
-from remirror.plan.planner import array_uuid, backstore_name, by_path, digest, managed_conf
+from remirror.plan.planner import digest, managed_conf
 from remirror.profile import load_profile
+from remirror.profile.names import array_uuid, backstore_name, by_path
 from tests.conftest import PROFILES
 from tests.unit.simulated_sites import bare_site
 

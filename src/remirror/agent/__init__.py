@@ -1,9 +1,10 @@
 """The agent: the only code that looks at and changes a site's storage stack.
 
-A request is a JSON object: `{"op": "observe", "disks": [...]}` or
-`{"op": "run", "steps": [...]}`; the answer is a JSON object. The local site
-calls `handle` in-process; a remote site runs `remirror agent` over SSH with
-the request on stdin (never in argv: steps can carry CHAP secrets), because
+A request is a JSON object: `{"op": "observe", "disks": [...]}`,
+`{"op": "run", "steps": [...]}` or `{"op": "digest", "disk": ..., "spans":
+[...]}`; the answer is a JSON object. The local site calls `handle`
+in-process; a remote site runs `remirror agent` over SSH with the request on
+stdin (never in argv: steps can carry CHAP secrets), because
 rtslib, sysfs and mdadm act only on their own host.
 """
 
@@ -11,8 +12,10 @@ from __future__ import annotations
 
 from typing import Any
 
+from remirror.agent.digest import digests
 from remirror.agent.observe import observe
 from remirror.agent.steps import run_steps
+from remirror.errors import RemirrorError
 
 PROTOCOL_VERSION = 1
 
@@ -21,7 +24,13 @@ def handle(request: dict[str, Any]) -> dict[str, Any]:
     """Answer one request; errors in steps come back in the answer, not as exceptions."""
     op = request.get("op")
     if op == "observe":
-        return {"protocol": PROTOCOL_VERSION, "facts": observe(list(request.get("disks", [])))}
+        disks, portals = list(request.get("disks", [])), list(request.get("portals", []))
+        return {"protocol": PROTOCOL_VERSION, "facts": observe(disks, portals)}
+    if op == "digest":
+        try:
+            return {"protocol": PROTOCOL_VERSION, **digests(request)}
+        except (RemirrorError, OSError) as error:
+            return {"protocol": PROTOCOL_VERSION, "error": str(error)}
     if op == "run":
         return {"protocol": PROTOCOL_VERSION, "results": run_steps(list(request.get("steps", [])))}
     return {"protocol": PROTOCOL_VERSION, "error": f"unknown op {op!r}"}

@@ -19,30 +19,42 @@ class AgentClient:
         self.name = name
         self.site = site
         self._runner = None if site.is_local else runner_for_site(name, site)
+        self.bytes_received = 0  # answers' size: what crossed the link from a remote site
 
     def request(self, request: dict[str, Any], secrets: list[str] | None = None) -> dict[str, Any]:
         """One request and its answer."""
+        answer: dict[str, Any]
         if self._runner is None:
             from remirror.agent import handle
 
-            return handle(request)
-        done = self._runner.run(
-            ["remirror", "agent"], stdin=json.dumps(request), timeout=AGENT_TIMEOUT, secrets=secrets or []
-        )
-        try:
-            answer: dict[str, Any] = json.loads(done.stdout)
-        except json.JSONDecodeError:
-            raise SiteError(
-                self.name, f"the agent answered something that is not JSON: {done.stdout[:200]!r}"
-            ) from None
+            answer = handle(request)
+        else:
+            done = self._runner.run(
+                ["remirror", "agent"], stdin=json.dumps(request), timeout=AGENT_TIMEOUT, secrets=secrets or []
+            )
+            self.bytes_received += len(done.stdout.encode())
+            try:
+                answer = json.loads(done.stdout)
+            except json.JSONDecodeError:
+                raise SiteError(
+                    self.name, f"the agent answered something that is not JSON: {done.stdout[:200]!r}"
+                ) from None
         if "error" in answer:
             raise SiteError(self.name, f"agent: {answer['error']}")
         return answer
 
-    def observe(self, disks: list[str]) -> dict[str, Any]:
-        """This site's raw facts."""
-        facts: dict[str, Any] = self.request({"op": "observe", "disks": disks})["facts"]
+    def observe(self, disks: list[str], portals: list[str] | None = None) -> dict[str, Any]:
+        """This site's raw facts (with the round-trip time to each of `portals`)."""
+        facts: dict[str, Any] = self.request({"op": "observe", "disks": disks, "portals": portals or []})[
+            "facts"
+        ]
         return facts
+
+    def digests(self, disk: str, spans: list[tuple[int, int]]) -> list[str]:
+        """A digest of each (offset, length) of the mirror's data on this site's leg `disk`."""
+        answer = self.request({"op": "digest", "disk": disk, "spans": [list(s) for s in spans]})
+        found: list[str] = answer["digests"]
+        return found
 
     def run(self, steps: list[dict[str, Any]]) -> list[dict[str, Any]]:
         """Run steps; one result per step attempted."""

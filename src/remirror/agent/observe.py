@@ -9,6 +9,8 @@ from __future__ import annotations
 
 import hashlib
 import os
+import socket
+import time
 from pathlib import Path
 from typing import Any
 
@@ -24,9 +26,10 @@ ISCSI_NODES = Path("/etc/iscsi/nodes")
 LIO_SAVE_PATHS = ("/etc/rtslib-fb-target/saveconfig.json", "/etc/target/saveconfig.json")
 
 
-def observe(disks: list[str]) -> dict[str, Any]:
-    """Everything the planner needs to know about this site."""
+def observe(disks: list[str], portals: list[str] | None = None) -> dict[str, Any]:
+    """Everything the planner and health need to know about this site."""
     return {
+        "portal_rtt": {portal: _round_trip(portal) for portal in portals or []},
         "hostname": os.uname().nodename,
         "initiator": INITIATOR_NAME_FILE.read_text() if INITIATOR_NAME_FILE.exists() else "",
         "disks": _disks(disks),
@@ -37,6 +40,17 @@ def observe(disks: list[str]) -> dict[str, Any]:
         "lio_save_path": _lio_save_path(),
         "mdadm_conf": MDADM_CONF.read_text() if MDADM_CONF.exists() else "",
     }
+
+
+def _round_trip(portal: str, timeout: float = 3.0) -> float | None:
+    """Seconds a TCP handshake with an iSCSI portal takes (one round trip), None if it fails."""
+    host, _, port = portal.rpartition(":")
+    started = time.monotonic()
+    try:
+        with socket.create_connection((host.strip("[]"), int(port)), timeout=timeout):
+            return time.monotonic() - started
+    except OSError:
+        return None
 
 
 def _disks(paths: list[str]) -> dict[str, Any]:
@@ -76,9 +90,21 @@ def _disk(path: str) -> dict[str, Any]:
         return {"exists": False}
     real = os.path.realpath(path)
     info: dict[str, Any] = {"exists": True, "kernel_name": Path(real).name}
+    # A SCSI disk whose iSCSI session is down is `blocked` (or offline):
+    # reading it would hang until the session recovers (a day under
+    # `on_link_loss: wait`). Say so instead of looking inside.
+    state = Path(f"/sys/class/block/{info['kernel_name']}/device/state")
+    if state.exists() and (device_state := state.read_text().strip()) != "running":
+        info["offline"] = device_state
+        return info
     info["size"] = int(_run(["blockdev", "--getsize64", real]).stdout)
     info["wipefs"] = _run(["wipefs", "--no-act", "--json", real]).stdout
     info["examine"] = _run(["mdadm", "--examine", "--export", real], ok_codes=(0, 1)).stdout
+    if "MD_UUID=" in info["examine"]:
+        # The slot and Array State, which `--export` leaves out: the sign of a leg used elsewhere.
+        info["examine_role"] = _run(["mdadm", "--examine", real], ok_codes=(0, 1)).stdout
+        # The write-intent bitmap as written on the disk: what a replica leg still misses.
+        info["bitmap"] = _run(["mdadm", "--examine-bitmap", real], ok_codes=(0, 1, 2)).stdout
     holders = Path(f"/sys/class/block/{info['kernel_name']}/holders")
     info["holders"] = sorted(p.name for p in holders.iterdir()) if holders.is_dir() else []
     return info
@@ -102,7 +128,7 @@ def _arrays() -> dict[str, Any]:
             continue
         names = [
             "array_state", "sync_action", "sync_completed", "degraded", "level", "raid_disks",
-            "bitmap/chunksize", "bitmap/backlog", "bitmap/max_backlog_used", "mismatch_cnt",
+            "bitmap/chunksize", "bitmap/backlog", "bitmap/max_backlog_used", "mismatch_cnt", "sync_speed",
         ]  # fmt: skip
         for member in base.glob("dev-*"):
             names += [f"{member.name}/state", f"{member.name}/slot"]

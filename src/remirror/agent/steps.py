@@ -10,13 +10,12 @@ wherever a step is logged or reported.
 from __future__ import annotations
 
 import logging
-import os
-import tempfile
 import time
 from pathlib import Path
 from typing import Any
 
 from remirror.errors import CommandError, RemirrorError
+from remirror.files import write_atomically
 from remirror.runner.base import redact
 from remirror.runner.local import LocalRunner
 
@@ -99,19 +98,7 @@ def _wait_path(step: dict[str, Any]) -> None:
 
 
 def _write_file(step: dict[str, Any]) -> None:
-    path = Path(step["path"])
-    path.parent.mkdir(parents=True, exist_ok=True)
-    fd, temp = tempfile.mkstemp(dir=path.parent, prefix=f".{path.name}.")
-    try:
-        with os.fdopen(fd, "w") as handle:
-            handle.write(step["content"])
-            handle.flush()
-            os.fsync(handle.fileno())
-        Path(temp).chmod(int(step.get("mode", 0o644)))
-        Path(temp).replace(path)
-    except BaseException:
-        Path(temp).unlink(missing_ok=True)
-        raise
+    write_atomically(step["path"], step["content"], int(step.get("mode", 0o644)))
 
 
 def _lio(step: dict[str, Any]) -> None:

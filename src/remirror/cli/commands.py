@@ -7,10 +7,12 @@ from typing import TYPE_CHECKING
 
 import click
 
+from remirror.cli.health import check, metrics, status, verify
 from remirror.cli.lab import lab
 from remirror.cli.mirror import agent, apply, destroy, plan
 from remirror.cli.output import console, emit_json, output_option, profile_argument
-from remirror.errors import EXIT_BAD_INPUT, NotImplementedYet, ProfileError
+from remirror.cli.reconcile import reconcile, watch
+from remirror.errors import EXIT_BAD_INPUT, ProfileError
 from remirror.units import format_duration, format_size
 
 if TYPE_CHECKING:
@@ -100,21 +102,4 @@ def schema() -> int:
     return 0
 
 
-@click.command()
-@click.argument("profile_path", metavar="[PROFILE]", required=False)
-@output_option
-def status(profile_path: str | None, output: str) -> int:
-    """Show the state of each mirror and leg."""
-    raise NotImplementedYet("status", 6)
-
-
-@click.command()
-@click.argument("profile_path", metavar="[PROFILE]", required=False)
-def check(profile_path: str | None) -> int:
-    """Monitoring-plugins check (exit 0 OK, 1 WARNING, 2 CRITICAL, 3 UNKNOWN)."""
-    # Already wired into Nagios? Then it must read UNKNOWN, not OK.
-    click.echo("REMIRROR UNKNOWN - check is not implemented yet (tracked in issue #6)")
-    return 3
-
-
-ALL = [validate, schema, plan, apply, destroy, agent, status, check, lab]
+ALL = [validate, schema, plan, apply, destroy, reconcile, watch, status, check, metrics, verify, agent, lab]

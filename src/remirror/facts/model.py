@@ -86,6 +86,7 @@ class MdArray:
     bitmap_chunk: int | None  # bytes; None without a bitmap
     backlog: int | None  # write-behind limit
     max_backlog_used: int | None
+    sync_speed: int | None = None  # bytes/s of a running resync (md reports KiB/s), None when idle
 
     def member(self, device: str) -> MdMember | None:
         """The member with this kernel name, if any."""
@@ -101,6 +102,15 @@ class MdSuperblock:
     device_uuid: str
     events: int
     update_time: int
+    # From plain `mdadm --examine` (`--export` leaves them out): this device's
+    # slot, and the array as this device last recorded it, one character per
+    # slot: `A` active, `R` replacing, `.` missing.
+    slot: int | None = None
+    array_state: str = ""
+
+    def recorded_missing(self, slot: int) -> bool:
+        """Whether this device last ran in an array where `slot` was missing."""
+        return slot < len(self.array_state) and self.array_state[slot] == "."
 
 
 @dataclass(frozen=True)
@@ -129,6 +139,7 @@ class IscsiSession:
     port: int
     state: str  # LOGGED_IN, FAILED, FREE
     disk: str | None = None  # kernel name of its LUN 0 disk, while it has one
+    recovery_tmo: int | None = None  # seconds: the node's replacement_timeout, or what was written live
 
 
 @dataclass(frozen=True)

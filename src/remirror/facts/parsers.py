@@ -96,6 +96,17 @@ def parse_examine_export(text: str) -> MdSuperblock | None:
         raise ParseError(f"mdadm --examine --export: {error}") from None
 
 
+def parse_examine_role(text: str) -> tuple[int | None, str]:
+    """(slot, Array State) of a component device, from plain `mdadm --examine`.
+
+    `Device Role : Active device 1` gives the slot (a spare has none);
+    `Array State : .A (...)` what the device last recorded of every slot.
+    """
+    role = re.search(r"^\s*Device Role : Active device (\d+)\s*$", text, flags=re.M)
+    state = re.search(r"^\s*Array State : ([AR.]+)", text, flags=re.M)
+    return (int(role.group(1)) if role else None), (state.group(1) if state else "")
+
+
 def parse_member_state(text: str) -> frozenset[str]:
     """Flags of sysfs `md/dev-NAME/state` (`in_sync,write_mostly`; `faulty,write_mostly`)."""
     return frozenset(flag for flag in text.strip().split(",") if flag)
@@ -266,11 +277,12 @@ def build_md_array(kernel_name: str, sysfs: dict[str, str], detail_export: str) 
         bitmap_chunk=number("bitmap/chunksize"),
         backlog=number("bitmap/backlog"),
         max_backlog_used=number("bitmap/max_backlog_used"),
+        sync_speed=None if (speed := number("sync_speed")) is None else speed * 1024,
     )
 
 
 def build_iscsi_session(sid: int, sysfs: dict[str, str]) -> IscsiSession:
-    """A session from its sysfs values: state, targetname, persistent_address/port, disk."""
+    """A session from its sysfs values: state, targetname, persistent_address/port, disk, recovery_tmo."""
     try:
         return IscsiSession(
             sid=sid,
@@ -279,6 +291,7 @@ def build_iscsi_session(sid: int, sysfs: dict[str, str]) -> IscsiSession:
             port=int(sysfs.get("persistent_port", "0").strip() or 0),
             state=sysfs["state"].strip(),
             disk=sysfs.get("disk", "").strip() or None,
+            recovery_tmo=int(sysfs["recovery_tmo"]) if sysfs.get("recovery_tmo", "").strip() else None,
         )
     except (KeyError, ValueError) as error:
         raise ParseError(f"iSCSI session {sid}: missing or bad {error}") from None

@@ -2,15 +2,18 @@
 
 from __future__ import annotations
 
+import dataclasses
 from dataclasses import dataclass, field
 from typing import Any
 
-from remirror.facts.model import IscsiSession, MdArray, MdSuperblock, Signature
+from remirror.facts.model import IscsiSession, MdArray, MdBitmap, MdSuperblock, Signature
 from remirror.facts.parsers import (
     ParseError,
     build_iscsi_session,
     build_md_array,
+    parse_bitmap_examine,
     parse_examine_export,
+    parse_examine_role,
     parse_initiator_name,
     parse_wipefs_json,
 )
@@ -29,6 +32,8 @@ class DiskFacts:
     holders: tuple[str, ...] = ()  # kernel names using it (md, dm)
     mounts: tuple[str, ...] = ()  # where it is mounted (this site's mount namespace)
     openers: tuple[str, ...] = ()  # processes holding it open: "pid 42 (dd)"
+    offline: str = ""  # a SCSI disk not `running` (its session is down): not looked into
+    bitmap: MdBitmap | None = None  # an md member's write-intent bitmap, as on the disk
 
     def users(self) -> list[str]:
         """Everything using the device, as words for an error message."""
@@ -79,6 +84,7 @@ class SiteFacts:
     targets: dict[str, LioTarget] = field(hash=False)
     lio_save_path: str
     mdadm_conf: str = ""
+    portal_rtt: dict[str, float | None] = field(default_factory=dict, hash=False)  # "addr:port" -> s
 
     def array_named(self, name: str, uuid: str) -> MdArray | None:
         """The running array with this UUID, or failing that, this /dev/md/NAME."""
@@ -118,10 +124,12 @@ def site_facts(name: str, raw: dict[str, Any]) -> SiteFacts:
             kernel_name=info.get("kernel_name", ""),
             size=info.get("size", 0),
             signatures=parse_wipefs_json(info.get("wipefs", "")),
-            superblock=parse_examine_export(info.get("examine", "")),
+            superblock=_superblock(info),
             holders=tuple(info.get("holders", ())),
             mounts=tuple(info.get("mounts", ())),
             openers=tuple(info.get("openers", ())),
+            offline=info.get("offline", ""),
+            bitmap=_bitmap(info.get("bitmap", "")),
         )
         for path, info in raw.get("disks", {}).items()
     }
@@ -170,4 +178,23 @@ def site_facts(name: str, raw: dict[str, Any]) -> SiteFacts:
         targets=targets,
         lio_save_path=raw.get("lio_save_path", "/etc/target/saveconfig.json"),
         mdadm_conf=raw.get("mdadm_conf", ""),
+        portal_rtt=dict(raw.get("portal_rtt", {})),
     )
+
+
+def _bitmap(text: str) -> MdBitmap | None:
+    """The bitmap `mdadm -X` printed; None for a disk without one (or no md member at all)."""
+    if "Chunksize" not in text:
+        return None
+    try:
+        return parse_bitmap_examine(text)
+    except ParseError:
+        return None
+
+
+def _superblock(info: dict[str, Any]) -> MdSuperblock | None:
+    superblock = parse_examine_export(info.get("examine", ""))
+    if superblock is None:
+        return None
+    slot, array_state = parse_examine_role(info.get("examine_role", ""))
+    return dataclasses.replace(superblock, slot=slot, array_state=array_state)

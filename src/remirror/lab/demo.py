@@ -58,22 +58,16 @@ def _write(device: str, offset_mib: int, mib: int) -> None:
     )
 
 
-def _wait_for_sessions(timeout: float = 120.0) -> float:
-    """Seconds until every iSCSI session is LOGGED_IN again (iscsid retries by itself)."""
-    started = time.monotonic()
-    while any(p.read_text().strip() != "LOGGED_IN" for p in Path("/sys/class/iscsi_session").glob("*/state")):
-        if time.monotonic() - started > timeout:
-            break
-        time.sleep(0.5)
-    _run(["udevadm", "settle", "--timeout=30"], ok_codes=(0, 1))
-    return time.monotonic() - started
-
-
-def _remote_leg() -> str:
-    for member in Path(f"/sys/block/{Path(MD).resolve().name}/md").glob("dev-sd*"):
-        return f"/dev/{member.name.removeprefix('dev-')}"
-    links = list(Path("/dev/disk/by-path").glob("ip-*-iscsi-*lab0*-lun-0"))
-    return str(links[0].resolve())
+def _reconcile_until_mirrored(step: Timeline, timeout: float = 600.0) -> bool:
+    """`remirror reconcile` passes, as cron or `remirror watch` would run them, until MIRRORED."""
+    deadline = time.monotonic() + timeout
+    while time.monotonic() < deadline:
+        done = _run(["remirror", "reconcile", PROFILE], ok_codes=(0, 1, 2), timeout=900)
+        step(f"remirror reconcile (exit {done.returncode}): {done.stdout.strip().splitlines()[-1]}")
+        if done.returncode == 0:
+            return True
+        time.sleep(5)
+    return False
 
 
 def leg_digest(disk: str, site_b: bool, size: int | None = None) -> str:
@@ -122,13 +116,11 @@ def tour(say: Callable[[str], None]) -> int:
     )
     net.set_link(True)
     step(f"link restored: site B reachable? {net.wait_until_reachable()}")
-    step("not yet: the reconciler (issue #5) re-adds the leg by itself; the tour does what it will do:")
-    waited = _wait_for_sessions()
-    step(f"iscsid logged the session in again by itself after {waited:.0f}s")
-    _run(["mdadm", MD, "--remove", "failed"], ok_codes=(0, 1))
-    _run(["mdadm", MD, "--re-add", _remote_leg()], timeout=120)
-    _run(["mdadm", "--wait", MD], ok_codes=(0, 1), timeout=900)
-    step(f"mdadm --re-add: bitmap-based recovery done; /proc/mdstat: {_mdstat_line()}")
+    step("the reconciler brings the leg back (iscsid logs in by itself; md needs a --re-add):")
+    if not _reconcile_until_mirrored(step):
+        step("the mirror did not come back: that is a bug, please report it")
+        return 1
+    step(f"bitmap-based recovery done; /proc/mdstat: {_mdstat_line()}")
     same = leg_digest(LOCAL, site_b=False) == leg_digest(REMOTE_DISK, site_b=True)
     step(f"both legs' data regions identical: {same}")
     step("done" if same else "the legs differ: that is a bug, please report it")

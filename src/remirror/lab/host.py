@@ -22,7 +22,7 @@ from dataclasses import dataclass, replace
 from pathlib import Path
 
 from remirror.errors import RemirrorError
-from remirror.lab.spec import LabSpec
+from remirror.lab.spec import CACHED_ROOT_TAG, LabSpec
 
 LAB_FAILED = 124  # the lab itself did not come up or timed out (as timeout(1) does)
 DEFAULT_TIMEOUT = 3600.0
@@ -123,6 +123,12 @@ def _boot(
             f"-drive file={image},if=none,id={disk.serial},format=raw,cache=unsafe",
             f"-device virtio-blk-pci,drive={disk.serial},serial={disk.serial}",
         ]
+    # A second view of the host's root filesystem, which the guest mounts with
+    # the page and attribute caches on (see guest._use_cached_root).
+    drives += [
+        f"-fsdev local,id={CACHED_ROOT_TAG},path=/,security_model=none,readonly=on,multidevs=remap",
+        f"-device virtio-9p-pci,fsdev={CACHED_ROOT_TAG},mount_tag={CACHED_ROOT_TAG}",
+    ]
     argv = [
         tools.vng,
         "--disable-kvm",

@@ -31,6 +31,8 @@ INITIATOR_NAMES = {
 }
 
 DEFAULT_DISKS = 4
+# The 9p tag of the host's root filesystem mounted with caches (see guest.py).
+CACHED_ROOT_TAG = "remirror-root"
 DEFAULT_DISK_SIZE = 256 * 1024**2
 FAST_DISK_SIZE = 64 * 1024**2
 MAX_DISKS = 16

@@ -1,15 +1,11 @@
 """Diff a profile against the sites' facts into an ordered plan. Pure: no I/O.
 
-Names remirror gives things, derived so that any controller derives the
-same ones: the array UUID (uuid5 of profile and mirror names: known before
-the array exists, so a plan can name it and adopt it), the LIO backstore
-`MIRROR-SITE`, and the replica target IQN (profile.replica_iqn).
+The names of what it makes come from `remirror.profile.names`.
 """
 
 from __future__ import annotations
 
 import hashlib
-import uuid
 from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import Any
@@ -19,10 +15,10 @@ from remirror.facts.model import Signature
 from remirror.facts.site import DiskFacts, SiteFacts
 from remirror.plan.actions import CHANGE, CREATE, DELETE, Action, Plan
 from remirror.profile.model import Chap, Mirror, Profile, ReplicaLeg
+from remirror.profile.names import array_uuid, backstore_name, by_path, export_backstore_name
+from remirror.profile.timeouts import REPLACEMENT_TIMEOUT
 from remirror.profile.types import Portal
 
-# Fixed forever: changing it would change every derived array UUID.
-_UUID_NAMESPACE = uuid.UUID("6f1d3c2e-2b1a-4d6e-9a57-72656d697272")
 CONF_BEGIN = "# BEGIN remirror: managed by remirror apply, do not edit"
 CONF_END = "# END remirror"
 ISCSIADM_AUTH_FAILED = 24
@@ -30,28 +26,6 @@ ISCSIADM_AUTH_FAILED = 24
 
 class PlanError(RemirrorError):
     """The sites are in a state the plan cannot reconcile (a missing disk, a name taken by something else)."""
-
-
-def array_uuid(profile: Profile, mirror: Mirror) -> str:
-    """The md array UUID in mdadm's colon form, derived from the names."""
-    raw = uuid.uuid5(_UUID_NAMESPACE, f"{profile.name}/{mirror.name}").hex
-    return ":".join(raw[i : i + 8] for i in range(0, 32, 8))
-
-
-def backstore_name(mirror: Mirror, replica: ReplicaLeg) -> str:
-    """The LIO backstore exporting a replica disk."""
-    return f"{mirror.name}-{replica.site}"
-
-
-def export_backstore_name(mirror: Mirror) -> str:
-    """The LIO backstore serving the mirror device itself (`export`)."""
-    return f"{mirror.name}-export"
-
-
-def by_path(replica: ReplicaLeg, iqn: str) -> str:
-    """The udev link of the replica's LUN 0 on the primary."""
-    portal = replica.portal_address
-    return f"/dev/disk/by-path/ip-{portal.address}:{portal.port}-iscsi-{iqn}-lun-0"
 
 
 def digest(secret: str) -> str:
@@ -439,7 +413,31 @@ def _initiator_actions(
         keys = ", ".join(k.removeprefix("node.") for k in changed)
         actions.append(Action(primary.name, verb, f"{iqn} at {portal} ({keys})", symbol, tuple(steps)))
     session = primary.session_for(iqn, portal.address, portal.port)
-    if session is None or session.state != "LOGGED_IN" or steps:
+    logged_in = session is not None and session.state == "LOGGED_IN"
+    # The replacement timeout (what `on_link_loss` chooses) is the one setting a
+    # running session takes live, through sysfs. Any other change needs a new
+    # login, and a logout fails the leg under md: so none is made for it alone.
+    relogin = any(k != REPLACEMENT_TIMEOUT for k in changed)
+    if session is not None and logged_in and not relogin:
+        timeout = wanted[REPLACEMENT_TIMEOUT]
+        if session.recovery_tmo is not None and str(session.recovery_tmo) != timeout:
+            actions.append(
+                Action(
+                    primary.name,
+                    "SetSessionTimeout",
+                    f"session {session.sid} to {iqn}: replacement timeout {session.recovery_tmo}s"
+                    f" -> {timeout}s, live",
+                    CHANGE,
+                    (
+                        {
+                            "kind": "write_sysfs",
+                            "path": f"/sys/class/iscsi_session/session{session.sid}/recovery_tmo",
+                            "value": timeout,
+                        },
+                    ),
+                )
+            )
+    if not logged_in or relogin:
         login: list[dict[str, Any]] = []
         if session is not None and steps:
             # Node settings take effect at the next login.

@@ -13,16 +13,9 @@ from collections.abc import Mapping
 
 from remirror.facts.site import DiskFacts, SiteFacts
 from remirror.plan.actions import DELETE, Action, Plan
-from remirror.plan.planner import (
-    PlanError,
-    array_uuid,
-    backstore_name,
-    export_backstore_name,
-    export_removal_actions,
-    lio_removal_actions,
-    mdadm_conf_actions,
-)
+from remirror.plan.planner import PlanError, export_removal_actions, lio_removal_actions, mdadm_conf_actions
 from remirror.profile.model import Mirror, Profile
+from remirror.profile.names import array_uuid, backstore_name, export_backstore_name
 
 
 def make_teardown(profile: Profile, mirror: Mirror, facts: Mapping[str, SiteFacts]) -> Plan:

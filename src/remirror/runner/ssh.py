@@ -10,12 +10,20 @@ from __future__ import annotations
 import select
 import shlex
 import socket
+import sys
 import time
-
-import paramiko
 
 from remirror.errors import SiteUnreachable
 from remirror.runner.base import BASE_ENV, Runner
+
+# paramiko imports invoke only to run the `Match exec` lines of an ssh_config,
+# which remirror never reads (every connection setting comes from the profile).
+# That import costs more than all the rest of paramiko's: every `remirror`
+# command that reaches a remote site pays it. None in sys.modules makes the
+# import fail, which paramiko expects and handles.
+sys.modules.setdefault("invoke", None)  # type: ignore[arg-type]
+
+import paramiko  # noqa: E402 - after the line above
 
 KEEPALIVE_SECONDS = 15
 _CHUNK = 65536

@@ -1,0 +1,287 @@
+"""`status`, `check`, `metrics`, `verify`: the mirrors as they are, for people, plugins and Prometheus."""
+
+from __future__ import annotations
+
+import os
+import sys
+import threading
+import time
+from collections.abc import Callable
+from pathlib import Path
+from typing import TYPE_CHECKING, Any
+
+import click
+
+from remirror.cli.output import emit_json, output_option, profile_argument
+from remirror.errors import RemirrorError
+
+if TYPE_CHECKING:
+    from remirror.health.report import LegReport, MirrorReport
+    from remirror.profile import Profile
+
+DEFAULT_PROFILE = "/etc/remirror/remirror.yaml"
+
+# Cron and timers run these verbs with no argument: the profile comes from
+# $REMIRROR_PROFILE or the one place a package would install it.
+optional_profile = click.argument("profile_path", metavar="[PROFILE]", required=False)
+
+
+def _profile_path(given: str | None) -> str:
+    return given or os.environ.get("REMIRROR_PROFILE") or DEFAULT_PROFILE
+
+
+def _reports(profile: Profile) -> list[MirrorReport]:
+    from remirror.apply import Controller
+    from remirror.monitor import snapshot
+
+    controller = Controller(profile)
+    try:
+        return snapshot(controller)[0]
+    finally:
+        controller.close()
+
+
+@click.command()
+@optional_profile
+@output_option
+@click.option("--watch", "every", type=click.FloatRange(min=1), default=None, metavar="SECONDS",
+              help="Refresh every SECONDS until interrupted.")  # fmt: skip
+def status(profile_path: str | None, output: str, every: float | None) -> int:
+    """Show each mirror's state and, per leg, what it misses, how old its copy is, and the link."""
+    from remirror.profile import load_profile
+
+    profile = load_profile(_profile_path(profile_path))
+    while True:
+        reports = _reports(profile)
+        if output == "json":
+            emit_json("status", {"profile": profile.name, "mirrors": [status_json(r) for r in reports]})
+        else:
+            if every is not None and sys.stdout.isatty():
+                click.echo("\033[H\033[2J", nl=False)  # refresh in place: cursor home, clear screen
+            click.echo(status_text(reports, time.time()))
+        if every is None:
+            return 0
+        time.sleep(every)
+
+
+@click.command()
+@optional_profile
+@click.option("-w", "--warning", default="256MiB,15m", show_default=True, metavar="BYTES[,AGE]",
+              help="WARNING above this many out-of-sync bytes or this RPO.")  # fmt: skip
+@click.option("-c", "--critical", default="1GiB,1h", show_default=True, metavar="BYTES[,AGE]",
+              help="CRITICAL above this many out-of-sync bytes or this RPO.")  # fmt: skip
+@click.option("-t", "--timeout", type=click.FloatRange(min=1), default=60, show_default=True,
+              help="Seconds before giving up (CRITICAL, as monitoring-plugins do).")  # fmt: skip
+def check(profile_path: str | None, warning: str, critical: str, timeout: float) -> int:
+    """Monitoring-plugins check: exit 0 OK, 1 WARNING, 2 CRITICAL, 3 UNKNOWN; perfdata after `|`."""
+    from remirror.health.check import Limit, Status, judge, unknown
+
+    try:
+        limits = Limit.parse(warning), Limit.parse(critical)
+    except ValueError as error:
+        return _verdict(unknown(f"bad threshold: {error}"))
+
+    def run() -> Any:
+        from remirror.profile import load_profile
+
+        try:
+            profile = load_profile(_profile_path(profile_path))
+            return judge(_reports(profile), *limits)
+        except RemirrorError as error:  # a bad profile, an agent that answers nonsense
+            return unknown(error.one_line())
+
+    verdict = _within(timeout, run)
+    if verdict is None:
+        click.echo(f"REMIRROR CRITICAL - no answer from the sites within {timeout:g}s")
+        sys.stdout.flush()
+        os._exit(Status.CRITICAL)  # threads may still wait on a site: do not wait for them
+    return _verdict(verdict)
+
+
+@click.command()
+@optional_profile
+@click.option("--textfile", "directory", type=click.Path(file_okay=False), default=None,
+              help="Write remirror_PROFILE.prom here (atomically) for node_exporter.")  # fmt: skip
+def metrics(profile_path: str | None, directory: str | None) -> int:
+    """Prometheus text format, on stdout or into node_exporter's textfile directory."""
+    from remirror.files import write_atomically
+    from remirror.health.metrics import render
+    from remirror.profile import load_profile
+
+    profile = load_profile(_profile_path(profile_path))
+    text = render(_reports(profile), time.time())
+    if directory is None:
+        click.echo(text, nl=False)
+    else:
+        # node_exporter reads every *.prom file: the temporary file is hidden and renamed in.
+        write_atomically(Path(directory) / f"remirror_{profile.name}.prom", text, 0o644)
+    return 0
+
+
+@click.command()
+@profile_argument
+@click.argument("mirror_name", metavar="MIRROR")
+@click.option("--range", "span", default=None, metavar="OFFSET:LENGTH",
+              help="Only this part of the mirror device, e.g. 100MiB:1MiB (default: all of it).")  # fmt: skip
+@click.option("--chunk", default="1MiB", show_default=True, metavar="SIZE",
+              help="Chunk size (a multiple of 4KiB): how precise a mismatch is.")  # fmt: skip
+@output_option
+def verify(profile_path: str, mirror_name: str, span: str | None, chunk: str, output: str) -> int:
+    """Compare a mirror's legs online: each site hashes its own leg, only digests cross the link.
+
+    Exit 0: the legs match; 2: they differ (the ranges are printed); 1: it
+    could not tell (a leg not in sync, chunks written during the check).
+    """
+    from remirror.apply import Controller
+    from remirror.errors import UsageError
+    from remirror.health.verify import Span
+    from remirror.monitor import verify as run_verify
+    from remirror.profile import load_profile
+    from remirror.units import parse_size
+
+    try:
+        wanted = Span.parse(span) if span else None
+        chunk_bytes = parse_size(chunk)
+    except ValueError as error:
+        raise UsageError(f"verify: {error}") from None
+    profile = load_profile(profile_path)
+    controller = Controller(profile)
+    try:
+        found = run_verify(controller, mirror_name, wanted, chunk_bytes)
+    finally:
+        controller.close()
+    code = 2 if found.mismatched else 1 if found.busy else 0
+    if output == "json":
+        emit_json(
+            "verify",
+            {
+                "mirror": found.mirror,
+                "range": {"offset": found.span.offset, "length": found.span.length},
+                "chunk": found.chunk,
+                "legs": list(found.legs),
+                "mismatched": [{"offset": s.offset, "length": s.length} for s in found.mismatched],
+                "busy": [{"offset": s.offset, "length": s.length} for s in found.busy],
+                "bytes_received": found.bytes_received,
+                "exit_code": code,
+            },
+        )
+        return code
+    from remirror.units import format_size
+
+    received = ", ".join(f"{site} {format_size(n)}" for site, n in found.bytes_received.items() if n)
+    click.echo(
+        f"{found.mirror}: compared {format_size(found.span.length)} from byte {found.span.offset}"
+        f" in chunks of {format_size(found.chunk)} on {', '.join(found.legs)}"
+        + (f"; answers over the link: {received}" if received else "")
+    )
+    for s in found.mismatched:
+        click.echo(f"{found.mirror}: MISMATCH at byte {s.offset}, {s.length} bytes ({format_size(s.length)})")
+    for s in found.busy:
+        click.echo(
+            f"{found.mirror}: not verified (written during the check) at byte {s.offset}, {s.length} bytes"
+        )
+    if code == 0:
+        click.echo(f"{found.mirror}: the legs match")
+    return code
+
+
+def _verdict(verdict: Any) -> int:
+    click.echo(verdict.text)
+    return int(verdict.status)
+
+
+def _within(seconds: float, work: Callable[[], Any]) -> Any:
+    """`work()`'s result (or its exception, raised here), or None when it takes longer than `seconds`."""
+    outcome: dict[str, Any] = {}
+
+    def run() -> None:
+        try:
+            outcome["result"] = work()
+        except BaseException as error:  # noqa: BLE001 - handed to the caller's thread
+            outcome["error"] = error
+
+    thread = threading.Thread(target=run, daemon=True)
+    thread.start()
+    thread.join(seconds)
+    if "error" in outcome:
+        raise outcome["error"]
+    return outcome.get("result")
+
+
+def status_text(reports: list[MirrorReport], now: float) -> str:
+    """`drbdadm status`-like text: a line per mirror, then one per leg."""
+    from remirror.units import format_duration, format_size
+
+    lines = []
+    for r in reports:
+        lines.append(f"{r.mirror} {r.device} {r.mode}: {r.state}: {r.reason}")
+        if r.resync is not None:
+            speed = f" at {format_size(r.resync.speed)}/s" if r.resync.speed else ""
+            eta = f", about {format_duration(r.resync.eta_seconds)} left" if r.resync.eta_seconds else ""
+            lines.append(f"  {r.resync.action} {r.resync.percent:.1f}%{speed}{eta}")
+        if r.write_behind is not None:
+            lines.append(f"  write-behind {r.write_behind} (most held: {r.write_behind_high_water})")
+        for leg in r.legs:
+            lines.append("  " + _leg_text(leg, format_size, format_duration))
+    return "\n".join(lines)
+
+
+def _leg_text(leg: LegReport, size: Callable[[int], str], duration: Callable[[float], str]) -> str:
+    words = [f"{leg.role:<7} {leg.site}:{leg.disk}", leg.status]
+    if not leg.site_reachable:
+        words.append("site unreachable")
+    if leg.write_mostly:
+        words.append("write-mostly")
+    if leg.role == "replica":
+        words.append(f"session {leg.session or 'none'}")
+        if leg.rtt_seconds is not None:
+            words.append(f"rtt {leg.rtt_seconds * 1000:.1f}ms")
+    if leg.out_of_sync_bytes is not None:
+        words.append(f"out-of-sync {size(leg.out_of_sync_bytes)}")
+    if leg.role == "replica":
+        words.append(f"rpo {duration(leg.rpo_seconds)}" if leg.rpo_seconds is not None else "rpo unknown")
+    if leg.cache_dirty_blocks is not None:
+        words.append(f"cache dirty {leg.cache_dirty_blocks}")
+    return "  ".join(words)
+
+
+def status_json(r: MirrorReport) -> dict[str, Any]:
+    """One mirror in `status -o json` (documented in docs/status.md; stable within a schema version)."""
+    return {
+        "mirror": r.mirror,
+        "device": r.device,
+        "mode": r.mode,
+        "state": r.state.value,
+        "reason": r.reason,
+        "out_of_sync_bytes": r.out_of_sync_bytes,
+        "rpo_seconds": r.rpo_seconds,
+        "resync": None
+        if r.resync is None
+        else {
+            "action": r.resync.action,
+            "percent": round(r.resync.percent, 2),
+            "done_bytes": r.resync.done_bytes,
+            "total_bytes": r.resync.total_bytes,
+            "speed_bytes_per_second": r.resync.speed,
+            "eta_seconds": r.resync.eta_seconds,
+        },
+        "write_behind": r.write_behind,
+        "write_behind_high_water": r.write_behind_high_water,
+        "legs": [
+            {
+                "site": leg.site,
+                "disk": leg.disk,
+                "role": leg.role,
+                "status": leg.status,
+                "member": leg.member or None,
+                "session": leg.session or None,
+                "write_mostly": leg.write_mostly,
+                "site_reachable": leg.site_reachable,
+                "out_of_sync_bytes": leg.out_of_sync_bytes,
+                "rpo_seconds": leg.rpo_seconds,
+                "rtt_seconds": leg.rtt_seconds,
+                "cache_dirty_blocks": leg.cache_dirty_blocks,
+            }
+            for leg in r.legs
+        ],
+    }

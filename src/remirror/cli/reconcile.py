@@ -1,0 +1,106 @@
+"""`reconcile`: one repair pass, for cron or a timer."""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from typing import Any, TypeVar
+
+import click
+
+from remirror.cli.output import emit_json, output_option, profile_argument
+
+F = TypeVar("F", bound=Callable[..., Any])
+
+
+@click.command()
+@profile_argument
+@output_option
+def reconcile(profile_path: str, output: str) -> int:
+    """Bring the mirrors back to what the profile wants, one safe step per pass.
+
+    Exit 0: every mirror is MIRRORED; 1: repairs are under way (a resync);
+    2: a repair is needed that remirror cannot make now or will not make by
+    itself (the reason is printed).
+    """
+    from remirror.apply import Controller, read_secrets
+    from remirror.profile import load_profile
+    from remirror.reconcile import reconcile_once
+
+    profile = load_profile(profile_path)
+    secrets = read_secrets(profile)
+    controller = Controller(profile)
+    say = (lambda _line: None) if output == "json" else click.echo
+    try:
+        passes = reconcile_once(controller, secrets, say)
+    finally:
+        controller.close()
+    code = max((p.exit_code for p in passes), default=0)
+    if output == "json":
+        emit_json(
+            "reconcile",
+            {
+                "exit_code": code,
+                "mirrors": [
+                    {
+                        "mirror": p.mirror,
+                        "before": p.before.state.value,
+                        "after": p.after.state.value,
+                        "repaired": [a.as_json() for a in p.repaired],
+                        "exit_code": p.exit_code,
+                        "reason": p.why,
+                    }
+                    for p in passes
+                ],
+            },
+        )
+        return code
+    for p in passes:
+        change = (
+            p.before.state.value
+            if p.before.state is p.after.state
+            else f"{p.before.state} -> {p.after.state}"
+        )
+        click.echo(f"{p.mirror}: {change}: {p.why}")
+    return code
+
+
+def _seconds(name: str, default: float, minimum: float, words: str) -> Callable[[F], F]:
+    """A duration option in seconds."""
+    option: Callable[[F], F] = click.option(
+        name, type=click.FloatRange(min=minimum), default=default, show_default=True, help=words
+    )
+    return option
+
+
+@click.command()
+@profile_argument
+@_seconds("--interval", 60, 1, "Seconds between passes while all is well.")
+@_seconds("--busy", 10, 1, "Seconds between passes while repairs are under way.")
+@_seconds("--debounce", 2, 0, "Quiet seconds after a udev event before a pass.")
+@_seconds("--max-backoff", 600, 1, "Longest wait after passes that could not repair.")
+def watch(profile_path: str, interval: float, busy: float, debounce: float, max_backoff: float) -> int:
+    """Reconcile continuously: on udev block and iSCSI events, and on a timer.
+
+    Prints one JSON line per mirror and pass (for the journal). Runs as a
+    systemd Type=notify service with a watchdog (contrib/systemd); stops
+    cleanly on SIGTERM or SIGINT.
+    """
+    import signal
+    import threading
+
+    from remirror.apply import Controller, read_secrets
+    from remirror.profile import load_profile
+    from remirror.reconcile.watch import Timing
+    from remirror.reconcile.watch import watch as run_watch
+
+    profile = load_profile(profile_path)
+    secrets = read_secrets(profile)
+    stop = threading.Event()
+    for signum in (signal.SIGTERM, signal.SIGINT):
+        signal.signal(signum, lambda *_: stop.set())
+    controller = Controller(profile)
+    try:
+        run_watch(controller, secrets, Timing(interval, busy, debounce, max_backoff), stop, click.echo)
+    finally:
+        controller.close()
+    return 0

@@ -1,0 +1,28 @@
+"""Writing a file so that readers see the old content or the new, never a part."""
+
+from __future__ import annotations
+
+import os
+import tempfile
+from pathlib import Path
+
+
+def write_atomically(path: str | Path, content: str, mode: int = 0o644) -> None:
+    """Write to a temporary file in the same directory, fsync, chmod, rename over `path`.
+
+    The same directory keeps the rename atomic (one filesystem); a reader
+    (node_exporter, iscsid, a boot script) never sees a half-written file.
+    """
+    path = Path(path)
+    path.parent.mkdir(parents=True, exist_ok=True)
+    fd, temp = tempfile.mkstemp(dir=path.parent, prefix=f".{path.name}.")
+    try:
+        with os.fdopen(fd, "w") as handle:
+            handle.write(content)
+            handle.flush()
+            os.fsync(handle.fileno())
+        Path(temp).chmod(mode)
+        Path(temp).replace(path)
+    except BaseException:
+        Path(temp).unlink(missing_ok=True)
+        raise

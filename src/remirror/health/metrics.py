@@ -1,0 +1,91 @@
+"""`remirror metrics`: the reports in Prometheus' text exposition format. Pure.
+
+Names carry the `remirror_` prefix and base units (bytes, seconds, ratios),
+as Prometheus' naming guide asks. A value that cannot be known now (the RPO
+of a leg never seen in sync, the round trip to an unreachable portal) is left
+out rather than given as 0: a missing series alerts as `absent()`, a false 0
+would not alert at all.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterator
+
+from remirror.health.report import MirrorReport
+from remirror.health.state import IN_SYNC, State
+
+# name -> (type, help)
+METRICS = {
+    "remirror_mirror_state": ("gauge", "1 for the state each mirror is in, 0 for the others."),
+    "remirror_leg_in_sync": ("gauge", "1 if the leg holds all of the mirror's data."),
+    "remirror_leg_out_of_sync_bytes": ("gauge", "Bytes the leg misses (whole bitmap chunks)."),
+    "remirror_session_up": ("gauge", "1 if the replica leg's iSCSI session is logged in."),
+    "remirror_site_up": ("gauge", "1 if the site's agent answered."),
+    "remirror_rpo_seconds": ("gauge", "Age of the replica's copy: 0 in sync, else time since last in sync."),
+    "remirror_link_rtt_seconds": ("gauge", "TCP handshake time to the replica's portal."),
+    "remirror_resync_progress_ratio": ("gauge", "How far md's resync or recovery is, 0-1."),
+    "remirror_resync_speed_bytes_per_second": ("gauge", "md's resync speed."),
+    "remirror_resync_eta_seconds": ("gauge", "Estimated seconds until the resync ends."),
+    "remirror_write_behind_limit": ("gauge", "md's write-behind limit (writes), async mode."),
+    "remirror_write_behind_high_water": ("gauge", "The most writes md has held behind at once."),
+    "remirror_cache_dirty_blocks": ("gauge", "Dirty blocks in the leg's cache (legs with a cache)."),
+    "remirror_check_timestamp_seconds": ("gauge", "When these metrics were gathered (unix time)."),
+}
+
+
+def render(reports: list[MirrorReport], now: float) -> str:
+    """The exposition text, every family with HELP and TYPE, ending in a newline."""
+    samples: dict[str, list[str]] = {name: [] for name in METRICS}
+    for name, labels, value in _samples(reports, now):
+        if value is None:  # unknown now: left out, see the module's docstring
+            continue
+        samples[name].append(f"{name}{_labels(labels)} {_value(value)}")
+    lines = []
+    for name, (kind, words) in METRICS.items():
+        if not samples[name]:
+            continue
+        lines += [f"# HELP {name} {words}", f"# TYPE {name} {kind}", *samples[name]]
+    return "\n".join(lines) + "\n"
+
+
+def _samples(reports: list[MirrorReport], now: float) -> Iterator[tuple[str, dict[str, str], float | None]]:
+    sites: dict[str, bool] = {}
+    for r in reports:
+        mirror = {"mirror": r.mirror}
+        for state in State:
+            yield "remirror_mirror_state", {**mirror, "state": state.value}, float(r.state is state)
+        for leg in r.legs:
+            sites[leg.site] = sites.get(leg.site, True) and leg.site_reachable
+            labels = {**mirror, "leg": leg.site, "role": leg.role}
+            yield "remirror_leg_in_sync", labels, float(leg.status == IN_SYNC)
+            yield "remirror_leg_out_of_sync_bytes", labels, leg.out_of_sync_bytes
+            if leg.role == "replica":
+                yield "remirror_session_up", labels, float(leg.session == "LOGGED_IN")
+                yield "remirror_rpo_seconds", labels, leg.rpo_seconds
+                yield "remirror_link_rtt_seconds", labels, leg.rtt_seconds
+            if leg.cache_dirty_blocks is not None:
+                yield "remirror_cache_dirty_blocks", labels, leg.cache_dirty_blocks
+        if r.resync is not None:
+            yield "remirror_resync_progress_ratio", mirror, r.resync.percent / 100
+            yield "remirror_resync_speed_bytes_per_second", mirror, r.resync.speed
+            yield "remirror_resync_eta_seconds", mirror, r.resync.eta_seconds
+        yield "remirror_write_behind_limit", mirror, r.write_behind
+        yield "remirror_write_behind_high_water", mirror, r.write_behind_high_water
+    for site, up in sorted(sites.items()):
+        yield "remirror_site_up", {"site": site}, float(up)
+    yield "remirror_check_timestamp_seconds", {}, now
+
+
+def _labels(labels: dict[str, str]) -> str:
+    if not labels:
+        return ""
+    return "{" + ",".join(f'{key}="{_escape(value)}"' for key, value in labels.items()) + "}"
+
+
+def _escape(value: str) -> str:
+    """A label value as the exposition format quotes it: backslash, double quote and newline escaped."""
+    return value.replace("\\", "\\\\").replace('"', '\\"').replace("\n", "\\n")
+
+
+def _value(value: float) -> str:
+    return str(int(value)) if float(value).is_integer() else repr(float(value))

@@ -1,0 +1,192 @@
+"""What `status`, `check` and `metrics` show: each mirror's state and, per leg, the numbers behind it.
+
+Pure: built from the sites' facts, the profile, and when each replica was
+last seen complete (`Seen`, kept in a small state file by the caller).
+
+Where the numbers come from:
+
+* out-of-sync bytes: the primary leg's write-intent bitmap as `mdadm -X`
+  reads it from the disk, dirty chunks x chunk size. It bounds what a replica
+  that is not in sync misses (whole chunks: a 4 KiB write dirties a chunk).
+  A leg in sync misses nothing but, in async mode, the writes md still holds
+  behind (at most `write_behind` of them).
+* RPO: how old the replica's copy is. 0 while the leg is in sync; otherwise
+  the time since a remirror command last saw it in sync. Observations are
+  what dates it, so its resolution is how often `reconcile`, `watch`,
+  `status`, `check` or `metrics` run.
+* link round trip: a TCP handshake with the replica's portal, timed by the
+  primary site's agent.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from dataclasses import dataclass
+
+from remirror.facts.site import SiteFacts
+from remirror.health.state import IN_SYNC, LegHealth, MirrorHealth, State, assess
+from remirror.profile.model import Mirror, Profile
+from remirror.profile.names import array_uuid
+
+SECTOR = 512
+
+
+@dataclass(frozen=True)
+class Resync:
+    """A resync or recovery md is running."""
+
+    action: str  # md's sync_action: resync, recover, check, repair
+    done_bytes: int
+    total_bytes: int
+    speed: int | None  # bytes/s
+    eta_seconds: float | None
+
+    @property
+    def percent(self) -> float:
+        """How far along, 0-100."""
+        return 100.0 * self.done_bytes / self.total_bytes if self.total_bytes else 0.0
+
+
+@dataclass(frozen=True)
+class LegReport:
+    """One leg and its numbers; None where a number cannot be known now."""
+
+    site: str
+    disk: str
+    role: str  # primary or replica
+    status: str  # in_sync, syncing, faulty, missing
+    member: str = ""
+    session: str = ""
+    write_mostly: bool = False
+    site_reachable: bool = True
+    out_of_sync_bytes: int | None = None
+    rpo_seconds: float | None = None
+    rtt_seconds: float | None = None
+    cache_dirty_blocks: int | None = None  # None: the leg has no cache
+
+
+@dataclass(frozen=True)
+class MirrorReport:
+    """One mirror: its state, why, its legs and what md is doing."""
+
+    mirror: str
+    device: str
+    mode: str  # sync or async
+    state: State
+    reason: str
+    legs: tuple[LegReport, ...]
+    resync: Resync | None = None
+    write_behind: int | None = None  # md's backlog limit (async mode)
+    write_behind_high_water: int | None = None  # the most writes md held behind at once
+
+    @property
+    def out_of_sync_bytes(self) -> int | None:
+        """The most any leg misses."""
+        known = [leg.out_of_sync_bytes for leg in self.legs if leg.out_of_sync_bytes is not None]
+        return max(known) if known else None
+
+    @property
+    def rpo_seconds(self) -> float | None:
+        """The oldest replica copy's age."""
+        known = [leg.rpo_seconds for leg in self.legs if leg.rpo_seconds is not None]
+        return max(known) if known else None
+
+
+@dataclass(frozen=True)
+class Seen:
+    """When each replica leg was last seen in sync: `{mirror: {site: unix time}}`."""
+
+    in_sync_at: Mapping[str, Mapping[str, float]]
+
+    def last(self, mirror: str, site: str) -> float | None:
+        """When this leg was last seen in sync, if ever."""
+        return self.in_sync_at.get(mirror, {}).get(site)
+
+    def updated(self, healths: list[MirrorHealth], now: float) -> Seen:
+        """With every replica leg in sync now recorded at `now`."""
+        table = {mirror: dict(sites) for mirror, sites in self.in_sync_at.items()}
+        for health in healths:
+            for leg in health.legs:
+                if leg.role == "replica" and leg.status == IN_SYNC:
+                    table.setdefault(health.mirror, {})[leg.site] = now
+        return Seen(table)
+
+
+def report(
+    profile: Profile, facts: Mapping[str, SiteFacts | None], seen: Seen, now: float
+) -> list[MirrorReport]:
+    """Every mirror of the profile, as the sites show it now."""
+    return [_mirror(profile, mirror, facts, seen, now) for mirror in profile.mirrors]
+
+
+def _mirror(
+    profile: Profile, mirror: Mirror, facts: Mapping[str, SiteFacts | None], seen: Seen, now: float
+) -> MirrorReport:
+    health = assess(profile, mirror, facts)
+    primary = facts.get(mirror.primary.site)
+    array = primary.array_named(mirror.name, array_uuid(profile, mirror)) if primary else None
+    own = primary.disks.get(mirror.primary.disk) if primary else None
+    dirty = own.bitmap.dirty_bytes if own is not None and own.bitmap is not None else None
+    resync = None
+    if array is not None and array.sync_completed is not None and array.sync_action not in ("idle", ""):
+        done, total = (n * SECTOR for n in array.sync_completed)
+        # A bitmap-based recovery skips clean chunks: what is left is what the bitmap marks.
+        left = dirty if dirty is not None and array.sync_action == "recover" else total - done
+        eta = left / array.sync_speed if array.sync_speed else None
+        resync = Resync(array.sync_action, done, total, array.sync_speed, eta)
+    legs = health.legs or _unseen_legs(mirror)
+    rtts = primary.portal_rtt if primary else {}
+    reports = []
+    for leg in legs:
+        replica = next((r for r in mirror.replicas if r.site == leg.site), None)
+        reachable = facts.get(leg.site) is not None
+        if leg.role == "primary" or replica is None:
+            reports.append(_leg(leg, reachable, out_of_sync=0 if leg.status == IN_SYNC else None))
+            continue
+        out_of_sync: int | None = 0
+        rpo: float | None = 0.0
+        if leg.status != IN_SYNC:
+            last = seen.last(mirror.name, leg.site)
+            out_of_sync, rpo = dirty, (max(0.0, now - last) if last is not None else None)
+        rtt = rtts.get(str(replica.portal_address))
+        reports.append(_leg(leg, reachable, out_of_sync, rpo, rtt))
+    return MirrorReport(
+        mirror=mirror.name,
+        device=mirror.md_device,
+        mode=mirror.replication.mode,
+        state=health.state,
+        reason=health.reason,
+        legs=tuple(reports),
+        resync=resync,
+        write_behind=array.backlog if array is not None else None,
+        write_behind_high_water=array.max_backlog_used if array is not None else None,
+    )
+
+
+def _leg(
+    leg: LegHealth,
+    reachable: bool,
+    out_of_sync: int | None,
+    rpo: float | None = None,
+    rtt: float | None = None,
+) -> LegReport:
+    return LegReport(
+        site=leg.site,
+        disk=leg.disk,
+        role=leg.role,
+        status=leg.status,
+        member=leg.member,
+        session=leg.session,
+        write_mostly=leg.write_mostly,
+        site_reachable=reachable,
+        out_of_sync_bytes=out_of_sync,
+        rpo_seconds=rpo,
+        rtt_seconds=rtt,
+    )
+
+
+def _unseen_legs(mirror: Mirror) -> tuple[LegHealth, ...]:
+    """The profile's legs when no array could be looked at (absent, not running, primary unreachable)."""
+    legs = [LegHealth(mirror.primary.site, mirror.primary.disk, "primary", "missing")]
+    legs += [LegHealth(r.site, r.disk, "replica", "missing") for r in mirror.replicas]
+    return tuple(legs)

@@ -1,0 +1,241 @@
+"""A mirror's state, after the TH-MSNS paper's table, from the sites' facts.
+
+| state | meaning |
+|---|---|
+| MIRRORED | every leg in sync |
+| SYNCING | a leg is being brought up to date (progress known) |
+| MIRROR_DEFUNCT | a replica leg is down; the primary serves, the replica falls behind |
+| LOCAL_DEFUNCT | the primary leg is down; a replica serves reads and writes |
+| DEGRADED_WAITING | the link is down under `on_link_loss: wait`: I/O queues until it returns |
+| SPLIT_BRAIN | a replica took writes the array does not know: a person must decide |
+| DEFUNCT | no leg can serve: the array is not running |
+| ABSENT | never built here: `remirror apply` builds it |
+| UNKNOWN | the primary site could not be observed |
+
+Worst first: a mirror with a replica down *and* a resync elsewhere is
+MIRROR_DEFUNCT, because that is what an operator must know first.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from dataclasses import dataclass
+from enum import StrEnum
+
+from remirror.facts.model import MdArray, MdMember
+from remirror.facts.site import SiteFacts
+from remirror.profile.model import Mirror, Profile
+from remirror.profile.names import array_uuid, by_path
+
+
+class State(StrEnum):
+    """The states a mirror can be in; see the module's table."""
+
+    MIRRORED = "MIRRORED"
+    SYNCING = "SYNCING"
+    MIRROR_DEFUNCT = "MIRROR_DEFUNCT"
+    LOCAL_DEFUNCT = "LOCAL_DEFUNCT"
+    DEGRADED_WAITING = "DEGRADED_WAITING"
+    SPLIT_BRAIN = "SPLIT_BRAIN"
+    DEFUNCT = "DEFUNCT"
+    ABSENT = "ABSENT"
+    UNKNOWN = "UNKNOWN"
+
+
+# A leg's status in the array.
+IN_SYNC, SYNCING, FAULTY, MISSING = "in_sync", "syncing", "faulty", "missing"
+
+
+@dataclass(frozen=True)
+class LegHealth:
+    """One leg as the running array sees it."""
+
+    site: str
+    disk: str
+    role: str  # "primary" or "replica"
+    status: str  # IN_SYNC, SYNCING, FAULTY or MISSING
+    member: str = ""  # kernel name in the array (sda, dm-0); empty when it has none
+    session: str = ""  # replica legs: the iSCSI session state, empty when there is none
+    write_mostly: bool = False
+
+
+@dataclass(frozen=True)
+class MirrorHealth:
+    """A mirror's state, why, and its legs."""
+
+    mirror: str
+    state: State
+    reason: str
+    legs: tuple[LegHealth, ...] = ()
+    progress: tuple[int, int] | None = None  # (done, total) sectors of a resync
+
+
+def assess(profile: Profile, mirror: Mirror, facts: Mapping[str, SiteFacts | None]) -> MirrorHealth:
+    """The mirror's state from what its sites hold (None: a site could not be observed)."""
+    primary = facts.get(mirror.primary.site)
+    if primary is None:
+        return MirrorHealth(mirror.name, State.UNKNOWN, f"site {mirror.primary.site} could not be observed")
+    uuid_ = array_uuid(profile, mirror)
+    array = primary.array_named(mirror.name, uuid_)
+    if array is None:
+        disk = primary.disks.get(mirror.primary.disk)
+        if disk is not None and disk.superblock is not None and disk.superblock.array_uuid == uuid_:
+            reason = f"{mirror.md_device} is not running on {primary.name}"
+            return MirrorHealth(mirror.name, State.DEFUNCT, reason)
+        reason = f"{mirror.md_device} was never built: run remirror apply"
+        return MirrorHealth(mirror.name, State.ABSENT, reason)
+    legs = _legs(profile, mirror, primary, array)
+    local, replicas = legs[0], legs[1:]
+    diverged = _diverged(profile, mirror, primary, replicas, uuid_)
+    if diverged:
+        return MirrorHealth(mirror.name, State.SPLIT_BRAIN, diverged, legs)
+    progress = array.sync_completed if array.sync_action in ("resync", "recover") else None
+    if local.status in (FAULTY, MISSING):
+        if any(r.status == IN_SYNC for r in replicas):
+            return MirrorHealth(
+                mirror.name,
+                State.LOCAL_DEFUNCT,
+                f"the primary leg {local.disk} is {local.status}: a replica serves reads and writes",
+                legs,
+            )
+        return MirrorHealth(mirror.name, State.DEFUNCT, f"no leg of {mirror.md_device} is in sync", legs)
+    down = [r for r in replicas if r.status in (FAULTY, MISSING)]
+    if down:
+        return MirrorHealth(
+            mirror.name,
+            State.MIRROR_DEFUNCT,
+            "; ".join(f"replica leg on {r.site} is {r.status}{_session_words(r)}" for r in down),
+            legs,
+            progress,
+        )
+    waiting = [r for r in replicas if r.session not in ("", "LOGGED_IN")]
+    if waiting and mirror.replication.on_link_loss == "wait":
+        return MirrorHealth(
+            mirror.name,
+            State.DEGRADED_WAITING,
+            "; ".join(f"session to {r.site} is {r.session}: writes wait for the link" for r in waiting),
+            legs,
+            progress,
+        )
+    if waiting:
+        # md fails the leg at the next write; the replica is already out of reach.
+        return MirrorHealth(
+            mirror.name,
+            State.MIRROR_DEFUNCT,
+            "; ".join(
+                f"session to {r.site} is {r.session}: md fails the leg at its next write" for r in waiting
+            ),
+            legs,
+            progress,
+        )
+    if progress is not None or any(leg.status == SYNCING for leg in legs):
+        return MirrorHealth(mirror.name, State.SYNCING, f"md is running {array.sync_action}", legs, progress)
+    return MirrorHealth(mirror.name, State.MIRRORED, "every leg is in sync", legs)
+
+
+def _diverged(
+    profile: Profile, mirror: Mirror, primary: SiteFacts, replicas: tuple[LegHealth, ...], uuid_: str
+) -> str:
+    """Why a replica leg out of the array must not come back into it, or "".
+
+    Two signs, read from the returning disk's own superblock, that it was
+    assembled and written elsewhere (a DR site ran on it):
+
+    * its Array State records the primary's slot as missing. A leg that was
+      only cut off keeps the state it last shared with the array (`AA`); the
+      primary's own superblock says where the primary sits.
+    * it counts more events than the array.
+
+    md itself checks neither: recorded in the lab (fixtures/lab-6.1), a leg
+    that ran on its own counted *fewer* events than the array, and md took
+    it back with `--re-add` at once, leaving its writes on one leg only.
+
+    Only a leg out of the array is judged. One that md is recovering onto
+    is the array's again and md writes its superblock with the others': read
+    a moment after the primary's (they are read one after the other), it
+    can count an event more, a false SPLIT_BRAIN in the middle of a resync
+    (the likely cause of a lab check that said CRITICAL mid-resync).
+    """
+    own = primary.disks.get(mirror.primary.disk)
+    if own is None or own.superblock is None:
+        return ""
+    for replica, leg in zip(mirror.replicas, replicas, strict=True):
+        if leg.status in (IN_SYNC, SYNCING):  # a member of the array (see above)
+            continue
+        seen = primary.disks.get(by_path(replica, profile.replica_iqn(mirror, replica)))
+        theirs = seen.superblock if seen is not None else None
+        if theirs is None or theirs.array_uuid != uuid_:
+            continue
+        why = ""
+        if own.superblock.slot is not None and theirs.recorded_missing(own.superblock.slot):
+            why = (
+                f"its superblock records an array without the primary leg (Array State {theirs.array_state})"
+            )
+        elif theirs.events > own.superblock.events:
+            why = f"it counts {theirs.events} events, the array {own.superblock.events}"
+        if why:
+            return (
+                f"the replica leg on {replica.site} ran without the primary: {why}; it took writes the"
+                " array does not know: not re-adding it until someone decides which side wins"
+            )
+    return ""
+
+
+def _session_words(leg: LegHealth) -> str:
+    return f" (session {leg.session})" if leg.session else " (no session)"
+
+
+def _legs(profile: Profile, mirror: Mirror, primary: SiteFacts, array: MdArray) -> tuple[LegHealth, ...]:
+    """The primary leg, then each replica leg in profile order, matched to array members."""
+    local_disk = primary.disks.get(mirror.primary.disk)
+    local_name = local_disk.kernel_name if local_disk else ""
+    status, name, write_mostly = _member_status(array, array.member(local_name) if local_name else None)
+    local = LegHealth(mirror.primary.site, mirror.primary.disk, "primary", status, name, "", write_mostly)
+    # A replica's member is the disk of its session; a member whose disk is
+    # gone (session logged out) is matched to the replicas left, in order.
+    unclaimed = [m for m in array.members if m.device != local_name]
+    sessions = []
+    for replica in mirror.replicas:
+        portal = replica.portal_address
+        session = primary.session_for(profile.replica_iqn(mirror, replica), portal.address, portal.port)
+        sessions.append(session)
+        if session is not None and session.disk:
+            unclaimed = [m for m in unclaimed if m.device != session.disk]
+    legs = [local]
+    for replica, session in zip(mirror.replicas, sessions, strict=True):
+        member = array.member(session.disk) if session is not None and session.disk else None
+        stale = False
+        if member is None and unclaimed:
+            member = unclaimed.pop(0)
+            # The session has a disk, but md holds another one for this leg:
+            # the disk of a session that was logged out, gone from the system.
+            stale = session is not None and bool(session.disk)
+        status, name, write_mostly = _member_status(array, member)
+        if stale and status != MISSING:
+            status = FAULTY
+        legs.append(
+            LegHealth(
+                replica.site,
+                replica.disk,
+                "replica",
+                status,
+                name,
+                session.state if session is not None else "",
+                write_mostly,
+            )
+        )
+    return tuple(legs)
+
+
+def _member_status(array: MdArray, member: MdMember | None) -> tuple[str, str, bool]:
+    if member is None:
+        return MISSING, "", False
+    if member.is_faulty:
+        status = FAULTY
+    elif member.is_in_sync:
+        status = IN_SYNC
+    elif array.sync_action in ("recover", "resync") or member.slot is not None:
+        status = SYNCING
+    else:
+        status = MISSING  # a spare that is not being recovered onto
+    return status, member.device, member.is_write_mostly

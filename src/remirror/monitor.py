@@ -1,0 +1,155 @@
+"""The I/O side of health: observe the sites, date the replicas, report.
+
+`status`, `check` and `metrics` call `snapshot`; the reconciler calls
+`record_in_sync` after each pass. Both keep the small state file that dates
+the replicas (when each was last seen in sync): RPO needs a memory, and md
+keeps none of when a leg fell behind. `verify` compares the legs by digests.
+"""
+
+from __future__ import annotations
+
+import json
+import logging
+import os
+import time
+from concurrent.futures import ThreadPoolExecutor
+from dataclasses import dataclass
+from pathlib import Path
+
+from remirror.apply import Controller
+from remirror.errors import RemirrorError, UsageError
+from remirror.facts.site import SiteFacts
+from remirror.files import write_atomically
+from remirror.health import MirrorHealth, State, assess
+from remirror.health.report import MirrorReport, Seen, report
+from remirror.health.verify import Span, differing, merged, settle
+from remirror.profile.model import Profile
+
+log = logging.getLogger("remirror.monitor")
+
+STATE_DIR = "/var/lib/remirror"
+
+
+def state_file(profile: Profile) -> Path:
+    """Where this profile's replicas are dated: $REMIRROR_STATE_DIR or /var/lib/remirror."""
+    return Path(os.environ.get("REMIRROR_STATE_DIR", STATE_DIR)) / f"{profile.name}.seen.json"
+
+
+def load_seen(profile: Profile) -> Seen:
+    """What the state file holds; nothing when it is missing or unreadable (RPO becomes unknown)."""
+    try:
+        data = json.loads(state_file(profile).read_text())
+        return Seen({m: {s: float(t) for s, t in sites.items()} for m, sites in data["in_sync_at"].items()})
+    except FileNotFoundError:
+        return Seen({})
+    except (OSError, ValueError, KeyError, TypeError, AttributeError) as error:
+        log.warning("ignoring %s: %s", state_file(profile), error)
+        return Seen({})
+
+
+def save_seen(profile: Profile, seen: Seen) -> None:
+    """Write the state file; a monitoring command without write access still answers."""
+    document = {"in_sync_at": {m: dict(sites) for m, sites in seen.in_sync_at.items()}}
+    try:
+        write_atomically(state_file(profile), json.dumps(document, indent=1, sort_keys=True) + "\n", 0o644)
+    except OSError as error:
+        log.warning("cannot record when replicas were in sync in %s: %s", state_file(profile), error)
+
+
+def record_in_sync(profile: Profile, healths: list[MirrorHealth]) -> Seen:
+    """Date every replica leg in sync now; the updated record."""
+    before = load_seen(profile)
+    seen = before.updated(healths, time.time())
+    if seen != before:
+        save_seen(profile, seen)
+    return seen
+
+
+def snapshot(controller: Controller) -> tuple[list[MirrorReport], dict[str, SiteFacts | None]]:
+    """Observe every reachable site once; the mirrors' reports, and the facts they came from."""
+    profile = controller.profile
+    facts = controller.observe_reachable()
+    healths = [assess(profile, mirror, facts) for mirror in profile.mirrors]
+    seen = record_in_sync(profile, healths)
+    return report(profile, facts, seen, time.time()), facts
+
+
+# --- verify: compare the legs by digests -----------------------------------
+
+BATCH = 4096  # chunks per agent request: bounds the answer's size and the request's time
+PAUSES = (1.0, 3.0, 10.0)  # seconds before each re-check of chunks that differed
+
+
+@dataclass(frozen=True)
+class Verification:
+    """What `remirror verify` found."""
+
+    mirror: str
+    span: Span
+    chunk: int
+    legs: tuple[str, ...]  # sites, the primary first
+    mismatched: tuple[Span, ...]
+    busy: tuple[Span, ...]  # written during the check: not verified
+    bytes_received: dict[str, int]  # what each remote site's answers took on the link
+
+
+def verify(
+    controller: Controller,
+    mirror_name: str,
+    span: Span | None,
+    chunk: int,
+    pauses: tuple[float, ...] = PAUSES,
+) -> Verification:
+    """Hash every leg of a MIRRORED mirror on its own site and compare; re-check what differs."""
+    profile = controller.profile
+    mirror = next((m for m in profile.mirrors if m.name == mirror_name), None)
+    if mirror is None:
+        names = ", ".join(m.name for m in profile.mirrors)
+        raise UsageError(f"no mirror {mirror_name!r} in profile {profile.name!r} (it has: {names})")
+    facts = controller.observe()
+    health = assess(profile, mirror, dict(facts))
+    if health.state is not State.MIRRORED:
+        raise RemirrorError(f"{mirror.name} is {health.state}: {health.reason}: verify compares legs in sync")
+    device = facts[mirror.primary.site].disks.get(mirror.md_device)
+    size = device.size if device is not None else 0
+    try:
+        span = (span or Span(0, size)).checked(size, chunk)
+    except ValueError as error:
+        raise UsageError(f"verify {mirror.name}: {error}") from None
+    legs = {mirror.primary.site: mirror.primary.disk} | {r.site: r.disk for r in mirror.replicas}
+    chunks = span.chunks(chunk)
+    before = {site: controller.clients[site].bytes_received for site in legs}
+
+    def hash_all(indexes: list[int]) -> dict[str, dict[int, str]]:
+        def one_leg(site: str) -> dict[int, str]:
+            found: dict[int, str] = {}
+            for start in range(0, len(indexes), BATCH):
+                batch = indexes[start : start + BATCH]
+                spans = [(chunks[i].offset, chunks[i].length) for i in batch]
+                found.update(zip(batch, controller.clients[site].digests(legs[site], spans), strict=True))
+            return found
+
+        with ThreadPoolExecutor(max_workers=len(legs)) as pool:  # every site hashes at once
+            futures = {site: pool.submit(one_leg, site) for site in legs}
+            return {site: future.result() for site, future in futures.items()}
+
+    first = hash_all(list(range(len(chunks))))
+    suspects = differing({site: [digests[i] for i in range(len(chunks))] for site, digests in first.items()})
+    rounds = [{site: {i: digests[i] for i in suspects} for site, digests in first.items()}]
+    for pause in pauses:
+        if not suspects:
+            break
+        time.sleep(pause)
+        rounds.append(hash_all(suspects))
+        # A chunk whose legs agree in any round is settled: re-check only the others.
+        suspects = [i for i in suspects if len({r[i] for r in rounds[-1].values()}) > 1]
+    settled = settle(mirror.primary.site, rounds)
+    return Verification(
+        mirror=mirror.name,
+        span=span,
+        chunk=chunk,
+        legs=tuple(legs),
+        mismatched=tuple(merged([chunks[i] for i in settled.mismatched])),
+        busy=tuple(merged([chunks[i] for i in settled.busy])),
+        bytes_received={site: controller.clients[site].bytes_received - before[site] for site in legs},
+    )

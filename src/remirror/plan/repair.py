@@ -1,0 +1,166 @@
+"""Plan the reconciler's repairs of one mirror. Pure: no I/O.
+
+The reconciler is level-based: each pass looks at what is, not at what
+happened, and does the next safe thing. It re-creates what apply would
+(LIO objects after a DR host restart, node records, sessions, write-mostly,
+write-behind), resumes a resync left pending in an auto-read-only array,
+and puts a returning replica leg back with a bitmap-based `--re-add`. What
+it never does, because each can lose data: create or assemble an array,
+start a full rebuild (`--add`), touch anything while the primary leg is
+down, or re-add a leg that took writes of its own.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from dataclasses import dataclass
+from typing import Any
+
+from remirror.facts.site import SiteFacts
+from remirror.health.state import FAULTY, MISSING, MirrorHealth, State
+from remirror.plan.actions import CHANGE, Action
+from remirror.plan.planner import make_plan
+from remirror.profile.model import Mirror, Profile, ReplicaLeg
+from remirror.profile.names import array_uuid, by_path
+
+# Apply's actions that a reconciler must leave to apply (and its operator).
+_NOT_REPAIRS = frozenset({"CreateArray", "AssembleArray", "ChangeBitmap", "WriteMdadmConf"})
+# States in which nothing is touched: a person decides.
+_HANDS_OFF = {
+    State.LOCAL_DEFUNCT: "the primary leg is down: remirror repairs nothing while it is",
+    State.SPLIT_BRAIN: "split brain: remirror will not choose which side's writes to lose",
+    State.DEFUNCT: "the array is not running: `remirror apply` assembles it once you have checked why",
+    State.ABSENT: "the mirror was never built: run `remirror apply`",
+    State.UNKNOWN: "the primary site could not be observed",
+}
+
+
+@dataclass(frozen=True)
+class Repair:
+    """What the reconciler will do for one mirror, or why it will not."""
+
+    mirror: str
+    actions: tuple[Action, ...]
+    blocked: str = ""  # why a repair that is needed cannot be made now
+
+
+def make_repair(
+    profile: Profile,
+    mirror: Mirror,
+    facts: Mapping[str, SiteFacts | None],
+    secrets: Mapping[str, str],
+    health: MirrorHealth,
+) -> Repair:
+    """The next safe repairs of `mirror`, given its health."""
+    if health.state in _HANDS_OFF:
+        return Repair(mirror.name, (), f"{_HANDS_OFF[health.state]} ({health.reason})")
+    unreachable = [s for s in _sites(mirror) if facts.get(s) is None]
+    if unreachable:
+        return Repair(mirror.name, (), f"site {', '.join(unreachable)} could not be reached: waiting for it")
+    observed = {name: site for name, site in facts.items() if site is not None}
+    # Apply's own plan, for this mirror alone, minus what only apply may do.
+    alone = profile.model_copy(update={"mirrors": [mirror]})
+    actions = [
+        a
+        for a in make_plan(alone, observed, secrets).actions
+        if a.verb not in _NOT_REPAIRS and not a.destructive
+    ]
+    primary = observed[mirror.primary.site]
+    blocked = []
+    recovering = set()  # targets whose session exists but is down: iscsid is retrying them
+    for replica, leg in zip(mirror.replicas, health.legs[1:], strict=True):
+        iqn = profile.replica_iqn(mirror, replica)
+        if leg.session not in ("", "LOGGED_IN"):
+            recovering.add(iqn)
+        recreated = any(a.verb == "CreateTarget" and a.subject.startswith(f"{iqn} ") for a in actions)
+        if iqn in recovering and recreated:
+            # The target was gone (a DR host restart) and this pass re-creates
+            # it: iscsid may have stopped retrying a target that did not
+            # exist, so log in afresh. Under `wait` writes queue meanwhile.
+            actions.append(_login_afresh(actions, iqn))
+        if leg.status not in (FAULTY, MISSING):
+            continue
+        if iqn in recovering and not recreated:
+            blocked.append(f"the session to {replica.site} is {leg.session}: waiting for the link")
+            continue
+        logs_in = recreated or any(a.verb == "LoginSession" and a.subject.split()[0] == iqn for a in actions)
+        if logs_in:
+            # A re-add is decided only on a superblock read from the disk
+            # itself (a leg used elsewhere must be caught first): next pass.
+            blocked.append(f"the replica leg on {replica.site} is re-added once its disk has been examined")
+            continue
+        path = by_path(replica, iqn)
+        disk = primary.disks.get(path)
+        if disk is None or not disk.exists or disk.offline:
+            state = f"offline ({disk.offline})" if disk is not None and disk.offline else "missing"
+            blocked.append(f"{path} is {state}: waiting for it")
+            continue
+        if disk.superblock is None or disk.superblock.array_uuid != array_uuid(profile, mirror):
+            blocked.append(
+                f"{path} carries no superblock of {mirror.md_device}: only a full rebuild would bring it"
+                f" back, and remirror does not start one by itself (`mdadm {mirror.md_device} --add {path}`"
+                " if you accept it)"
+            )
+            continue
+        actions.append(_readd(profile, mirror, replica, leg.member if leg.status == FAULTY else "", primary))
+    # A session that exists is iscsid's to recover; logging in again would not help.
+    actions = [a for a in actions if not (a.verb == "LoginSession" and a.subject.split()[0] in recovering)]
+    array = primary.array_named(mirror.name, array_uuid(profile, mirror))
+    if array is not None and array.array_state == "read-auto":
+        # Assembled auto-read-only (md's start_ro, as at boot): an interrupted
+        # resync stays PENDING until the first write. Resume it now.
+        actions.append(
+            Action(
+                primary.name,
+                "ResumeResync",
+                f"{mirror.md_device} (auto-read-only: its pending resync starts)",
+                CHANGE,
+                ({"kind": "run", "argv": ["mdadm", "--readwrite", mirror.md_device]},),
+            )
+        )
+    return Repair(mirror.name, tuple(actions), "; ".join(blocked))
+
+
+def _login_afresh(actions: list[Action], iqn: str) -> Action:
+    """Apply's login of this target, preceded by a logout of the dead session."""
+    login = next(a for a in actions if a.verb == "LoginSession" and a.subject.split()[0] == iqn)
+    logout = [*login.steps[-2]["argv"][:-1], "--logout"]
+    steps = ({"kind": "run", "argv": logout, "ok_codes": [0, 21]}, *login.steps)
+    if login.steps[0]["argv"][-1] == "--logout":
+        steps = login.steps
+    return Action(login.site, "LoginAfresh", login.subject, CHANGE, steps)
+
+
+def _sites(mirror: Mirror) -> list[str]:
+    return [mirror.primary.site, *(r.site for r in mirror.replicas)]
+
+
+def _readd(profile: Profile, mirror: Mirror, replica: ReplicaLeg, faulty: str, primary: SiteFacts) -> Action:
+    """Put a returning replica disk back into the array: only what its bitmap says it missed."""
+    path = by_path(replica, profile.replica_iqn(mirror, replica))
+    steps: list[dict[str, Any]] = []
+    if faulty:
+        # md keeps a failed member, or one whose disk went away with its
+        # session, until it is removed; only then can the disk that came
+        # back (often under another name) be re-added.
+        for words in (["--fail", "detached", "--remove", "detached"], ["--remove", "failed"]):
+            steps.append({"kind": "run", "argv": ["mdadm", mirror.md_device, *words], "ok_codes": [0, 1]})
+    steps += [
+        {"kind": "wait_path", "path": path, "timeout": 60},
+        {
+            "kind": "run",
+            "argv": ["mdadm", mirror.md_device, "--re-add", path],
+            "explain": {
+                "1": f"md refused to re-add the replica leg on {replica.site}: its bitmap cannot say what"
+                " it missed, so only a full rebuild would do, and remirror does not start one by itself"
+                f" (`mdadm {mirror.md_device} --add {path}` if you accept it)"
+            },
+        },
+    ]
+    return Action(
+        primary.name,
+        "ReAddLeg",
+        f"{path} into {mirror.md_device} (resyncs only what {replica.site} missed)",
+        CHANGE,
+        tuple(steps),
+    )

@@ -1,0 +1,37 @@
+"""Names remirror gives what it makes, derived from the profile so that any controller derives the same.
+
+The array UUID is uuid5 of the profile's and the mirror's names: known
+before the array exists, so a plan can name it and adopt it. The replica
+target IQN is `Profile.replica_iqn`.
+"""
+
+from __future__ import annotations
+
+import uuid
+
+from remirror.profile.model import Mirror, Profile, ReplicaLeg
+
+# Fixed forever: changing it would change every derived array UUID.
+_UUID_NAMESPACE = uuid.UUID("6f1d3c2e-2b1a-4d6e-9a57-72656d697272")
+
+
+def array_uuid(profile: Profile, mirror: Mirror) -> str:
+    """The md array UUID in mdadm's colon form, derived from the names."""
+    raw = uuid.uuid5(_UUID_NAMESPACE, f"{profile.name}/{mirror.name}").hex
+    return ":".join(raw[i : i + 8] for i in range(0, 32, 8))
+
+
+def backstore_name(mirror: Mirror, replica: ReplicaLeg) -> str:
+    """The LIO backstore exporting a replica disk."""
+    return f"{mirror.name}-{replica.site}"
+
+
+def export_backstore_name(mirror: Mirror) -> str:
+    """The LIO backstore serving the mirror device itself (`export`)."""
+    return f"{mirror.name}-export"
+
+
+def by_path(replica: ReplicaLeg, iqn: str) -> str:
+    """The udev link of the replica's LUN 0 on the primary."""
+    portal = replica.portal_address
+    return f"/dev/disk/by-path/ip-{portal.address}:{portal.port}-iscsi-{iqn}-lun-0"

@@ -1,0 +1,151 @@
+"""`remirror watch`: reconcile passes on udev events and on a timer, as a systemd notify service.
+
+Events say *when* to look, never *what* to do: every pass observes
+everything again (level-based), so a missed or duplicated event costs at
+most one timer interval. Events come in bursts (a lost session changes
+several block devices), so a pass starts only after `debounce` seconds
+without new ones. Passes that fail back off exponentially, up to
+`max_backoff`, so that a site that stays broken is not hammered.
+"""
+
+from __future__ import annotations
+
+import json
+import logging
+import os
+import select
+import socket
+import threading
+import time
+from collections.abc import Callable
+from dataclasses import dataclass
+from typing import Any
+
+from remirror.apply import Controller
+from remirror.errors import RemirrorError
+from remirror.reconcile import EXIT_CANNOT, EXIT_OK, reconcile_once
+
+log = logging.getLogger("remirror.watch")
+
+
+@dataclass(frozen=True)
+class Timing:
+    """How often a watch looks, and how it backs off."""
+
+    interval: float = 60.0  # between passes while all is well (events can be missed)
+    busy: float = 10.0  # between passes while repairs are under way (a resync)
+    debounce: float = 2.0  # quiet time after an event before a pass
+    max_backoff: float = 600.0  # longest wait after repeated failures
+
+    def after(self, code: int, failures: int) -> float:
+        """Seconds until the next pass, given this pass's exit code and the failures in a row."""
+        if failures:
+            return float(min(self.interval * 2 ** (failures - 1), self.max_backoff))
+        return self.interval if code == EXIT_OK else self.busy
+
+
+def notify(state: str) -> None:
+    """Tell systemd (Type=notify) about this service; nothing outside systemd."""
+    address = os.environ.get("NOTIFY_SOCKET", "")
+    if not address:
+        return
+    if address.startswith("@"):  # an abstract socket
+        address = "\0" + address[1:]
+    with socket.socket(socket.AF_UNIX, socket.SOCK_DGRAM) as sock:
+        sock.sendto(state.encode(), address)
+
+
+def watchdog_period() -> float | None:
+    """How often systemd wants WATCHDOG=1 (half its WatchdogSec), if it wants it."""
+    usec = os.environ.get("WATCHDOG_USEC", "")
+    return int(usec) / 2e6 if usec.isdigit() else None
+
+
+def watch(
+    controller: Controller,
+    secrets: dict[str, str],
+    timing: Timing,
+    stop: threading.Event,
+    emit: Callable[[str], None],
+) -> None:
+    """Run passes until `stop` is set; one JSON line per mirror and pass through `emit`."""
+    events = _udev_events()
+    ping = watchdog_period()
+    failures = 0  # passes in a row that could not repair: each doubles the wait
+    notify("READY=1")
+    while not stop.is_set():
+        code = _one_pass(controller, secrets, emit)
+        failures = failures + 1 if code >= EXIT_CANNOT else 0
+        delay = timing.after(code, failures)
+        emit(json.dumps({"event": "sleep", "seconds": delay, "failures": failures}))
+        _wait(events, delay, timing.debounce, ping, stop)
+    notify("STOPPING=1")
+
+
+def _one_pass(controller: Controller, secrets: dict[str, str], emit: Callable[[str], None]) -> int:
+    """One reconcile pass, logged; its exit code (`reconcile`'s)."""
+    started = time.monotonic()
+    try:
+        passes = reconcile_once(controller, secrets, lambda line: log.info("%s", line))
+    except RemirrorError as error:
+        emit(json.dumps({"event": "pass", "error": error.one_line()}))
+        return EXIT_CANNOT
+    for done in passes:
+        emit(
+            json.dumps(
+                {
+                    "event": "pass",
+                    "mirror": done.mirror,
+                    "before": done.before.state.value,
+                    "after": done.after.state.value,
+                    "repaired": [f"{a.site} {a.verb}" for a in done.repaired],
+                    "exit_code": done.exit_code,
+                    "reason": done.why,
+                    "seconds": round(time.monotonic() - started, 1),
+                }
+            )
+        )
+    return max((p.exit_code for p in passes), default=EXIT_OK)
+
+
+def _udev_events() -> Any:
+    """A udev monitor for block devices and iSCSI sessions, or None where udev is not running."""
+    try:
+        import pyudev  # imported here: only the daemon needs it
+
+        monitor = pyudev.Monitor.from_netlink(pyudev.Context())
+        monitor.filter_by("block")
+        monitor.filter_by("iscsi_session")
+        monitor.start()
+    except (ImportError, OSError) as error:
+        log.warning("no udev events (%s): passes run on the timer only", error)
+        return None
+    return monitor
+
+
+def _wait(events: Any, delay: float, debounce: float, ping: float | None, stop: threading.Event) -> None:
+    """Until `delay` has passed, or an event burst has settled, or `stop`; pinging the watchdog."""
+    deadline = time.monotonic() + delay
+    quiet_until: float | None = None
+    while not stop.is_set():
+        now = time.monotonic()
+        until = min(deadline, quiet_until) if quiet_until is not None else deadline
+        if now >= until:
+            return
+        timeout = min(until - now, ping or until - now, 1.0)
+        if events is not None and _event_within(events, timeout):
+            quiet_until = time.monotonic() + debounce
+        elif events is None:
+            stop.wait(timeout)
+        if ping is not None:
+            notify("WATCHDOG=1")
+
+
+def _event_within(monitor: Any, timeout: float) -> bool:
+    """Whether an event arrived within `timeout` (all that arrived are consumed)."""
+    ready, _, _ = select.select([monitor], [], [], timeout)
+    if not ready:
+        return False
+    while monitor.poll(timeout=0) is not None:
+        pass
+    return True

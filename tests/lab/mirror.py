@@ -1,0 +1,180 @@
+"""What the lab tests of a mirror share: the lab profile's names, and ways to write and check data."""
+
+from __future__ import annotations
+
+import hashlib
+import mmap
+import os
+import random
+import re
+import threading
+import time
+from concurrent.futures import ThreadPoolExecutor
+from pathlib import Path
+
+from remirror.lab.demo import leg_digest
+from tests.conftest import PROFILES
+from tests.lab.conftest import on_b, sh
+
+LAB = str(PROFILES / "lab.yaml")
+MD = "/dev/md/lab0"
+IQN = "iqn.2026-11.org.remirror:lab.lab0.site-b"
+PORTAL = "192.0.2.2:3260"
+SLOW = 900  # seconds: apply observes two sites and starts Python on site B, under emulation
+MiB = 1024 * 1024
+
+
+def remirror(*args: str, ok_codes: tuple[int, ...] = (0,)) -> tuple[int, str, str]:
+    done = sh("remirror", *args, ok_codes=ok_codes, timeout=SLOW)
+    return done.returncode, done.stdout, done.stderr
+
+
+def variant(tmp_path: Path, name: str, append: str = "", **replace: str) -> str:
+    """A copy of the lab profile with some text replaced (and some appended)."""
+    text = Path(LAB).read_text()
+    for old, new in replace.items():
+        assert old in text, old
+        text = text.replace(old, new)
+    path = tmp_path / name
+    path.write_text(text + append)
+    return str(path)
+
+
+def reconcile_until_mirrored(timeout: float = 300) -> list[str]:
+    """Run passes (as cron or a timer would) until the mirror is MIRRORED; their first lines."""
+    lines = []
+    deadline = time.monotonic() + timeout
+    while True:
+        code, out, _ = remirror("reconcile", LAB, ok_codes=(0, 1, 2))
+        lines.append(out.strip())
+        if code == 0:
+            return lines
+        assert time.monotonic() < deadline, lines
+        time.sleep(5)
+
+
+def md_sysfs(name: str) -> str:
+    kernel = Path(MD).resolve().name
+    return Path(f"/sys/block/{kernel}/md/{name}").read_text().strip()
+
+
+def write_random(offset: int, size: int) -> str:
+    """Write random bytes through the mirror with O_DIRECT; their sha256."""
+    payload = mmap.mmap(-1, size)  # page-aligned, as O_DIRECT wants
+    payload.write(os.urandom(size))
+    fd = os.open(MD, os.O_WRONLY | os.O_DIRECT | os.O_SYNC)
+    try:
+        assert os.pwrite(fd, payload, offset) == size
+    finally:
+        os.close(fd)
+    return hashlib.sha256(payload).hexdigest()
+
+
+class Writer:
+    """Writes through the mirror in a thread, as an application would, remembering what it wrote.
+
+    Blocks of `block` bytes at random aligned offsets in [offset, offset + size),
+    O_DIRECT|O_SYNC: each write returns only once md has it. `check()` reads
+    every block back through the mirror and compares with the last write there.
+    """
+
+    def __init__(self, offset: int, size: int, block: int = 64 * 1024, seed: int = 0) -> None:
+        self.offset, self.size, self.block = offset, size, block
+        self.written: dict[int, str] = {}
+        self.bytes_written = 0
+        self.last_done = time.monotonic()
+        self.errors: list[str] = []
+        self._random = random.Random(seed)
+        self._stop = threading.Event()
+        self._thread = threading.Thread(target=self._run, daemon=True)
+
+    def __enter__(self) -> Writer:
+        self._thread.start()
+        return self
+
+    def __exit__(self, *_: object) -> None:
+        self._stop.set()
+        self._thread.join(timeout=SLOW)
+
+    def _run(self) -> None:
+        while not self._stop.is_set():
+            at = self.offset + self._random.randrange(self.size // self.block) * self.block
+            try:
+                self.written[at] = write_random(at, self.block)
+            except OSError as error:  # under `degrade` md hides a failed leg: never expected
+                self.errors.append(f"write at {at}: {error}")
+                return
+            self.bytes_written += self.block
+            self.last_done = time.monotonic()
+
+    def check(self) -> None:
+        assert not self.errors, self.errors
+        assert self.written, "nothing was written"
+        for at, digest in self.written.items():
+            assert md_digest(at, self.block) == digest, f"block at {at} does not read back as written"
+
+
+def md_digest(offset: int, size: int) -> str:
+    """sha256 of a region of the mirror device, read with O_DIRECT (past the page cache)."""
+    buffer = mmap.mmap(-1, size)
+    fd = os.open(MD, os.O_RDONLY | os.O_DIRECT)
+    try:
+        assert os.preadv(fd, [buffer], offset) == size
+    finally:
+        os.close(fd)
+    return hashlib.sha256(buffer).hexdigest()
+
+
+def wait_in_sync() -> None:
+    """Until md reports nothing to do: write-behind drained, no resync."""
+    deadline = time.monotonic() + SLOW
+    while md_sysfs("sync_action") != "idle" or md_sysfs("degraded") != "0":
+        assert time.monotonic() < deadline, Path("/proc/mdstat").read_text()
+        time.sleep(1)
+
+
+def remote_member_state() -> str:
+    """md's state of the replica's member (an iSCSI disk): in_sync, faulty, ... or missing."""
+    kernel = Path(MD).resolve().name
+    for member in Path(f"/sys/block/{kernel}/md").glob("dev-sd*/state"):
+        try:
+            return member.read_text().strip()
+        except OSError:  # removed from the array between the glob and the read
+            continue
+    return "missing"
+
+
+def wait_faulty(timeout: float = 120) -> None:
+    """Until md has failed the replica leg (a cut link under `degrade`)."""
+    started = time.monotonic()
+    while "faulty" not in remote_member_state():
+        assert time.monotonic() - started < timeout, remote_member_state()
+        time.sleep(1)
+
+
+def sectors_written(disk: str) -> int:
+    """Sectors written to a block device since boot (its sysfs stat: field 7)."""
+    return int(Path(f"/sys/class/block/{Path(disk).resolve().name}/stat").read_text().split()[6])
+
+
+def lio_objects() -> set[str]:
+    """Every iSCSI target and block backstore in LIO (configfs is global to the VM)."""
+    config = Path("/sys/kernel/config/target")
+    targets = {p.name for p in (config / "iscsi").glob("iqn.*")}
+    backstores = {p.name for p in (config / "core").glob("iblock_*/*") if p.is_dir() and p.name != "alua"}
+    return targets | backstores
+
+
+def legs_match(size: int | None = None) -> bool:
+    """Whether both legs hold the same data (hashed on each site at once: the lab has two CPUs)."""
+    with ThreadPoolExecutor(max_workers=2) as pool:
+        primary = pool.submit(leg_digest, "/dev/lab/a0", False, size)
+        replica = pool.submit(leg_digest, "/dev/lab/b0", True, size)
+        return primary.result() == replica.result()
+
+
+def examine_uuid(disk: str, site_b: bool) -> str:
+    argv = ["mdadm", "--examine", "--export", disk]
+    out = (on_b(*argv) if site_b else sh(*argv)).stdout
+    match = re.search(r"^MD_UUID=(\S+)$", out, flags=re.M)
+    return match.group(1) if match else ""

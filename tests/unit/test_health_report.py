@@ -1,0 +1,204 @@
+"""status, check and metrics from facts: out-of-sync bytes, RPO, resync, verdicts, Prometheus text."""
+
+from __future__ import annotations
+
+import dataclasses
+from pathlib import Path
+
+import pytest
+from prometheus_client.parser import text_string_to_metric_families
+
+from remirror.facts.parsers import parse_bitmap_examine
+from remirror.facts.site import SiteFacts
+from remirror.health import State, assess
+from remirror.health.check import DEFAULT_CRITICAL, DEFAULT_WARNING, Limit, Status, judge
+from remirror.health.metrics import render
+from remirror.health.report import MirrorReport, Seen, report
+from tests.unit.test_facts_parsers import fixture
+from tests.unit.test_health_state import SYNC, applied, with_members, with_session
+
+MIRROR = SYNC.mirrors[0]
+NOW = 1_800_000_000.0
+# Recorded in the lab (fixtures/lab-6.1): 4 dirty chunks of 1 MiB after a cut link.
+DIRTY = parse_bitmap_examine(fixture("mdadm-X-a0-dirty.txt"))
+
+
+def with_bitmap(facts: dict[str, SiteFacts]) -> dict[str, SiteFacts]:
+    primary = facts["a"]
+    disk = dataclasses.replace(primary.disks[MIRROR.primary.disk], bitmap=DIRTY)
+    return {**facts, "a": dataclasses.replace(primary, disks={**primary.disks, disk.path: disk})}
+
+
+def cut(facts: dict[str, SiteFacts]) -> dict[str, SiteFacts]:
+    """The replica leg failed by md after a link cut, the bitmap counting what it missed."""
+    return with_bitmap(with_session(with_members(facts, {"in_sync"}, {"faulty", "write_mostly"}), "FAILED"))
+
+
+NEVER = Seen({})
+
+
+def one(facts: dict[str, SiteFacts | None], seen: Seen = NEVER) -> MirrorReport:
+    (mirror,) = report(SYNC, facts, seen, NOW)
+    return mirror
+
+
+def test_a_mirrored_mirror_misses_nothing_and_its_replica_is_current() -> None:
+    facts = applied(SYNC)
+    facts["a"] = dataclasses.replace(facts["a"], portal_rtt={str(MIRROR.replicas[0].portal_address): 0.025})
+    r = one(dict(facts))
+    assert r.state is State.MIRRORED
+    replica = r.legs[1]
+    assert (replica.out_of_sync_bytes, replica.rpo_seconds, replica.rtt_seconds) == (0, 0.0, 0.025)
+    assert (r.out_of_sync_bytes, r.rpo_seconds) == (0, 0.0)
+
+
+def test_a_cut_replica_misses_what_the_bitmap_marks_and_ages_from_when_it_was_last_in_sync() -> None:
+    seen = Seen({MIRROR.name: {"b": NOW - 95}})
+    r = one(dict(cut(applied(SYNC))), seen)
+    assert r.state is State.MIRROR_DEFUNCT
+    assert r.legs[1].out_of_sync_bytes == 4 * 1024**2
+    assert r.legs[1].rpo_seconds == 95
+    assert r.legs[0].out_of_sync_bytes == 0  # the primary is the reference
+
+
+def test_a_replica_never_seen_in_sync_has_an_unknown_rpo() -> None:
+    assert one(dict(cut(applied(SYNC)))).legs[1].rpo_seconds is None
+
+
+def test_seen_records_only_replica_legs_in_sync() -> None:
+    healthy = assess(SYNC, MIRROR, applied(SYNC))
+    broken = assess(SYNC, MIRROR, cut(applied(SYNC)))
+    assert Seen({}).updated([healthy], NOW).in_sync_at == {MIRROR.name: {"b": NOW}}
+    old = Seen({MIRROR.name: {"b": NOW - 60}})
+    assert old.updated([broken], NOW) == old
+
+
+def test_a_recovery_reports_progress_speed_and_an_eta_from_what_the_bitmap_has_left() -> None:
+    facts = with_bitmap(with_members(applied(SYNC), {"in_sync"}, {"write_mostly"}, sync_action="recover"))
+    (array,) = facts["a"].arrays
+    facts["a"] = dataclasses.replace(facts["a"], arrays=(dataclasses.replace(array, sync_speed=2 * 1024**2),))
+    r = one(dict(facts))
+    assert r.state is State.SYNCING
+    assert r.resync is not None
+    assert (r.resync.percent, r.resync.speed, r.resync.eta_seconds) == (10.0, 2 * 1024**2, 2.0)
+    verdict = judge([r], DEFAULT_WARNING, DEFAULT_CRITICAL)
+    assert verdict.status is Status.WARNING
+    assert verdict.text.startswith(
+        f"REMIRROR WARNING - {MIRROR.name} SYNCING: md is running recover, 10.0% done"
+    )
+
+
+def test_check_of_a_healthy_mirror_is_ok_with_perfdata() -> None:
+    verdict = judge([one(dict(applied(SYNC)))], DEFAULT_WARNING, DEFAULT_CRITICAL)
+    assert verdict.status is Status.OK
+    summary, _, perfdata = verdict.text.partition(" | ")
+    assert summary == f"REMIRROR OK - {MIRROR.name} MIRRORED"
+    assert perfdata.split() == [
+        f"'{MIRROR.name}", f"out_of_sync'=0B;{256 * 1024**2};{1024**3};0",
+        f"'{MIRROR.name}", "rpo'=0s;900;3600;0",
+        f"'{MIRROR.name}", "resync'=100%;;;0;100",
+        f"'{MIRROR.name}", "cache_dirty'=0;;;0",
+    ]  # fmt: skip
+
+
+def test_check_of_a_cut_link_is_critical_naming_the_mirror_and_the_leg() -> None:
+    verdict = judge([one(dict(cut(applied(SYNC))))], DEFAULT_WARNING, DEFAULT_CRITICAL)
+    assert verdict.status is Status.CRITICAL
+    assert verdict.text.startswith(
+        f"REMIRROR CRITICAL - {MIRROR.name} MIRROR_DEFUNCT: replica leg on b is faulty (session FAILED) | "
+    )
+    assert f"'{MIRROR.name} out_of_sync'={4 * 1024**2}B;" in verdict.text
+
+
+def test_an_unreachable_replica_site_is_critical_for_its_leg() -> None:
+    facts: dict[str, SiteFacts | None] = {**applied(SYNC), "b": None}
+    verdict = judge([one(facts)], DEFAULT_WARNING, DEFAULT_CRITICAL)
+    assert verdict.status is Status.CRITICAL
+    assert f"{MIRROR.name} MIRRORED: site unreachable for replica leg on b" in verdict.text
+
+
+def test_an_unreachable_primary_site_is_critical() -> None:
+    facts: dict[str, SiteFacts | None] = {**applied(SYNC), "a": None}
+    verdict = judge([one(facts)], DEFAULT_WARNING, DEFAULT_CRITICAL)
+    assert verdict.status is Status.CRITICAL
+    assert "site unreachable for primary leg on a" in verdict.text
+
+
+def test_thresholds_on_out_of_sync_bytes_and_rpo() -> None:
+    syncing = with_bitmap(with_members(applied(SYNC), {"in_sync"}, {"write_mostly"}, sync_action="recover"))
+    r = one(dict(syncing), Seen({MIRROR.name: {"b": NOW - 600}}))
+    assert judge([r], Limit(1024**2), Limit(3 * 1024**2)).status is Status.CRITICAL  # 4 MiB missing
+    assert judge([r], Limit(1024**3, 60), Limit(1024**3, 300)).status is Status.CRITICAL  # 10 min old
+    assert judge([r], Limit(1024**3, 60), Limit(1024**3, 3600)).status is Status.WARNING
+
+
+@pytest.mark.parametrize(
+    ("text", "limit"),
+    [("256MiB,15m", Limit(256 * 1024**2, 900)), ("1GiB", Limit(1024**3)), ("0,30s", Limit(0, 30))],
+)
+def test_limits_parse(text: str, limit: Limit) -> None:
+    assert Limit.parse(text) == limit
+
+
+@pytest.mark.parametrize("text", ["lots", "1GiB,soon", ""])
+def test_bad_limits_are_refused(text: str) -> None:
+    with pytest.raises(ValueError):  # noqa: PT011 - the CLI shows whatever the reason is
+        Limit.parse(text)
+
+
+def test_metrics_are_valid_prometheus_text_with_base_units() -> None:
+    reports = [one(dict(cut(applied(SYNC))), Seen({MIRROR.name: {"b": NOW - 30}}))]
+    text = render(reports, NOW)
+    families = {f.name: f for f in text_string_to_metric_families(text)}
+    samples = {
+        (s.name, tuple(sorted(s.labels.items()))): s.value for f in families.values() for s in f.samples
+    }
+    leg = (("leg", "b"), ("mirror", MIRROR.name), ("role", "replica"))
+    assert samples[("remirror_leg_out_of_sync_bytes", leg)] == 4 * 1024**2
+    assert samples[("remirror_rpo_seconds", leg)] == 30
+    assert samples[("remirror_session_up", leg)] == 0
+    assert samples[("remirror_mirror_state", (("mirror", MIRROR.name), ("state", "MIRROR_DEFUNCT")))] == 1
+    assert samples[("remirror_mirror_state", (("mirror", MIRROR.name), ("state", "MIRRORED")))] == 0
+    assert samples[("remirror_site_up", (("site", "b"),))] == 1
+    assert samples[("remirror_check_timestamp_seconds", ())] == NOW
+    assert all(name.startswith("remirror_") for name in families)
+    assert "remirror_link_rtt_seconds" not in families  # not measured: left out, not a false 0
+
+
+def test_metric_label_values_are_escaped() -> None:
+    r = dataclasses.replace(one(dict(applied(SYNC))), mirror='we"ird\\name')
+    families = list(text_string_to_metric_families(render([r], NOW)))
+    labels = {s.labels.get("mirror") for f in families for s in f.samples}
+    assert 'we"ird\\name' in labels
+
+
+def test_the_state_file_dates_replicas_across_runs(tmp_path: Path) -> None:
+    from remirror.monitor import load_seen, record_in_sync, state_file
+
+    healthy = assess(SYNC, MIRROR, applied(SYNC))
+    seen = record_in_sync(SYNC, [healthy])
+    assert load_seen(SYNC) == seen
+    assert state_file(SYNC).parent == tmp_path / "state"
+    state_file(SYNC).write_text("{not json")
+    assert load_seen(SYNC) == Seen({})  # a broken file costs the RPO, never the check
+
+
+def test_status_text_and_json_show_what_a_cut_leg_misses() -> None:
+    from remirror.cli.health import status_json, status_text
+
+    r = one(dict(cut(applied(SYNC))), Seen({MIRROR.name: {"b": NOW - 72}}))
+    lines = status_text([r], NOW).splitlines()
+    assert (
+        lines[0]
+        == f"{MIRROR.name} {MIRROR.md_device} sync: MIRROR_DEFUNCT: replica leg on b is faulty (session FAILED)"
+    )
+    assert lines[-1].split() == [
+        "replica", "b:/dev/b0", "faulty", "write-mostly", "session", "FAILED", "out-of-sync", "4MiB", "rpo", "1m12s",
+    ]  # fmt: skip
+    document = status_json(r)
+    assert (document["state"], document["out_of_sync_bytes"], document["rpo_seconds"]) == (
+        "MIRROR_DEFUNCT",
+        4 * 1024**2,
+        72,
+    )
+    assert document["legs"][1]["session"] == "FAILED"
