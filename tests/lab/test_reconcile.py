@@ -317,11 +317,16 @@ def test_a_leg_that_ran_on_its_own_is_not_re_added(mirror: dict[str, str], tmp_p
         primary_wrote = write_random(8 * MiB, MiB)  # the primary goes on without the replica
         wait_faulty()
         # Meanwhile the DR site runs on its copy (as a promotion would): LIO lets go of the
-        # disk, which is assembled alone and written. Its own /run/mdadm: the map file is
-        # global to the VM, and md would not assemble a second array of the same UUID.
+        # disk, which is assembled alone and written. It gets its own, empty md map file, as
+        # a DR host has: mdadm refuses to assemble an array whose UUID its map lists as
+        # active ("Found some drive for an array that is already active"), and the VM's map
+        # lists the primary's array. Without a map file at all mdadm rebuilds one from the
+        # running arrays, which lists the primary's array again (this failed in CI), so the
+        # private /run/mdadm gets an empty one.
         on_b(str(Path(sys.executable).parent / "targetctl"), "clear")
         dr = (
-            "mount -t tmpfs none /run/mdadm && mdadm --assemble --run /dev/md100 /dev/lab/b0"
+            "mount -t tmpfs none /run/mdadm && : > /run/mdadm/map"
+            " && mdadm --assemble --run /dev/md100 /dev/lab/b0"
             " && dd if=/dev/urandom of=/dev/md100 bs=1M count=1 seek=24 oflag=direct status=none"
             " && mdadm --stop /dev/md100"
         )
