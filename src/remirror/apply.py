@@ -14,7 +14,7 @@ from remirror.errors import RemirrorError, SiteUnreachable
 from remirror.facts.site import SiteFacts, site_facts
 from remirror.plan import Action, Plan, make_plan, make_teardown
 from remirror.profile.model import Mirror, PrimaryLeg, Profile, ReplicaLeg
-from remirror.profile.names import by_path
+from remirror.profile.names import by_path, cache_name
 
 log = logging.getLogger("remirror.apply")
 MIN_SECRET, MAX_SECRET = 12, 255  # CHAP: RFC 3720 wants 96 bits at least; LIO takes 255
@@ -86,6 +86,8 @@ class Controller:
                 disks[leg.site].append(leg.disk)
                 if leg.cache is not None:
                     disks[leg.site].append(leg.cache.disk)
+                # Also without a cache in the profile: one may be there to drain and remove.
+                disks[leg.site].append(f"/dev/mapper/{cache_name(mirror, leg.site)}")
             disks[mirror.primary.site].append(mirror.md_device)
             # The replica disks as the primary sees them: their superblocks
             # tell whether a returning leg took writes of its own.

@@ -23,7 +23,8 @@ from remirror.files import write_atomically
 from remirror.health import MirrorHealth, State, assess
 from remirror.health.report import MirrorReport, Seen, report
 from remirror.health.verify import Span, differing, merged, settle
-from remirror.profile.model import Profile
+from remirror.profile.model import PrimaryLeg, Profile, ReplicaLeg
+from remirror.profile.names import leg_device
 
 log = logging.getLogger("remirror.monitor")
 
@@ -116,7 +117,9 @@ def verify(
         span = (span or Span(0, size)).checked(size, chunk)
     except ValueError as error:
         raise UsageError(f"verify {mirror.name}: {error}") from None
-    legs = {mirror.primary.site: mirror.primary.disk} | {r.site: r.disk for r in mirror.replicas}
+    # Through the caches, if any: a writecache holds writes its disk does not have yet.
+    every: list[PrimaryLeg | ReplicaLeg] = [mirror.primary, *mirror.replicas]
+    legs = {leg.site: leg_device(mirror, leg, facts[leg.site].dm) for leg in every}
     chunks = span.chunks(chunk)
     before = {site: controller.clients[site].bytes_received for site in legs}
 

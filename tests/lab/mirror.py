@@ -3,10 +3,12 @@
 from __future__ import annotations
 
 import hashlib
+import json
 import mmap
 import os
 import random
 import re
+import subprocess
 import threading
 import time
 from concurrent.futures import ThreadPoolExecutor
@@ -53,16 +55,16 @@ def reconcile_until_mirrored(timeout: float = 300) -> list[str]:
         time.sleep(5)
 
 
-def md_sysfs(name: str) -> str:
-    kernel = Path(MD).resolve().name
+def md_sysfs(name: str, device: str = MD) -> str:
+    kernel = Path(device).resolve().name
     return Path(f"/sys/block/{kernel}/md/{name}").read_text().strip()
 
 
-def write_random(offset: int, size: int) -> str:
+def write_random(offset: int, size: int, device: str = MD) -> str:
     """Write random bytes through the mirror with O_DIRECT; their sha256."""
     payload = mmap.mmap(-1, size)  # page-aligned, as O_DIRECT wants
     payload.write(os.urandom(size))
-    fd = os.open(MD, os.O_WRONLY | os.O_DIRECT | os.O_SYNC)
+    fd = os.open(device, os.O_WRONLY | os.O_DIRECT | os.O_SYNC)
     try:
         assert os.pwrite(fd, payload, offset) == size
     finally:
@@ -114,10 +116,10 @@ class Writer:
             assert md_digest(at, self.block) == digest, f"block at {at} does not read back as written"
 
 
-def md_digest(offset: int, size: int) -> str:
+def md_digest(offset: int, size: int, device: str = MD) -> str:
     """sha256 of a region of the mirror device, read with O_DIRECT (past the page cache)."""
     buffer = mmap.mmap(-1, size)
-    fd = os.open(MD, os.O_RDONLY | os.O_DIRECT)
+    fd = os.open(device, os.O_RDONLY | os.O_DIRECT)
     try:
         assert os.preadv(fd, [buffer], offset) == size
     finally:
@@ -125,12 +127,32 @@ def md_digest(offset: int, size: int) -> str:
     return hashlib.sha256(buffer).hexdigest()
 
 
-def wait_in_sync() -> None:
+def wait_in_sync(device: str = MD) -> None:
     """Until md reports nothing to do: write-behind drained, no resync."""
     deadline = time.monotonic() + SLOW
-    while md_sysfs("sync_action") != "idle" or md_sysfs("degraded") != "0":
+    while md_sysfs("sync_action", device) != "idle" or md_sysfs("degraded", device) != "0":
         assert time.monotonic() < deadline, Path("/proc/mdstat").read_text()
         time.sleep(1)
+
+
+def start_fio_verify(device: str = MD) -> subprocess.Popen[str]:
+    """fio writing 4 KiB blocks at random into 16 MiB of the mirror, then reading each back (crc32c)."""
+    return subprocess.Popen(
+        [
+            "fio", "--name=verify", f"--filename={device}", "--rw=randwrite", "--bs=4k", "--offset=128M",
+            "--size=16M", "--direct=1", "--ioengine=psync", "--verify=crc32c", "--do_verify=1",
+            "--verify_fatal=1", "--output-format=json",
+        ],
+        stdout=subprocess.PIPE,
+        text=True,
+    )  # fmt: skip
+
+
+def fio_verified(fio: subprocess.Popen[str]) -> None:
+    """Wait for `start_fio_verify`'s fio: every write went through and read back as written."""
+    report, _ = fio.communicate(timeout=SLOW)
+    assert fio.returncode == 0, report
+    assert json.loads(report)["jobs"][0]["error"] == 0, report
 
 
 def remote_member_state() -> str:

@@ -28,6 +28,7 @@ from tests.lab.mirror import (
     SLOW,
     MiB,
     Writer,
+    fio_verified,
     legs_match,
     md_digest,
     md_sysfs,
@@ -35,6 +36,7 @@ from tests.lab.mirror import (
     remirror,
     remote_member_state,
     sectors_written,
+    start_fio_verify,
     variant,
     wait_faulty,
     wait_in_sync,
@@ -118,24 +120,14 @@ def test_watch_brings_the_mirror_back_while_fio_verifies(
     log = tmp_path / "watch.log"
     watcher = start_watch(log, profile)
     try:
-        fio = subprocess.Popen(
-            [
-                "fio", "--name=verify", f"--filename={MD}", "--rw=randwrite", "--bs=4k", "--offset=128M",
-                "--size=16M", "--direct=1", "--ioengine=psync", "--verify=crc32c", "--do_verify=1",
-                "--verify_fatal=1", "--output-format=json",
-            ],
-            stdout=subprocess.PIPE,
-            text=True,
-        )  # fmt: skip
+        fio = start_fio_verify()
         time.sleep(3)
         net.set_link(False)
         wait_faulty()
         net.set_link(True)
         link_up = time.monotonic()
         net.wait_until_reachable()
-        report, _ = fio.communicate(timeout=900)
-        assert fio.returncode == 0, report
-        assert json.loads(report)["jobs"][0]["error"] == 0  # writes went on, and read back as written
+        fio_verified(fio)  # writes went on, and read back as written
         # The watch (already running) notices and re-adds the leg by itself.
         while not (remote_member_state().startswith("in_sync") and md_sysfs("sync_action") == "idle"):
             assert time.monotonic() - link_up < 600, log.read_text()

@@ -13,8 +13,9 @@ import re
 from collections.abc import Mapping
 from typing import Any
 
-from remirror.facts.model import IscsiSession, MdArray, MdMember, MdSuperblock, Signature
-from remirror.facts.site import DiskFacts, LioAcl, LioTarget, SiteFacts
+from remirror.facts.model import CacheStatus, IscsiSession, MdArray, MdMember, MdSuperblock, Signature
+from remirror.facts.parsers import parse_dm_table
+from remirror.facts.site import DiskFacts, DmDevice, LioAcl, LioTarget, SiteFacts
 from remirror.plan import Plan
 from remirror.plan.planner import digest
 from remirror.profile.timeouts import REPLACEMENT_TIMEOUT
@@ -37,6 +38,8 @@ class Sites:
             for step in action.steps:
                 if step["kind"] == "run" and step["argv"][0] == "mdadm":
                     self.facts = _mdadm(self.facts, action.site, step["argv"], self.on_disk)
+                elif step["kind"] == "run" and step["argv"][0] in ("dmsetup", "dd"):
+                    self.facts = _dm_run(self.facts, action.site, step["argv"])
                 else:
                     self.facts = _STEPS[step["kind"]](self.facts, action.site, step)
         return self.facts
@@ -292,16 +295,74 @@ def _manage(sites: dict[str, SiteFacts], name: str, argv: list[str]) -> dict[str
 def _with_superblock(
     sites: dict[str, SiteFacts], name: str, path: str, uuid_: str, md_name: str
 ) -> dict[str, SiteFacts]:
-    disk = sites[name].disks[path]
-    written = DiskFacts(
-        disk.path,
-        True,
-        disk.kernel_name,
-        disk.size,
-        (Signature("linux_raid_member", 0x1000, uuid_, md_name),),
-        MdSuperblock(uuid_, md_name, "00000000:00000000:00000000:00000000", 1, 0),
-    )
-    return _replace(sites, name, disks={**sites[name].disks, path: written})
+    site = sites[name]
+    signatures = (Signature("linux_raid_member", 0x1000, uuid_, md_name),)
+    superblock = MdSuperblock(uuid_, md_name, "00000000:00000000:00000000:00000000", 1, 0)
+    disks = dict(site.disks)
+    # Through a cache the superblock lands on the disk underneath too (written back).
+    under = [path]
+    device = site.dm.get(path.removeprefix("/dev/mapper/"))
+    if device is not None and device.table is not None:
+        origin = device.table.devices[-1 if device.table.target == "cache" else 0]
+        under += [d.path for d in site.disks.values() if d.devno == origin]
+    for leg in under:
+        disks[leg] = dataclasses.replace(disks[leg], signatures=signatures, superblock=superblock)
+    return _replace(sites, name, disks=disks)
+
+
+def _dm_run(sites: dict[str, SiteFacts], name: str, argv: list[str]) -> dict[str, SiteFacts]:
+    """`dmsetup create|remove` and the `dd` that zeroes a cache disk's head."""
+    site = sites[name]
+    disks = dict(site.disks)
+    dm = dict(site.dm)
+    if argv[0] == "dd":
+        path = next(a.removeprefix("of=") for a in argv if a.startswith("of="))
+        disks[path] = dataclasses.replace(disks[path], first_sector="zero", signatures=())
+    elif argv[1] == "create":
+        device, table = argv[2], argv[4]
+        by_path = {d.path: d.devno for d in disks.values() if d.devno}
+        table = " ".join(by_path.get(word, word) for word in table.split())
+        dm[device] = _dm_device(site, device, table)
+        origin = disks.get(_path_of(disks, dm[device].table.devices[-1 if "cache" in table else 0]))  # type: ignore[union-attr]
+        path = f"/dev/mapper/{device}"
+        number = 100 + len(dm)
+        disks[path] = DiskFacts(
+            path,
+            True,
+            f"dm-{number}",
+            int(table.split()[1]) * 512,
+            origin.signatures if origin else (),
+            origin.superblock if origin else None,
+            devno=f"254:{number}",
+        )
+    else:
+        assert argv[1] == "remove", argv
+        dm.pop(argv[2], None)
+        disks.pop(f"/dev/mapper/{argv[2]}", None)
+    return _replace(sites, name, disks=disks, dm=dm)
+
+
+def _path_of(disks: dict[str, DiskFacts], devno: str) -> str:
+    return next((d.path for d in disks.values() if d.devno == devno), "")
+
+
+def _dm_device(site: SiteFacts, name: str, table: str) -> DmDevice:
+    parsed = parse_dm_table(table)
+    blocks = 1000
+    cache = CacheStatus(blocks, 0, 0) if parsed.target in ("writecache", "cache") else None
+    kernel = site.disks.get(f"/dev/mapper/{name}")
+    return DmDevice(name, kernel.kernel_name if kernel else "", parsed, cache)
+
+
+def _dm_reload(sites: dict[str, SiteFacts], name: str, step: dict[str, Any]) -> dict[str, SiteFacts]:
+    site = sites[name]
+    by_path = {d.path: d.devno for d in site.disks.values() if d.devno}
+    table = " ".join(by_path.get(word, word) for word in step["table"].split())
+    return _replace(sites, name, dm={**site.dm, step["name"]: _dm_device(site, step["name"], table)})
+
+
+def _drain_cache(sites: dict[str, SiteFacts], name: str, step: dict[str, Any]) -> dict[str, SiteFacts]:
+    return _dm_reload(sites, name, {"name": step["name"], "table": step["linear"]})
 
 
 def _remote_superblock(
@@ -321,4 +382,6 @@ _STEPS = {
     "write_sysfs": _write_sysfs,
     "wait_path": _nothing,
     "node_secrets": _node_secrets,
+    "dm_reload": _dm_reload,
+    "drain_cache": _drain_cache,
 }

@@ -8,12 +8,14 @@ from pathlib import Path
 import pytest
 from prometheus_client.parser import text_string_to_metric_families
 
-from remirror.facts.parsers import parse_bitmap_examine
-from remirror.facts.site import SiteFacts
+from remirror.facts.model import CacheStatus
+from remirror.facts.parsers import parse_bitmap_examine, parse_dm_table
+from remirror.facts.site import DmDevice, SiteFacts
 from remirror.health import State, assess
 from remirror.health.check import DEFAULT_CRITICAL, DEFAULT_WARNING, Limit, Status, judge
 from remirror.health.metrics import render
 from remirror.health.report import MirrorReport, Seen, report
+from remirror.profile.names import cache_name
 from tests.unit.test_facts_parsers import fixture
 from tests.unit.test_health_state import SYNC, applied, with_members, with_session
 
@@ -202,3 +204,27 @@ def test_status_text_and_json_show_what_a_cut_leg_misses() -> None:
         72,
     )
     assert document["legs"][1]["session"] == "FAILED"
+
+
+def with_replica_cache(facts: dict[str, SiteFacts], status: CacheStatus) -> dict[str, SiteFacts]:
+    """A writecache in front of the replica's disk, as `dmsetup status` reported it."""
+    name = cache_name(MIRROR, "b")
+    table = parse_dm_table("0 524288 writecache s 254:1 254:11 4096 4 high_watermark 50 low_watermark 45")
+    device = DmDevice(name, "dm-101", table, status)
+    return {**facts, "b": dataclasses.replace(facts["b"], dm={name: device})}
+
+
+def test_a_replica_cache_shows_its_dirty_and_writeback_blocks_in_status_and_metrics() -> None:
+    r = one(dict(with_replica_cache(applied(SYNC), CacheStatus(16384, 1536, 12))))
+    assert (r.legs[1].cache_dirty_blocks, r.legs[1].cache_writeback_blocks) == (1536, 12)
+    assert r.legs[0].cache_dirty_blocks is None  # no cache on the primary leg
+    text = render([r], NOW)
+    assert 'remirror_cache_dirty_blocks{mirror="m0",leg="b",role="replica"} 1536' in text.splitlines()
+    assert judge([r], DEFAULT_WARNING, DEFAULT_CRITICAL).status is Status.OK
+
+
+def test_a_cache_with_an_error_is_critical() -> None:
+    r = one(dict(with_replica_cache(applied(SYNC), CacheStatus(16384, 900, 0, error=5))))
+    verdict = judge([r], DEFAULT_WARNING, DEFAULT_CRITICAL)
+    assert verdict.status is Status.CRITICAL
+    assert "cache error on the replica leg on b (error 5)" in verdict.text.splitlines()[0]

@@ -27,10 +27,13 @@ SECRETS = {
 }
 INITIATORS = {"a": "iqn.2026-11.test:a", "b": "iqn.2026-11.test:b", "c": "iqn.2026-11.test:c"}
 DISKS = {"a": ("/dev/a0", "dm-0"), "b": ("/dev/b0", "dm-1"), "c": ("/dev/c0", "dm-2")}
+FAST = {"a": ("/dev/a-fast", "dm-10"), "b": ("/dev/b-fast", "dm-11"), "c": ("/dev/c-fast", "dm-12")}
 EXPORT_IQN = "iqn.2026-11.test:m0.export"
 
 
-def profile_text(mode: str, chap: str, replicas: int, export: bool, timeouts: str) -> str:
+def profile_text(
+    mode: str, chap: str, replicas: int, export: bool, timeouts: str, cache: str = "none"
+) -> str:
     replication = {
         "sync": "{mode: sync, bitmap_chunk: 1MiB}",
         "async": "{mode: async, write_behind: 512, on_link_loss: wait}",
@@ -40,8 +43,15 @@ def profile_text(mode: str, chap: str, replicas: int, export: bool, timeouts: st
         "one-way": "chap: {username: m0, password_file: /etc/remirror/m0.chap}, ",
         "mutual": "chap: {username: m0, password_file: /etc/remirror/m0.chap, mutual: true}, ",
     }[chap]
+
+    def cached(site: str) -> str:
+        if cache == "none" or (cache.startswith("replica") and site == "a"):
+            return ""
+        kind = "cache" if cache.endswith("dm-cache") else "writecache"
+        return f", cache: {{type: {kind}, disk: {FAST[site][0]}}}"
+
     legs = "\n".join(
-        f"      - {{site: {s}, disk: {DISKS[s][0]}, portal: 192.0.2.{2 + i}:3260}}"
+        f"      - {{site: {s}, disk: {DISKS[s][0]}, portal: 192.0.2.{2 + i}:3260{cached(s)}}}"
         for i, s in enumerate(["b", "c"][:replicas])
     )
     export_yaml = (
@@ -58,7 +68,7 @@ sites:
   c: {{host: ssh://root@c}}
 mirrors:
   - name: m0
-    primary: {{site: a, disk: /dev/a0}}
+    primary: {{site: a, disk: /dev/a0{cached("a")}}}
     replicas:
 {legs}
     replication: {replication}
@@ -73,6 +83,11 @@ PROFILES = {
     for mode, chap, replicas, export, timeouts in itertools.product(
         ["sync", "async"], ["none", "one-way", "mutual"], [1, 2], [False, True], ["lan", "wan"]
     )
+} | {
+    f"{mode}-{replicas}r-{cache}": parse_profile(profile_text(mode, "mutual", replicas, False, "wan", cache))
+    for mode, replicas, cache in itertools.product(
+        ["sync", "async"], [1, 2], ["replica-writecache", "both-writecache", "replica-dm-cache"]
+    )
 }
 
 
@@ -81,7 +96,12 @@ def bare_sites() -> dict[str, SiteFacts]:
         name: bare_site(
             name,
             INITIATORS[name],
-            {DISKS[name][0]: DiskFacts(DISKS[name][0], True, DISKS[name][1], 1 << 30)},
+            {
+                path: DiskFacts(
+                    path, True, kernel, size, devno=f"254:{kernel.removeprefix('dm-')}", first_sector="zero"
+                )
+                for path, kernel, size in [(*DISKS[name], 1 << 30), (*FAST[name], 64 << 20)]
+            },
             "/etc/rtslib-fb-target/saveconfig.json",
         )
         for name in ("a", "b", "c")

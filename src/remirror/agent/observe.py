@@ -8,6 +8,7 @@ decided stays testable.
 from __future__ import annotations
 
 import hashlib
+import mmap
 import os
 import socket
 import time
@@ -39,7 +40,49 @@ def observe(disks: list[str], portals: list[str] | None = None) -> dict[str, Any
         "lio": _lio(),
         "lio_save_path": _lio_save_path(),
         "mdadm_conf": MDADM_CONF.read_text() if MDADM_CONF.exists() else "",
+        "dm": _dm_devices(),
     }
+
+
+# remirror's device-mapper devices (caches, and the linear mapping a removed cache leaves).
+DM_PREFIX = "remirror-"
+# dm-writecache's superblock magic on an SSD cache device (drivers/md/dm-writecache.c,
+# MEMORY_SUPERBLOCK_MAGIC, little-endian at offset 0).
+WRITECACHE_MAGIC = (0x23489321).to_bytes(4, "little")
+
+
+def _dm_devices() -> dict[str, Any]:
+    """Table and status of each of remirror's dm devices, by name."""
+    devices: dict[str, Any] = {}
+    for name_file in sorted(Path("/sys/block").glob("dm-*/dm/name")):
+        name = name_file.read_text().strip()
+        if not name.startswith(DM_PREFIX):
+            continue
+        devices[name] = {
+            "table": _run(["dmsetup", "table", name]).stdout,
+            "status": _run(["dmsetup", "status", name]).stdout,
+            "kernel_name": name_file.parent.parent.name,
+        }
+    return devices
+
+
+def _first_sector(real: str) -> str:
+    """What a would-be cache device starts with: `zero`, `writecache` (a superblock) or `other`."""
+    # O_DIRECT: dm-writecache writes its superblock past the page cache, which could
+    # still hold what the sector said before.
+    buffer = mmap.mmap(-1, 4096)  # page-aligned, as O_DIRECT wants
+    try:
+        fd = os.open(real, os.O_RDONLY | os.O_DIRECT)
+        try:
+            os.preadv(fd, [buffer], 0)
+        finally:
+            os.close(fd)
+    except OSError:
+        return "unreadable"
+    head = buffer[:512]
+    if not any(head):
+        return "zero"
+    return "writecache" if head[:4] == WRITECACHE_MAGIC else "other"
 
 
 def _round_trip(portal: str, timeout: float = 3.0) -> float | None:
@@ -98,6 +141,9 @@ def _disk(path: str) -> dict[str, Any]:
         info["offline"] = device_state
         return info
     info["size"] = int(_run(["blockdev", "--getsize64", real]).stdout)
+    rdev = Path(real).stat().st_rdev
+    info["devno"] = f"{os.major(rdev)}:{os.minor(rdev)}"  # how dm tables name it
+    info["first_sector"] = _first_sector(real)
     info["wipefs"] = _run(["wipefs", "--no-act", "--json", real]).stdout
     info["examine"] = _run(["mdadm", "--examine", "--export", real], ok_codes=(0, 1)).stdout
     if "MD_UUID=" in info["examine"]:

@@ -2,9 +2,11 @@
 
 A step is a small JSON object, so that the controller can ship it over SSH:
 `run` (an argv), `wait_path` (for a udev link), `write_file` (atomic),
-`write_sysfs`, `node_secrets` (CHAP secrets into an iSCSI node record) and
-`lio` (an rtslib operation). Secrets arrive inside steps and are redacted
-wherever a step is logged or reported.
+`write_sysfs`, `node_secrets` (CHAP secrets into an iSCSI node record),
+`lio` (an rtslib operation), `dm_reload` (a live table swap) and
+`drain_cache` (write a cache back, then swap it for a linear mapping).
+Secrets arrive inside steps and are redacted wherever a step is logged or
+reported.
 """
 
 from __future__ import annotations
@@ -15,6 +17,8 @@ from pathlib import Path
 from typing import Any
 
 from remirror.errors import CommandError, RemirrorError
+from remirror.facts.model import CacheStatus
+from remirror.facts.parsers import parse_cache_status
 from remirror.files import write_atomically
 from remirror.runner.base import redact
 from remirror.runner.local import LocalRunner
@@ -155,6 +159,75 @@ def _lio(step: dict[str, Any]) -> None:
         raise RemirrorError(f"unknown LIO operation {op!r}")
 
 
+def _dm_reload(step: dict[str, Any]) -> None:
+    """Swap a device's table live: load the new one, then resume (dm suspends the old one first)."""
+    _runner.run(["dmsetup", "load", step["name"], "--table", step["table"]])
+    _runner.run(["dmsetup", "resume", step["name"]])
+
+
+def _cache_status(name: str) -> CacheStatus:
+    return parse_cache_status(_runner.run(["dmsetup", "status", name]).stdout)
+
+
+# Seconds without progress after which a writecache drain is started again (see below).
+KICK_AFTER = 2.0
+
+
+def _drain_cache(step: dict[str, Any]) -> None:
+    """Write a cache back until nothing is dirty, then swap in a linear mapping of its disk.
+
+    The last check is made with the device suspended (no write can come in
+    between), with the linear table already loaded: only a clean cache
+    without errors is swapped out; otherwise the cache is resumed as it was
+    and the step fails. A drain cut short stays in cleaner mode (its table
+    says so; new writes bypass the cache) until a later apply finishes the
+    drain, or ends cleaner mode if the profile keeps the cache.
+    """
+    name = step["name"]
+    if step["cleaner_table"]:  # empty: already draining
+        _dm_reload({"name": name, "table": step["cleaner_table"]})
+    if step["target"] == "writecache":
+        # Whatever is written between the last check and the swap goes back at the suspend.
+        _runner.run(["dmsetup", "message", name, "0", "flush_on_suspend"])
+        _runner.run(["dmsetup", "message", name, "0", "cleaner"])  # starts the writeback (below)
+    deadline = time.monotonic() + float(step.get("timeout", 3600))
+    kicked, least = 0.0, -1
+    while True:
+        status = _cache_status(name)
+        if step["target"] == "writecache" and status.dirty and (least < 0 or status.dirty < least):
+            least = status.dirty
+        elif step["target"] == "writecache" and status.dirty and time.monotonic() - kicked > KICK_AFTER:
+            # Found in the lab (kernel 6.1): cleaner mode set by a table reload writes
+            # back one batch and stops until something starts writeback again; the
+            # `cleaner` message does (it re-checks the watermarks). So while the dirty
+            # count stands still, send it.
+            _runner.run(["dmsetup", "message", name, "0", "cleaner"])
+            kicked = time.monotonic()
+        if status.error:
+            raise RemirrorError(
+                f"cache {name} reports error {status.error}: not removing it (its data stays on it)"
+            )
+        if status.clean:
+            break
+        if time.monotonic() > deadline:
+            raise RemirrorError(
+                f"cache {name} still holds {status.dirty} dirty block(s) after {step.get('timeout')}s:"
+                " left in cleaner mode; apply again to finish the drain (or with the cache to keep it)"
+            )
+        time.sleep(0.5)
+    _runner.run(["dmsetup", "load", name, "--table", step["linear"]])
+    _runner.run(["dmsetup", "suspend", name])
+    status = _cache_status(name)
+    if status.error or not status.clean:
+        _runner.run(["dmsetup", "clear", name])  # drop the linear table: the cache stays
+        _runner.run(["dmsetup", "resume", name])
+        raise RemirrorError(
+            f"cache {name} was not clean when suspended ({status.dirty} dirty, error {status.error}):"
+            " not removed; apply again"
+        )
+    _runner.run(["dmsetup", "resume", name])
+
+
 _STEPS = {
     "run": _run,
     "wait_path": _wait_path,
@@ -162,4 +235,6 @@ _STEPS = {
     "write_file": _write_file,
     "write_sysfs": _write_sysfs,
     "lio": _lio,
+    "dm_reload": _dm_reload,
+    "drain_cache": _drain_cache,
 }

@@ -11,7 +11,7 @@ from remirror.cli.health import check, metrics, status, verify
 from remirror.cli.lab import lab
 from remirror.cli.mirror import agent, apply, destroy, plan
 from remirror.cli.output import console, emit_json, output_option, profile_argument
-from remirror.cli.reconcile import reconcile, watch
+from remirror.cli.reconcile import destage, reconcile, watch
 from remirror.errors import EXIT_BAD_INPUT, ProfileError
 from remirror.units import format_duration, format_size
 
@@ -102,4 +102,19 @@ def schema() -> int:
     return 0
 
 
-ALL = [validate, schema, plan, apply, destroy, reconcile, watch, status, check, metrics, verify, agent, lab]
+ALL = [
+    validate,
+    schema,
+    plan,
+    apply,
+    destroy,
+    reconcile,
+    watch,
+    destage,
+    status,
+    check,
+    metrics,
+    verify,
+    agent,
+    lab,
+]

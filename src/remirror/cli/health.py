@@ -242,6 +242,10 @@ def _leg_text(leg: LegReport, size: Callable[[int], str], duration: Callable[[fl
         words.append(f"rpo {duration(leg.rpo_seconds)}" if leg.rpo_seconds is not None else "rpo unknown")
     if leg.cache_dirty_blocks is not None:
         words.append(f"cache dirty {leg.cache_dirty_blocks}")
+        if leg.cache_writeback_blocks:
+            words.append(f"writing back {leg.cache_writeback_blocks}")
+        if leg.cache_error:
+            words.append(f"CACHE ERROR {leg.cache_error}")
     return "  ".join(words)
 
 
@@ -281,6 +285,8 @@ def status_json(r: MirrorReport) -> dict[str, Any]:
                 "rpo_seconds": leg.rpo_seconds,
                 "rtt_seconds": leg.rtt_seconds,
                 "cache_dirty_blocks": leg.cache_dirty_blocks,
+                "cache_writeback_blocks": leg.cache_writeback_blocks,
+                "cache_error": leg.cache_error,
             }
             for leg in r.legs
         ],

@@ -49,17 +49,34 @@ def plan(profile_path: str, detailed_exitcode: bool, output: str) -> int:
     return EXIT_CHANGES if detailed_exitcode and not result.is_empty else 0
 
 
+# remirror.plan.cache.DRAIN_TIMEOUT and MAX_DRAIN_TIMEOUT (not imported here: --help stays fast).
+drain_timeout_option = click.option(
+    "--drain-timeout",
+    type=click.IntRange(1, 540),
+    default=300,
+    show_default=True,
+    help="Seconds to wait for a cache being removed to write back; after that the cache stays,"
+    " in cleaner mode, and a later apply finishes the drain.",
+)
+
+
 @click.command()
 @profile_argument
 @click.option("--yes", is_flag=True, help="Do not ask before applying.")
 @click.option("--allow-destructive", is_flag=True, help="Allow writing over disks that hold data.")
+@drain_timeout_option
 @output_option
-def apply(profile_path: str, yes: bool, allow_destructive: bool, output: str) -> int:
+def apply(profile_path: str, yes: bool, allow_destructive: bool, drain_timeout: int, output: str) -> int:
     """Make the sites match the profile: show the plan, run it, report what changed."""
     controller, secrets = _load(profile_path)
     try:
         return _carry_out(
-            "apply", lambda: controller.plan(secrets), controller, yes, allow_destructive, output
+            "apply",
+            lambda: _with_drain_timeout(controller.plan(secrets), drain_timeout),
+            controller,
+            yes,
+            allow_destructive,
+            output,
         )
     finally:
         controller.close()
@@ -69,8 +86,9 @@ def apply(profile_path: str, yes: bool, allow_destructive: bool, output: str) ->
 @profile_argument
 @click.argument("mirror_name", metavar="MIRROR")
 @click.option("--yes", is_flag=True, help="Do not ask before destroying.")
+@drain_timeout_option
 @output_option
-def destroy(profile_path: str, mirror_name: str, yes: bool, output: str) -> int:
+def destroy(profile_path: str, mirror_name: str, yes: bool, drain_timeout: int, output: str) -> int:
     """Take MIRROR apart (array, sessions, targets), leaving the data on its disks.
 
     Refuses while the mirror device is mounted, open, or has initiators
@@ -87,9 +105,22 @@ def destroy(profile_path: str, mirror_name: str, yes: bool, output: str) -> int:
         raise UsageError(f"destroy: {profile_path} has no mirror {mirror_name!r} (it has: {names})") from None
     controller = Controller(profile)
     try:
-        return _carry_out("destroy", lambda: controller.teardown(mirror), controller, yes, False, output)
+        return _carry_out(
+            "destroy",
+            lambda: _with_drain_timeout(controller.teardown(mirror), drain_timeout),
+            controller,
+            yes,
+            False,
+            output,
+        )
     finally:
         controller.close()
+
+
+def _with_drain_timeout(plan: Plan, seconds: int) -> Plan:
+    from remirror.plan.cache import with_drain_timeout
+
+    return with_drain_timeout(plan, seconds)
 
 
 def _carry_out(

@@ -104,3 +104,40 @@ def watch(profile_path: str, interval: float, busy: float, debounce: float, max_
     finally:
         controller.close()
     return 0
+
+
+@click.command()
+@profile_argument
+@click.option("--site", help="The site this runs on (default: the profile's `local` site).")
+def destage(profile_path: str, site: str | None) -> int:
+    """Write caches back when their device is idle (legs with `destage: idle`).
+
+    Runs on each site that has such a cache, as a systemd Type=notify service
+    (contrib/systemd/remirror-destage@.service). Prints one JSON line per
+    destage; stops cleanly on SIGTERM or SIGINT.
+    """
+    import signal
+    import threading
+
+    from remirror.errors import UsageError
+    from remirror.profile import load_profile
+    from remirror.reconcile.destage import local_caches, run
+
+    profile = load_profile(profile_path)
+    if site is None:
+        local = [name for name, s in profile.sites.items() if s.is_local]
+        if len(local) != 1:
+            raise UsageError(
+                "destage: say which site this is with --site (the profile has no single local site)"
+            )
+        site = local[0]
+    elif site not in profile.sites:
+        raise UsageError(f"destage: --site {site}: the profile has no such site ({', '.join(profile.sites)})")
+    caches = local_caches(profile, site)
+    if not caches:
+        raise UsageError(f"destage: site {site} has no cache with `destage: idle` in {profile_path}")
+    stop = threading.Event()
+    for signum in (signal.SIGTERM, signal.SIGINT):
+        signal.signal(signum, lambda *_: stop.set())
+    run(caches, stop, click.echo)
+    return 0

@@ -150,3 +150,38 @@ class IscsiNode:
     address: str
     port: int
     settings: dict[str, str] = field(default_factory=dict, hash=False, compare=True)
+
+
+@dataclass(frozen=True)
+class DmTable:
+    """One device-mapper device's table, as `dmsetup table NAME` prints it (single-target devices)."""
+
+    length: int  # sectors
+    target: str  # writecache, cache, linear, ...
+    devices: tuple[str, ...]  # the MAJ:MIN devices it maps onto, in table order
+    block_size: int | None = None  # bytes (writecache, cache)
+    options: dict[str, str] = field(
+        default_factory=dict, hash=False
+    )  # writecache: name -> value ("" for flags)
+
+
+@dataclass(frozen=True)
+class CacheStatus:
+    """What `dmsetup status` says of a writecache or cache device, in one shape for both.
+
+    `dirty` counts blocks not yet on the slow disk: for dm-writecache blocks
+    in use (blocks - free, including those under writeback); for dm-cache its
+    dirty count. `error` is dm-writecache's error indicator (an errno; dm-cache
+    reports `Fail` mode instead, mapped to -5, EIO).
+    """
+
+    blocks: int
+    dirty: int
+    writeback: int  # blocks being written back right now (writecache), 0 for dm-cache
+    error: int = 0
+    cleaner: bool = False  # draining: new writes go to the slow disk
+
+    @property
+    def clean(self) -> bool:
+        """Nothing left on the fast device that the slow disk lacks."""
+        return self.dirty == 0 and self.writeback == 0

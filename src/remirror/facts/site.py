@@ -6,12 +6,22 @@ import dataclasses
 from dataclasses import dataclass, field
 from typing import Any
 
-from remirror.facts.model import IscsiSession, MdArray, MdBitmap, MdSuperblock, Signature
+from remirror.facts.model import (
+    CacheStatus,
+    DmTable,
+    IscsiSession,
+    MdArray,
+    MdBitmap,
+    MdSuperblock,
+    Signature,
+)
 from remirror.facts.parsers import (
     ParseError,
     build_iscsi_session,
     build_md_array,
     parse_bitmap_examine,
+    parse_cache_status,
+    parse_dm_table,
     parse_examine_export,
     parse_examine_role,
     parse_initiator_name,
@@ -34,6 +44,8 @@ class DiskFacts:
     openers: tuple[str, ...] = ()  # processes holding it open: "pid 42 (dd)"
     offline: str = ""  # a SCSI disk not `running` (its session is down): not looked into
     bitmap: MdBitmap | None = None  # an md member's write-intent bitmap, as on the disk
+    devno: str = ""  # MAJ:MIN, as device-mapper tables name devices
+    first_sector: str = ""  # zero | writecache (a cache superblock) | other: may it become a cache?
 
     def users(self) -> list[str]:
         """Everything using the device, as words for an error message."""
@@ -68,6 +80,21 @@ class LioTarget:
 
 
 @dataclass(frozen=True)
+class DmDevice:
+    """One of remirror's device-mapper devices: a leg's cache, or the linear mapping left of one."""
+
+    name: str
+    kernel_name: str
+    table: DmTable | None  # None: a table remirror cannot read (not one target)
+    cache: CacheStatus | None  # for writecache and cache targets
+
+    @property
+    def path(self) -> str:
+        """Where users open it."""
+        return f"/dev/mapper/{self.name}"
+
+
+@dataclass(frozen=True)
 class SiteFacts:
     """Everything observed on one site at one moment."""
 
@@ -85,6 +112,7 @@ class SiteFacts:
     lio_save_path: str
     mdadm_conf: str = ""
     portal_rtt: dict[str, float | None] = field(default_factory=dict, hash=False)  # "addr:port" -> s
+    dm: dict[str, DmDevice] = field(default_factory=dict, hash=False)  # remirror's, by name
 
     def array_named(self, name: str, uuid: str) -> MdArray | None:
         """The running array with this UUID, or failing that, this /dev/md/NAME."""
@@ -130,6 +158,8 @@ def site_facts(name: str, raw: dict[str, Any]) -> SiteFacts:
             openers=tuple(info.get("openers", ())),
             offline=info.get("offline", ""),
             bitmap=_bitmap(info.get("bitmap", "")),
+            devno=info.get("devno", ""),
+            first_sector=info.get("first_sector", ""),
         )
         for path, info in raw.get("disks", {}).items()
     }
@@ -179,7 +209,24 @@ def site_facts(name: str, raw: dict[str, Any]) -> SiteFacts:
         lio_save_path=raw.get("lio_save_path", "/etc/target/saveconfig.json"),
         mdadm_conf=raw.get("mdadm_conf", ""),
         portal_rtt=dict(raw.get("portal_rtt", {})),
+        dm={name: _dm_device(name, info) for name, info in raw.get("dm", {}).items()},
     )
+
+
+def _dm_device(name: str, info: dict[str, Any]) -> DmDevice:
+    try:
+        table: DmTable | None = parse_dm_table(info.get("table", ""))
+    except ParseError:
+        table = None
+    cache = None
+    if table is not None and table.target in ("writecache", "cache"):
+        try:
+            cache = parse_cache_status(info.get("status", ""))
+        except ParseError:
+            cache = None
+        if cache is not None and table.target == "writecache" and "cleaner" in table.options:
+            cache = dataclasses.replace(cache, cleaner=True)
+    return DmDevice(name, info.get("kernel_name", ""), table, cache)
 
 
 def _bitmap(text: str) -> MdBitmap | None:

@@ -11,6 +11,8 @@ What each mirror state means to a person on call:
 * Everything else is CRITICAL: a leg is down, I/O waits for a link, a split
   brain waits for a decision, or the array is not running.
 * A site that cannot be reached is CRITICAL for its legs, whatever md says.
+* A cache that reports an error is CRITICAL: writes it acknowledged may
+  never reach the disk.
 """
 
 from __future__ import annotations
@@ -90,6 +92,10 @@ def _mirror(report: MirrorReport, warning: Limit, critical: Limit) -> tuple[Stat
     if unreachable:
         legs = ", ".join(f"{leg.role} leg on {leg.site}" for leg in unreachable)
         return Status.CRITICAL, f"{name} {report.state}: site unreachable for {legs}"
+    failing = [leg for leg in report.legs if leg.cache_error]
+    if failing:
+        legs = ", ".join(f"{leg.role} leg on {leg.site} (error {leg.cache_error})" for leg in failing)
+        return Status.CRITICAL, f"{name} {report.state}: cache error on the {legs}"
     if report.state not in (State.MIRRORED, State.SYNCING):
         return Status.CRITICAL, f"{name} {report.state}: {report.reason}"
     if crossed := critical.crossed_by(report):

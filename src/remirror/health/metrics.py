@@ -29,6 +29,8 @@ METRICS = {
     "remirror_write_behind_limit": ("gauge", "md's write-behind limit (writes), async mode."),
     "remirror_write_behind_high_water": ("gauge", "The most writes md has held behind at once."),
     "remirror_cache_dirty_blocks": ("gauge", "Dirty blocks in the leg's cache (legs with a cache)."),
+    "remirror_cache_writeback_blocks": ("gauge", "Blocks the leg's cache is writing back now."),
+    "remirror_cache_error": ("gauge", "The leg's cache error indicator (an errno; 0 when fine)."),
     "remirror_check_timestamp_seconds": ("gauge", "When these metrics were gathered (unix time)."),
 }
 
@@ -65,6 +67,8 @@ def _samples(reports: list[MirrorReport], now: float) -> Iterator[tuple[str, dic
                 yield "remirror_link_rtt_seconds", labels, leg.rtt_seconds
             if leg.cache_dirty_blocks is not None:
                 yield "remirror_cache_dirty_blocks", labels, leg.cache_dirty_blocks
+                yield "remirror_cache_writeback_blocks", labels, leg.cache_writeback_blocks
+                yield "remirror_cache_error", labels, leg.cache_error
         if r.resync is not None:
             yield "remirror_resync_progress_ratio", mirror, r.resync.percent / 100
             yield "remirror_resync_speed_bytes_per_second", mirror, r.resync.speed

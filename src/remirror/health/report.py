@@ -23,10 +23,11 @@ from __future__ import annotations
 from collections.abc import Mapping
 from dataclasses import dataclass
 
+from remirror.facts.model import CacheStatus
 from remirror.facts.site import SiteFacts
 from remirror.health.state import IN_SYNC, LegHealth, MirrorHealth, State, assess
 from remirror.profile.model import Mirror, Profile
-from remirror.profile.names import array_uuid
+from remirror.profile.names import array_uuid, cache_name, leg_device
 
 SECTOR = 512
 
@@ -63,6 +64,8 @@ class LegReport:
     rpo_seconds: float | None = None
     rtt_seconds: float | None = None
     cache_dirty_blocks: int | None = None  # None: the leg has no cache
+    cache_writeback_blocks: int | None = None  # being written back right now
+    cache_error: int = 0  # the cache's error indicator (an errno): its writes may be lost
 
 
 @dataclass(frozen=True)
@@ -125,7 +128,7 @@ def _mirror(
     health = assess(profile, mirror, facts)
     primary = facts.get(mirror.primary.site)
     array = primary.array_named(mirror.name, array_uuid(profile, mirror)) if primary else None
-    own = primary.disks.get(mirror.primary.disk) if primary else None
+    own = primary.disks.get(leg_device(mirror, mirror.primary, primary.dm)) if primary else None
     dirty = own.bitmap.dirty_bytes if own is not None and own.bitmap is not None else None
     resync = None
     if array is not None and array.sync_completed is not None and array.sync_action not in ("idle", ""):
@@ -139,9 +142,12 @@ def _mirror(
     reports = []
     for leg in legs:
         replica = next((r for r in mirror.replicas if r.site == leg.site), None)
-        reachable = facts.get(leg.site) is not None
+        site = facts.get(leg.site)
+        reachable = site is not None
+        cache = site.dm.get(cache_name(mirror, leg.site)) if site is not None else None
+        cache_status = cache.cache if cache is not None else None
         if leg.role == "primary" or replica is None:
-            reports.append(_leg(leg, reachable, out_of_sync=0 if leg.status == IN_SYNC else None))
+            reports.append(_leg(leg, reachable, 0 if leg.status == IN_SYNC else None, cache=cache_status))
             continue
         out_of_sync: int | None = 0
         rpo: float | None = 0.0
@@ -149,7 +155,7 @@ def _mirror(
             last = seen.last(mirror.name, leg.site)
             out_of_sync, rpo = dirty, (max(0.0, now - last) if last is not None else None)
         rtt = rtts.get(str(replica.portal_address))
-        reports.append(_leg(leg, reachable, out_of_sync, rpo, rtt))
+        reports.append(_leg(leg, reachable, out_of_sync, rpo, rtt, cache_status))
     return MirrorReport(
         mirror=mirror.name,
         device=mirror.md_device,
@@ -169,6 +175,7 @@ def _leg(
     out_of_sync: int | None,
     rpo: float | None = None,
     rtt: float | None = None,
+    cache: CacheStatus | None = None,
 ) -> LegReport:
     return LegReport(
         site=leg.site,
@@ -182,6 +189,9 @@ def _leg(
         out_of_sync_bytes=out_of_sync,
         rpo_seconds=rpo,
         rtt_seconds=rtt,
+        cache_dirty_blocks=cache.dirty if cache is not None else None,
+        cache_writeback_blocks=cache.writeback if cache is not None else None,
+        cache_error=cache.error if cache is not None else 0,
     )
 
 

@@ -25,7 +25,7 @@ from enum import StrEnum
 from remirror.facts.model import MdArray, MdMember
 from remirror.facts.site import SiteFacts
 from remirror.profile.model import Mirror, Profile
-from remirror.profile.names import array_uuid, by_path
+from remirror.profile.names import array_uuid, by_path, leg_device
 
 
 class State(StrEnum):
@@ -78,8 +78,12 @@ def assess(profile: Profile, mirror: Mirror, facts: Mapping[str, SiteFacts | Non
     uuid_ = array_uuid(profile, mirror)
     array = primary.array_named(mirror.name, uuid_)
     if array is None:
-        disk = primary.disks.get(mirror.primary.disk)
-        if disk is not None and disk.superblock is not None and disk.superblock.array_uuid == uuid_:
+        # The disk itself when its cache device is gone too (a reboot): it carries the superblock.
+        seen = [
+            primary.disks.get(p)
+            for p in (leg_device(mirror, mirror.primary, primary.dm), mirror.primary.disk)
+        ]
+        if any(d is not None and d.superblock is not None and d.superblock.array_uuid == uuid_ for d in seen):
             reason = f"{mirror.md_device} is not running on {primary.name}"
             return MirrorHealth(mirror.name, State.DEFUNCT, reason)
         reason = f"{mirror.md_device} was never built: run remirror apply"
@@ -156,7 +160,7 @@ def _diverged(
     can count an event more, a false SPLIT_BRAIN in the middle of a resync
     (the likely cause of a lab check that said CRITICAL mid-resync).
     """
-    own = primary.disks.get(mirror.primary.disk)
+    own = primary.disks.get(leg_device(mirror, mirror.primary, primary.dm))
     if own is None or own.superblock is None:
         return ""
     for replica, leg in zip(mirror.replicas, replicas, strict=True):
@@ -187,7 +191,7 @@ def _session_words(leg: LegHealth) -> str:
 
 def _legs(profile: Profile, mirror: Mirror, primary: SiteFacts, array: MdArray) -> tuple[LegHealth, ...]:
     """The primary leg, then each replica leg in profile order, matched to array members."""
-    local_disk = primary.disks.get(mirror.primary.disk)
+    local_disk = primary.disks.get(leg_device(mirror, mirror.primary, primary.dm))
     local_name = local_disk.kernel_name if local_disk else ""
     status, name, write_mostly = _member_status(array, array.member(local_name) if local_name else None)
     local = LegHealth(mirror.primary.site, mirror.primary.disk, "primary", status, name, "", write_mostly)

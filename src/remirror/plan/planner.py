@@ -5,6 +5,7 @@ The names of what it makes come from `remirror.profile.names`.
 
 from __future__ import annotations
 
+import dataclasses
 import hashlib
 from collections.abc import Mapping
 from dataclasses import dataclass
@@ -14,8 +15,9 @@ from remirror.errors import RemirrorError
 from remirror.facts.model import Signature
 from remirror.facts.site import DiskFacts, SiteFacts
 from remirror.plan.actions import CHANGE, CREATE, DELETE, Action, Plan
-from remirror.profile.model import Chap, Mirror, Profile, ReplicaLeg
-from remirror.profile.names import array_uuid, backstore_name, by_path, export_backstore_name
+from remirror.plan.cache import CacheError, cache_actions
+from remirror.profile.model import Chap, Mirror, PrimaryLeg, Profile, ReplicaLeg
+from remirror.profile.names import array_uuid, backstore_name, by_path, export_backstore_name, leg_device
 from remirror.profile.timeouts import REPLACEMENT_TIMEOUT
 from remirror.profile.types import Portal
 
@@ -48,15 +50,32 @@ def make_plan(profile: Profile, facts: Mapping[str, SiteFacts], secrets: Mapping
         replica_disks: list[DiskFacts] = []
         for r, replica in enumerate(mirror.replicas):
             site = facts[replica.site]
-            disk = _disk(profile, site, replica.disk, ("mirrors", index, "replicas", r, "disk"))
-            replica_disks.append(disk)
+            where = ("mirrors", index, "replicas", r)
+            disk = _disk(profile, site, replica.disk, (*where, "disk"))
+            # LIO holds a disk it exports without showing in holders or /proc: ask it.
+            if (
+                replica.cache is not None
+                and site.backstores.get(backstore_name(mirror, replica)) == disk.path
+            ):
+                raise PlanError(
+                    f"{profile.where(*where, 'cache')}: site {site.name}: {replica.disk} is exported"
+                    " without a cache: a cache can only be put in front of a disk nothing uses yet"
+                    " (destroy the mirror, then apply)"
+                )
+            actions += _cache_actions(profile, mirror, replica, site, disk, where)
+            device = _leg_device(mirror, replica, site, disk)
+            replica_disks.append(device)
             iqn = profile.replica_iqn(mirror, replica)
             actions += _replica_actions(
-                profile, mirror, replica, site, disk, iqn, primary.initiator, secrets, uuid_
+                profile, mirror, replica, site, device, iqn, primary.initiator, secrets, uuid_
             )
             actions += _initiator_actions(mirror, replica, primary, iqn, secrets)
             remote_paths.append(by_path(replica, iqn))
-        local = _disk(profile, primary, mirror.primary.disk, ("mirrors", index, "primary", "disk"))
+        disk = _disk(profile, primary, mirror.primary.disk, ("mirrors", index, "primary", "disk"))
+        actions += _cache_actions(
+            profile, mirror, mirror.primary, primary, disk, ("mirrors", index, "primary")
+        )
+        local = _leg_device(mirror, mirror.primary, primary, disk)
         actions += _array_actions(profile, mirror, primary, local, replica_disks, remote_paths, uuid_)
         device = primary.disks.get(mirror.md_device, DiskFacts(mirror.md_device, exists=False))
         actions += _export_actions(mirror, primary, device, secrets)
@@ -69,7 +88,8 @@ def _mdadm_conf_lines(profile: Profile, without: Mirror | None = None) -> dict[s
 
     `without`: a mirror being destroyed. Its primary's line turns into
     <ignore> as well: the disks still hold the array (destroy keeps data),
-    and a boot must not assemble it until `apply` says so again.
+    and a boot must not assemble it until `apply` says so again. So does the
+    line of a mirror whose primary leg has a cache (see below).
     """
     lines: dict[str, list[str]] = {
         site: []
@@ -80,9 +100,13 @@ def _mdadm_conf_lines(profile: Profile, without: Mirror | None = None) -> dict[s
         uuid_ = array_uuid(profile, mirror)
         for replica in mirror.replicas:
             lines[replica.site].append(f"ARRAY <ignore> UUID={uuid_}")
+        # A primary leg behind a cache: its disk alone carries the array's superblock too,
+        # but not what the cache holds. Assembling from it at boot would lose those writes:
+        # apply assembles the array once the cache device exists.
+        ignored = mirror is without or mirror.primary.cache is not None
         lines[mirror.primary.site].append(
             f"ARRAY <ignore> UUID={uuid_}"
-            if mirror is without
+            if ignored
             else f"ARRAY {mirror.md_device} metadata=1.2 UUID={uuid_} name={mirror.name}"
         )
     return lines
@@ -113,6 +137,36 @@ def mdadm_conf_actions(
                 )
             )
     return actions
+
+
+def _cache_actions(
+    profile: Profile,
+    mirror: Mirror,
+    leg: PrimaryLeg | ReplicaLeg,
+    site: SiteFacts,
+    disk: DiskFacts,
+    where: tuple[str | int, ...],
+) -> list[Action]:
+    try:
+        return cache_actions(mirror, leg, site, disk, profile.where(*where, "cache"))
+    except CacheError as error:
+        raise PlanError(str(error)) from None
+
+
+def _leg_device(mirror: Mirror, leg: PrimaryLeg | ReplicaLeg, site: SiteFacts, disk: DiskFacts) -> DiskFacts:
+    """What md or LIO opens for the leg: its cache device, or its disk.
+
+    A cache the same plan creates is not there yet: it shows the disk's
+    contents (a cache is transparent), so the disk's signatures and md
+    superblock stand in for it.
+    """
+    path = leg_device(mirror, leg, site.dm)
+    if path == disk.path:
+        return disk
+    device = site.disks.get(path)
+    if device is not None and device.exists:
+        return device
+    return dataclasses.replace(disk, path=path, kernel_name="", holders=(), mounts=(), openers=())
 
 
 def _disk(profile: Profile, site: SiteFacts, path: str, where: tuple[str | int, ...]) -> DiskFacts:

@@ -2,8 +2,8 @@
 
 The reconciler is level-based: each pass looks at what is, not at what
 happened, and does the next safe thing. It re-creates what apply would
-(LIO objects after a DR host restart, node records, sessions, write-mostly,
-write-behind), resumes a resync left pending in an auto-read-only array,
+(a replica's cache and LIO objects after a DR host restart, node records,
+sessions, write-mostly, write-behind), resumes a resync left pending in an auto-read-only array,
 and puts a returning replica leg back with a bitmap-based `--re-add`. What
 it never does, because each can lose data: create or assemble an array,
 start a full rebuild (`--add`), touch anything while the primary leg is
@@ -23,8 +23,12 @@ from remirror.plan.planner import make_plan
 from remirror.profile.model import Mirror, Profile, ReplicaLeg
 from remirror.profile.names import array_uuid, by_path
 
-# Apply's actions that a reconciler must leave to apply (and its operator).
-_NOT_REPAIRS = frozenset({"CreateArray", "AssembleArray", "ChangeBitmap", "WriteMdadmConf"})
+# Apply's actions that a reconciler must leave to apply (and its operator): building
+# or reshaping the array, and changing a cache (a drain can take an hour). Re-creating
+# a cache from its disks after a DR host restart (CreateCache) is a repair.
+_NOT_REPAIRS = frozenset(
+    {"CreateArray", "AssembleArray", "ChangeBitmap", "WriteMdadmConf", "TuneCache", "AddCache", "DrainCache"}
+)
 # States in which nothing is touched: a person decides.
 _HANDS_OFF = {
     State.LOCAL_DEFUNCT: "the primary leg is down: remirror repairs nothing while it is",

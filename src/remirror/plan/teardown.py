@@ -1,10 +1,11 @@
 """Plan `remirror destroy`: undo what apply built for one mirror, in reverse. Pure: no I/O.
 
 Only remirror's objects go: the export, the array (stopped, not zeroed),
-the sessions and node records, the replica targets and backstores. The
-disks keep their data and md superblocks, so a later `apply` adopts them
-again; until then every site's mdadm.conf carries `ARRAY <ignore>` for
-them, so that no boot or udev event assembles half a mirror.
+the sessions and node records, the replica targets and backstores, and the
+legs' caches (written back first). The disks keep their data and md
+superblocks, so a later `apply` adopts them again; until then every site's
+mdadm.conf carries `ARRAY <ignore>` for them, so that no boot or udev event
+assembles half a mirror.
 """
 
 from __future__ import annotations
@@ -13,9 +14,10 @@ from collections.abc import Mapping
 
 from remirror.facts.site import DiskFacts, SiteFacts
 from remirror.plan.actions import DELETE, Action, Plan
+from remirror.plan.cache import CacheError, removal_actions
 from remirror.plan.planner import PlanError, export_removal_actions, lio_removal_actions, mdadm_conf_actions
-from remirror.profile.model import Mirror, Profile
-from remirror.profile.names import array_uuid, backstore_name, export_backstore_name
+from remirror.profile.model import Mirror, PrimaryLeg, Profile, ReplicaLeg
+from remirror.profile.names import array_uuid, backstore_name, cache_name, export_backstore_name, leg_device
 
 
 def make_teardown(profile: Profile, mirror: Mirror, facts: Mapping[str, SiteFacts]) -> Plan:
@@ -65,9 +67,20 @@ def make_teardown(profile: Profile, mirror: Mirror, facts: Mapping[str, SiteFact
             site,
             [profile.replica_iqn(mirror, replica)],
             backstore_name(mirror, replica),
-            replica.disk,
+            leg_device(mirror, replica, site.dm),
             logged_out_before=primary.initiator or "",
         )
+    # Caches last, once nothing uses them: drained (never dropped dirty), then removed.
+    legs: list[PrimaryLeg | ReplicaLeg] = [mirror.primary, *mirror.replicas]
+    for leg in legs:
+        site = facts[leg.site]
+        name = cache_name(mirror, leg.site)
+        if name in site.dm:
+            disk = site.disks.get(leg.disk, DiskFacts(leg.disk, exists=False))
+            try:
+                actions += removal_actions(site, site.dm[name], disk, name, remove=True)
+            except CacheError as error:
+                raise PlanError(str(error)) from None
     involved = {mirror.primary.site, *(r.site for r in mirror.replicas)}
     actions += [a for a in mdadm_conf_actions(profile, facts, without=mirror) if a.site in involved]
     return Plan(tuple(actions))

@@ -10,7 +10,7 @@ from __future__ import annotations
 
 from typing import Any, Literal
 
-from pydantic import BaseModel, ConfigDict, Field, PrivateAttr, field_validator
+from pydantic import BaseModel, ConfigDict, Field, PrivateAttr, field_validator, model_validator
 
 from remirror.profile.timeouts import OnLinkLoss, is_reserved_key, node_settings
 from remirror.profile.types import (
@@ -23,6 +23,7 @@ from remirror.profile.types import (
     PortalText,
     PositiveDuration,
     SiteHost,
+    Size,
     SshAddress,
     parse_ssh_address,
 )
@@ -70,6 +71,21 @@ class Site(_Model):
         return parse_ssh_address(self.host)
 
 
+# dm-writecache's own defaults (Documentation/admin-guide/device-mapper/writecache.rst)
+# where remirror keeps them; see docs/cache.md for why each default is what it is.
+WRITECACHE_BLOCK_SIZE = 4096
+DM_CACHE_BLOCK_SIZE = 64 * 1024
+# Keys that only dm-writecache understands (dm-cache has none of them).
+WRITECACHE_ONLY = (
+    "high_watermark",
+    "low_watermark",
+    "writeback_jobs",
+    "autocommit_blocks",
+    "autocommit_time",
+    "max_age",
+)
+
+
 class Cache(_Model):
     """A fast device in front of a leg's disk: the seeds' disk caching disk (DCD)."""
 
@@ -77,6 +93,56 @@ class Cache(_Model):
         "writecache", description="dm-writecache (default) or dm-cache in writeback mode"
     )
     disk: DevicePath
+    block_size: Size | None = Field(
+        None,
+        description=f"cache block: default {WRITECACHE_BLOCK_SIZE} (writecache, at most a page)"
+        f" or {DM_CACHE_BLOCK_SIZE // 1024}KiB (cache, a multiple of 32KiB)",
+    )
+    high_watermark: int = Field(
+        50, ge=1, le=100, description="% of cache blocks in use that starts writeback"
+    )
+    low_watermark: int = Field(45, ge=0, le=99, description="% in use at which writeback stops")
+    writeback_jobs: int | None = Field(None, ge=1, description="blocks in flight during writeback")
+    autocommit_blocks: int | None = Field(None, ge=1, description="commit after this many unflushed blocks")
+    autocommit_time: PositiveDuration | None = Field(None, description="commit unflushed writes after this")
+    max_age: PositiveDuration | None = Field(None, description="write back any block older than this")
+    destage: Literal["watermark", "idle"] = Field(
+        "watermark",
+        description="watermark: the kernel writes back by watermark and max_age;"
+        " idle: also write everything back once the device has been idle for idle_after",
+    )
+    idle_after: PositiveDuration = Field(5.0, description="quiet time that counts as idle (destage: idle)")
+
+    @model_validator(mode="after")
+    def _fits_the_type(self) -> Cache:
+        if self.type == "cache":
+            if self.destage == "idle":
+                raise ValueError(
+                    "destage: idle needs type writecache (dm-cache has no flush to destage with)"
+                )
+            given = [key for key in WRITECACHE_ONLY if key in self.model_fields_set]
+            if given:
+                raise ValueError(
+                    f"{', '.join(given)}: only for type writecache (dm-cache has no such setting)"
+                )
+            if self.block_size is not None and (self.block_size < 32 * 1024 or self.block_size % (32 * 1024)):
+                raise ValueError("block_size: dm-cache blocks are a multiple of 32KiB")
+        elif self.block_size is not None and (
+            self.block_size < 512 or self.block_size > 4096 or self.block_size & (self.block_size - 1)
+        ):
+            raise ValueError("block_size: a writecache block is a power of two from 512 to 4096 (a page)")
+        if self.low_watermark >= self.high_watermark:
+            raise ValueError(
+                f"low_watermark ({self.low_watermark}) must be below high_watermark ({self.high_watermark})"
+            )
+        return self
+
+    @property
+    def effective_block_size(self) -> int:
+        """The block size to build the cache with."""
+        if self.block_size is not None:
+            return self.block_size
+        return WRITECACHE_BLOCK_SIZE if self.type == "writecache" else DM_CACHE_BLOCK_SIZE
 
 
 class PrimaryLeg(_Model):

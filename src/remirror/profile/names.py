@@ -8,8 +8,9 @@ target IQN is `Profile.replica_iqn`.
 from __future__ import annotations
 
 import uuid
+from collections.abc import Container
 
-from remirror.profile.model import Mirror, Profile, ReplicaLeg
+from remirror.profile.model import Mirror, PrimaryLeg, Profile, ReplicaLeg
 
 # Fixed forever: changing it would change every derived array UUID.
 _UUID_NAMESPACE = uuid.UUID("6f1d3c2e-2b1a-4d6e-9a57-72656d697272")
@@ -35,3 +36,19 @@ def by_path(replica: ReplicaLeg, iqn: str) -> str:
     """The udev link of the replica's LUN 0 on the primary."""
     portal = replica.portal_address
     return f"/dev/disk/by-path/ip-{portal.address}:{portal.port}-iscsi-{iqn}-lun-0"
+
+
+def cache_name(mirror: Mirror, site: str) -> str:
+    """The device-mapper device in front of a leg's disk (`/dev/mapper/NAME`)."""
+    return f"remirror-{mirror.name}-{site}"
+
+
+def leg_device(mirror: Mirror, leg: PrimaryLeg | ReplicaLeg, dm_devices: Container[str] = ()) -> str:
+    """What the leg's user opens (md on the primary, LIO on a replica): its cache device, else its disk.
+
+    `dm_devices`: the dm names that exist on the leg's site. A cache dropped
+    from the profile leaves its device behind as a linear mapping (its user
+    keeps it open), so the leg is still used through it.
+    """
+    name = cache_name(mirror, leg.site)
+    return f"/dev/mapper/{name}" if leg.cache is not None or name in dm_devices else leg.disk

@@ -1,0 +1,324 @@
+"""Caches in front of legs: build, retune, drain and remove dm-writecache / dm-cache. Pure.
+
+A leg with a cache is used through `/dev/mapper/remirror-MIRROR-SITE` (see
+`remirror.profile.names.leg_device`): md opens it on the primary, LIO on a
+replica. Removing a cache never removes that device while anything uses it:
+the cache is drained (cleaner mode until nothing is dirty) and the device's
+table swapped for a linear mapping of the same disk, live. The device itself
+goes only with the leg (destroy).
+
+dm-cache needs a metadata device besides the fast one: remirror splits the
+fast disk in two linear devices, `NAME-meta` (the first CACHE_METADATA bytes)
+and `NAME-fast` (the rest).
+"""
+
+from __future__ import annotations
+
+import dataclasses
+from typing import Any
+
+from remirror.facts.model import DmTable
+from remirror.facts.site import DiskFacts, DmDevice, SiteFacts
+from remirror.plan.actions import CHANGE, CREATE, DELETE, Action, Plan
+from remirror.profile.model import Cache, Mirror, PrimaryLeg, ReplicaLeg
+from remirror.profile.names import cache_name
+
+SECTOR = 512
+CACHE_METADATA = 8 * 1024**2  # dm-cache metadata: ample for a fast disk of up to ~100 GiB of 64KiB blocks
+# How long apply or destroy waits for a cache to drain before giving up (the cache
+# stays, draining, its data safe; a later run finishes). Bounded by what one agent
+# request may take (remirror.agent.client.AGENT_TIMEOUT, 600 s).
+DRAIN_TIMEOUT = 300
+MAX_DRAIN_TIMEOUT = 540
+
+
+class CacheError(Exception):
+    """The sites hold a cache remirror cannot reconcile with the profile."""
+
+
+def writecache_options(cache: Cache) -> dict[str, str]:
+    """The writecache options the profile asks for (name -> value; kernel defaults left out)."""
+    options = {"high_watermark": str(cache.high_watermark), "low_watermark": str(cache.low_watermark)}
+    if cache.writeback_jobs is not None:
+        options["writeback_jobs"] = str(cache.writeback_jobs)
+    if cache.autocommit_blocks is not None:
+        options["autocommit_blocks"] = str(cache.autocommit_blocks)
+    if cache.autocommit_time is not None:
+        options["autocommit_time"] = str(round(cache.autocommit_time * 1000))
+    if cache.max_age is not None:
+        options["max_age"] = str(round(cache.max_age * 1000))
+    return options
+
+
+def writecache_table(sectors: int, origin: str, fast: str, cache: Cache, cleaner: bool = False) -> str:
+    """`0 LEN writecache s ORIGIN FAST BLOCK #OPT OPTIONS`."""
+    words: list[str] = []
+    for name, value in writecache_options(cache).items():
+        words += [name, value]
+    if cleaner:
+        words.append("cleaner")
+    block = cache.effective_block_size
+    return f"0 {sectors} writecache s {origin} {fast} {block} {len(words)} {' '.join(words)}"
+
+
+def dm_cache_table(sectors: int, meta: str, fast: str, origin: str, cache: Cache, policy: str = "smq") -> str:
+    """`0 LEN cache META FAST ORIGIN BLOCK_SECTORS 1 writeback POLICY 0` (policy `cleaner` drains)."""
+    block = cache.effective_block_size // SECTOR
+    return f"0 {sectors} cache {meta} {fast} {origin} {block} 1 writeback {policy} 0"
+
+
+def linear_table(sectors: int, origin: str) -> str:
+    """The mapping a removed cache leaves: the disk, sector for sector."""
+    return f"0 {sectors} linear {origin} 0"
+
+
+def cache_actions(
+    mirror: Mirror, leg: PrimaryLeg | ReplicaLeg, site: SiteFacts, disk: DiskFacts, where: str
+) -> list[Action]:
+    """Make the leg's cache what the profile says, before md or LIO open the leg device.
+
+    `disk`: the leg's (slow) disk. `where`: the profile location of the leg,
+    for errors.
+    """
+    name = cache_name(mirror, leg.site)
+    current = site.dm.get(name)
+    if leg.cache is None:
+        return [] if current is None else removal_actions(site, current, disk, name)
+    fast = site.disks.get(leg.cache.disk)
+    if fast is None or not fast.exists:
+        raise CacheError(f"{where}: site {site.name}: cache disk {leg.cache.disk} does not exist")
+    if current is None:
+        return [_create(site, name, leg.cache, disk, fast, where)]
+    return _retune(site, name, current, leg.cache, disk, fast, where)
+
+
+def _create(site: SiteFacts, name: str, cache: Cache, disk: DiskFacts, fast: DiskFacts, where: str) -> Action:
+    if disk.users():
+        raise CacheError(
+            f"{where}: site {site.name}: {disk.path} is in use ({'; '.join(disk.users())}): a cache can"
+            " only be put in front of a disk nothing uses yet (destroy the mirror, then apply)"
+        )
+    if fast.users():
+        raise CacheError(
+            f"{where}: site {site.name}: cache disk {fast.path} is in use ({'; '.join(fast.users())})"
+        )
+    sectors = disk.size // SECTOR
+    steps: list[dict[str, Any]] = []
+    destroys = ""
+    # A writecache superblock is kept: it is this leg's cache from before a
+    # crash or restart, with writes the disk may not have yet (the profile
+    # names this fast disk for this leg). Anything else but zeroes is data.
+    if fast.first_sector == "other" or fast.signatures:
+        found = ", ".join(dict.fromkeys(s.describe() for s in fast.signatures)) or "data in its first sector"
+        destroys = f"site {site.name}: cache disk {fast.path} holds {found}"
+        steps.append(_zero_head(fast.path))
+    if cache.type == "writecache":
+        steps.append(_dmsetup_create(name, writecache_table(sectors, disk.path, fast.path, cache)))
+        kind = f"writecache {cache.effective_block_size}B blocks"
+    else:
+        meta_sectors = CACHE_METADATA // SECTOR
+        fast_sectors = fast.size // SECTOR - meta_sectors
+        if fast_sectors <= 0:
+            raise CacheError(
+                f"{where}: site {site.name}: cache disk {fast.path} is smaller than dm-cache's metadata"
+            )
+        steps += [
+            _dmsetup_create(f"{name}-meta", f"0 {meta_sectors} linear {fast.path} 0"),
+            _dmsetup_create(f"{name}-fast", f"0 {fast_sectors} linear {fast.path} {meta_sectors}"),
+            _dmsetup_create(
+                name,
+                dm_cache_table(
+                    sectors, f"/dev/mapper/{name}-meta", f"/dev/mapper/{name}-fast", disk.path, cache
+                ),
+            ),
+        ]
+        kind = f"dm-cache writeback {cache.effective_block_size // 1024}KiB blocks"
+    steps.append({"kind": "wait_path", "path": f"/dev/mapper/{name}", "timeout": 30})
+    return Action(
+        site.name,
+        "CreateCache",
+        f"{name} ({kind}) on {disk.path}, fast {fast.path}",
+        CREATE,
+        tuple(steps),
+        destructive=destroys,
+    )
+
+
+def _retune(
+    site: SiteFacts, name: str, current: DmDevice, cache: Cache, disk: DiskFacts, fast: DiskFacts, where: str
+) -> list[Action]:
+    table = current.table
+    if table is None:
+        raise CacheError(
+            f"{where}: site {site.name}: {current.path} is not a device remirror can read: left alone"
+        )
+    if table.devices[-1 if table.target == "cache" else 0] != disk.devno:
+        raise CacheError(
+            f"{where}: site {site.name}: {current.path} maps {table.devices}, not {disk.path} ({disk.devno})"
+        )
+    sectors = table.length
+    if table.target == "linear":
+        # A cache drained and removed earlier, now wanted again: swap it back in live.
+        if cache.type != "writecache":
+            raise CacheError(
+                f"{where}: site {site.name}: dm-cache can only be built on a leg nothing uses yet"
+                " (its metadata device cannot be added live): use type writecache, or destroy and apply"
+            )
+        if fast.users():
+            raise CacheError(
+                f"{where}: site {site.name}: cache disk {fast.path} is in use ({'; '.join(fast.users())})"
+            )
+        steps = []
+        if fast.first_sector != "zero":
+            # What a drained cache leaves is clean: nothing on it the disk lacks.
+            steps.append(_zero_head(fast.path))
+        steps.append(_dmsetup_reload(name, writecache_table(sectors, disk.path, fast.path, cache)))
+        return [
+            Action(
+                site.name,
+                "AddCache",
+                f"{name}: linear -> writecache, fast {fast.path}, live",
+                CHANGE,
+                tuple(steps),
+            )
+        ]
+    wanted_target = "writecache" if cache.type == "writecache" else "cache"
+    if table.target != wanted_target:
+        raise CacheError(
+            f"{where}: site {site.name}: {current.path} is a {table.target} cache, the profile asks for"
+            f" {cache.type}: remove the cache (apply without it), then add the new one"
+        )
+    if table.target == "writecache":
+        if table.devices[1] != fast.devno:
+            raise CacheError(
+                f"{where}: site {site.name}: {current.path} caches on {table.devices[1]}, not {fast.path}"
+                f" ({fast.devno}): remove the cache (apply without it), then add the new one"
+            )
+        wanted = writecache_options(cache)
+        have = {k: v for k, v in table.options.items() if k != "cleaner"}
+        block_changed = table.block_size != cache.effective_block_size
+        if block_changed:
+            raise CacheError(
+                f"{where}: site {site.name}: {current.path} has {table.block_size}B blocks, the profile"
+                f" {cache.effective_block_size}B: a block size cannot change live"
+                " (remove the cache, then add it)"
+            )
+        if have != wanted or "cleaner" in table.options:
+            changes = ", ".join(
+                [f"{k} {have.get(k, 'default')} -> {v}" for k, v in wanted.items() if have.get(k) != v]
+                + [f"{k} {have[k]} -> default" for k in have if k not in wanted]
+                + (["cleaner off"] if "cleaner" in table.options else [])
+            )
+            return [
+                Action(
+                    site.name,
+                    "TuneCache",
+                    f"{name}: {changes}, live",
+                    CHANGE,
+                    (_dmsetup_reload(name, writecache_table(sectors, disk.path, fast.path, cache)),),
+                )
+            ]
+    elif table.block_size != cache.effective_block_size:
+        raise CacheError(
+            f"{where}: site {site.name}: {current.path} has {table.block_size}B blocks, the profile"
+            f" {cache.effective_block_size}B: remove the cache, then add it"
+        )
+    return []
+
+
+def removal_actions(
+    site: SiteFacts, current: DmDevice, disk: DiskFacts, name: str, remove: bool = False
+) -> list[Action]:
+    """Drain the cache and swap in a linear mapping, live; with `remove`, then remove the device.
+
+    Never drops dirty data: the drain step fails (and leaves the cache in
+    place, draining) if the cache does not come clean or reports an error.
+    """
+    table = current.table
+    if table is None:
+        raise CacheError(f"site {site.name}: {current.path} is not a device remirror can read: left alone")
+    actions = []
+    if table.target in ("writecache", "cache"):
+        status = current.cache
+        dirty = f", {status.dirty} dirty block(s)" if status is not None else ""
+        draining = status is not None and status.cleaner
+        if draining:
+            dirty += ", draining already"
+        step: dict[str, Any] = {
+            "kind": "drain_cache",
+            "name": name,
+            "target": table.target,
+            # Cleaner mode by a table reload, not the `cleaner` message: the table then
+            # says so (the message leaves no trace), and a drain cut short by the timeout
+            # goes on in the kernel, visibly, until a later run finishes it.
+            "cleaner_table": "" if draining else _cleaner_table(table),
+            "linear": linear_table(table.length, table.devices[-1 if table.target == "cache" else 0]),
+            "timeout": DRAIN_TIMEOUT,
+        }
+        actions.append(
+            Action(
+                site.name,
+                "DrainCache",
+                f"{name}{dirty}: write back, then linear over {disk.path}, live",
+                CHANGE,
+                (step,),
+            )
+        )
+    if remove:
+        steps: list[dict[str, Any]] = [{"kind": "run", "argv": ["dmsetup", "remove", name]}]
+        if table.target == "cache" or f"{name}-meta" in site.dm:
+            steps += [
+                {"kind": "run", "argv": ["dmsetup", "remove", part], "ok_codes": [0, 1]}
+                for part in (f"{name}-fast", f"{name}-meta")
+            ]
+        actions.append(
+            Action(site.name, "RemoveCacheDevice", f"{name} (the disk keeps its data)", DELETE, tuple(steps))
+        )
+    return actions
+
+
+def with_drain_timeout(plan: Plan, seconds: int) -> Plan:
+    """The plan with each drain waiting at most `seconds` (`--drain-timeout`)."""
+    return Plan(
+        tuple(
+            dataclasses.replace(
+                action,
+                steps=tuple(
+                    {**step, "timeout": seconds} if step["kind"] == "drain_cache" else step
+                    for step in action.steps
+                ),
+            )
+            for action in plan.actions
+        )
+    )
+
+
+def _cleaner_table(table: DmTable) -> str:
+    """The device's own table in cleaner mode: writecache's `cleaner` option, dm-cache's `cleaner` policy."""
+    if table.target == "writecache":
+        words = [w for name, value in table.options.items() for w in ([name, value] if value else [name])]
+        words.append("cleaner")
+        origin, fast = table.devices
+        return (
+            f"0 {table.length} writecache s {origin} {fast} {table.block_size} {len(words)} {' '.join(words)}"
+        )
+    meta, fast, origin = table.devices
+    block = (table.block_size or 0) // SECTOR
+    return f"0 {table.length} cache {meta} {fast} {origin} {block} 1 writeback cleaner 0"
+
+
+def _zero_head(path: str) -> dict[str, Any]:
+    # The first 4 KiB: what dm-writecache reads for a superblock, dm-cache for its metadata.
+    return {
+        "kind": "run",
+        "argv": ["dd", "if=/dev/zero", f"of={path}", "bs=4096", "count=1", "oflag=direct", "status=none"],
+    }
+
+
+def _dmsetup_create(name: str, table: str) -> dict[str, Any]:
+    return {"kind": "run", "argv": ["dmsetup", "create", name, "--table", table]}
+
+
+def _dmsetup_reload(name: str, table: str) -> dict[str, Any]:
+    # load + resume swaps tables: dm suspends the device (I/O waits, none fails) for the swap.
+    return {"kind": "dm_reload", "name": name, "table": table}
