@@ -96,6 +96,16 @@ class Controller:
             ]
         return disks
 
+    def probes_by_site(self) -> dict[str, list[str]]:
+        """The disks whose first sector each site reads: those the profile makes caches of."""
+        probes: dict[str, list[str]] = {name: [] for name in self.profile.sites}
+        for mirror in self.profile.mirrors:
+            legs: list[PrimaryLeg | ReplicaLeg] = [mirror.primary, *mirror.replicas]
+            for leg in legs:
+                if leg.cache is not None:
+                    probes[leg.site].append(leg.cache.disk)
+        return probes
+
     def portals_by_site(self) -> dict[str, list[str]]:
         """The replica portals each primary site logs in to: observing times a handshake with each."""
         portals: dict[str, list[str]] = {name: [] for name in self.profile.sites}
@@ -120,12 +130,10 @@ class Controller:
 
     def _observe_all(self) -> dict[str, Future[SiteFacts]]:
         order = sorted(self.profile.sites, key=lambda name: self.profile.sites[name].is_local)
-        disks = self.disks_by_site()
-
-        portals = self.portals_by_site()
+        disks, portals, probes = self.disks_by_site(), self.portals_by_site(), self.probes_by_site()
 
         def observe(name: str) -> SiteFacts:
-            return site_facts(name, self.clients[name].observe(disks[name], portals[name]))
+            return site_facts(name, self.clients[name].observe(disks[name], portals[name], probes[name]))
 
         # All at once: observing is read-only, and each remote site costs an
         # SSH round trip and a Python start there.

@@ -301,3 +301,17 @@ def test_a_drain_cut_short_is_seen_in_the_table_and_taken_up_where_it_stopped() 
     # The profile wants the cache back: cleaner mode is switched off, live.
     (tune,) = make_plan(WRITECACHE, sites.facts, SECRETS).actions
     assert (tune.verb, tune.subject) == ("TuneCache", "remirror-m0-b: cleaner off, live")
+
+
+def test_only_the_fast_disks_are_read_when_observing() -> None:
+    # A read of an iSCSI disk whose link just went down waits for the replacement
+    # timeout: observing (each reconciler pass) reads no disk but the would-be caches.
+    from remirror.apply import Controller
+
+    probes = Controller(with_cache("{disk: /dev/b-fast}")).probes_by_site()
+    assert probes == {"a": [], "b": ["/dev/b-fast"], "c": []}
+    assert Controller(parse_profile(profile_text("sync", "mutual", 2, False, "wan"))).probes_by_site() == {
+        "a": [],
+        "b": [],
+        "c": [],
+    }

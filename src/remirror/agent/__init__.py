@@ -25,7 +25,10 @@ def handle(request: dict[str, Any]) -> dict[str, Any]:
     op = request.get("op")
     if op == "observe":
         disks, portals = list(request.get("disks", [])), list(request.get("portals", []))
-        return {"protocol": PROTOCOL_VERSION, "facts": observe(disks, portals)}
+        return {
+            "protocol": PROTOCOL_VERSION,
+            "facts": observe(disks, portals, list(request.get("probe", []))),
+        }
     if op == "digest":
         try:
             return {"protocol": PROTOCOL_VERSION, **digests(request)}

@@ -43,11 +43,12 @@ class AgentClient:
             raise SiteError(self.name, f"agent: {answer['error']}")
         return answer
 
-    def observe(self, disks: list[str], portals: list[str] | None = None) -> dict[str, Any]:
-        """This site's raw facts (with the round-trip time to each of `portals`)."""
-        facts: dict[str, Any] = self.request({"op": "observe", "disks": disks, "portals": portals or []})[
-            "facts"
-        ]
+    def observe(
+        self, disks: list[str], portals: list[str] | None = None, probe: list[str] | None = None
+    ) -> dict[str, Any]:
+        """This site's raw facts: round trips to `portals`, the first sector of each disk in `probe`."""
+        request = {"op": "observe", "disks": disks, "portals": portals or [], "probe": probe or []}
+        facts: dict[str, Any] = self.request(request)["facts"]
         return facts
 
     def digests(self, disk: str, spans: list[tuple[int, int]]) -> list[str]:

@@ -15,6 +15,7 @@ import time
 from pathlib import Path
 from typing import Any
 
+from remirror.errors import CommandError
 from remirror.runner.local import LocalRunner
 
 _run = LocalRunner("agent").run
@@ -27,13 +28,20 @@ ISCSI_NODES = Path("/etc/iscsi/nodes")
 LIO_SAVE_PATHS = ("/etc/rtslib-fb-target/saveconfig.json", "/etc/target/saveconfig.json")
 
 
-def observe(disks: list[str], portals: list[str] | None = None) -> dict[str, Any]:
-    """Everything the planner and health need to know about this site."""
+def observe(
+    disks: list[str], portals: list[str] | None = None, probe: list[str] | None = None
+) -> dict[str, Any]:
+    """Everything the planner and health need to know about this site.
+
+    `probe`: the disks whose first sector to read (would-be cache disks). Only
+    those: a read of an iSCSI disk whose link just went down waits for the
+    session's replacement timeout, and a reconciler pass must not.
+    """
     return {
         "portal_rtt": {portal: _round_trip(portal) for portal in portals or []},
         "hostname": os.uname().nodename,
         "initiator": INITIATOR_NAME_FILE.read_text() if INITIATOR_NAME_FILE.exists() else "",
-        "disks": _disks(disks),
+        "disks": _disks(disks, set(probe or [])),
         "arrays": _arrays(),
         "sessions": _sessions(),
         "nodes": _nodes(),
@@ -96,8 +104,8 @@ def _round_trip(portal: str, timeout: float = 3.0) -> float | None:
         return None
 
 
-def _disks(paths: list[str]) -> dict[str, Any]:
-    disks = {path: _disk(path) for path in paths}
+def _disks(paths: list[str], probe: set[str]) -> dict[str, Any]:
+    disks = {path: _disk(path, path in probe) for path in paths}
     users = _users({os.path.realpath(path) for path, info in disks.items() if info["exists"]})
     for path, info in disks.items():
         if info["exists"]:
@@ -128,7 +136,7 @@ def _users(devices: set[str]) -> dict[str, dict[str, list[str]]]:
     return users
 
 
-def _disk(path: str) -> dict[str, Any]:
+def _disk(path: str, probe: bool) -> dict[str, Any]:
     if not Path(path).exists():
         return {"exists": False}
     real = os.path.realpath(path)
@@ -137,14 +145,28 @@ def _disk(path: str) -> dict[str, Any]:
     # reading it would hang until the session recovers (a day under
     # `on_link_loss: wait`). Say so instead of looking inside.
     state = Path(f"/sys/class/block/{info['kernel_name']}/device/state")
-    if state.exists() and (device_state := state.read_text().strip()) != "running":
+
+    def offline() -> str:
+        device_state = state.read_text().strip() if state.exists() else "running"
+        return "" if device_state == "running" else device_state
+
+    if device_state := offline():
         info["offline"] = device_state
         return info
     info["size"] = int(_run(["blockdev", "--getsize64", real]).stdout)
     rdev = Path(real).stat().st_rdev
     info["devno"] = f"{os.major(rdev)}:{os.minor(rdev)}"  # how dm tables name it
-    info["first_sector"] = _first_sector(real)
-    info["wipefs"] = _run(["wipefs", "--no-act", "--json", real]).stdout
+    if probe:
+        info["first_sector"] = _first_sector(real)
+    try:
+        info["wipefs"] = _run(["wipefs", "--no-act", "--json", real]).stdout
+    except CommandError:
+        # The link went down after the check above (the session's disk goes offline
+        # under wipefs): that is what this disk is now, not an error of the pass.
+        if device_state := offline():
+            info["offline"] = device_state
+            return info
+        raise
     info["examine"] = _run(["mdadm", "--examine", "--export", real], ok_codes=(0, 1)).stdout
     if "MD_UUID=" in info["examine"]:
         # The slot and Array State, which `--export` leaves out: the sign of a leg used elsewhere.
