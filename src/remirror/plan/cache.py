@@ -50,21 +50,20 @@ def writecache_options(cache: Cache) -> dict[str, str]:
     return options
 
 
-def writecache_table(sectors: int, origin: str, fast: str, cache: Cache, cleaner: bool = False) -> str:
-    """`0 LEN writecache s ORIGIN FAST BLOCK #OPT OPTIONS`."""
-    words: list[str] = []
-    for name, value in writecache_options(cache).items():
-        words += [name, value]
-    if cleaner:
-        words.append("cleaner")
-    block = cache.effective_block_size
+def writecache_table(sectors: int, origin: str, fast: str, cache: Cache) -> str:
+    """The profile's writecache for a leg."""
+    return _writecache_line(sectors, origin, fast, cache.effective_block_size, writecache_options(cache))
+
+
+def _writecache_line(sectors: int, origin: str, fast: str, block: int, options: dict[str, str]) -> str:
+    """`0 LEN writecache s ORIGIN FAST BLOCK #OPT OPTIONS` (an option valued "" is a flag)."""
+    words = [w for name, value in options.items() for w in ([name, value] if value else [name])]
     return f"0 {sectors} writecache s {origin} {fast} {block} {len(words)} {' '.join(words)}"
 
 
-def dm_cache_table(sectors: int, meta: str, fast: str, origin: str, cache: Cache, policy: str = "smq") -> str:
+def dm_cache_table(sectors: int, meta: str, fast: str, origin: str, block: int, policy: str = "smq") -> str:
     """`0 LEN cache META FAST ORIGIN BLOCK_SECTORS 1 writeback POLICY 0` (policy `cleaner` drains)."""
-    block = cache.effective_block_size // SECTOR
-    return f"0 {sectors} cache {meta} {fast} {origin} {block} 1 writeback {policy} 0"
+    return f"0 {sectors} cache {meta} {fast} {origin} {block // SECTOR} 1 writeback {policy} 0"
 
 
 def linear_table(sectors: int, origin: str) -> str:
@@ -98,10 +97,7 @@ def _create(site: SiteFacts, name: str, cache: Cache, disk: DiskFacts, fast: Dis
             f"{where}: site {site.name}: {disk.path} is in use ({'; '.join(disk.users())}): a cache can"
             " only be put in front of a disk nothing uses yet (destroy the mirror, then apply)"
         )
-    if fast.users():
-        raise CacheError(
-            f"{where}: site {site.name}: cache disk {fast.path} is in use ({'; '.join(fast.users())})"
-        )
+    _refuse_busy(site, fast, where)
     sectors = disk.size // SECTOR
     steps: list[dict[str, Any]] = []
     destroys = ""
@@ -128,7 +124,11 @@ def _create(site: SiteFacts, name: str, cache: Cache, disk: DiskFacts, fast: Dis
             _dmsetup_create(
                 name,
                 dm_cache_table(
-                    sectors, f"/dev/mapper/{name}-meta", f"/dev/mapper/{name}-fast", disk.path, cache
+                    sectors,
+                    f"/dev/mapper/{name}-meta",
+                    f"/dev/mapper/{name}-fast",
+                    disk.path,
+                    cache.effective_block_size,
                 ),
             ),
         ]
@@ -152,7 +152,7 @@ def _retune(
         raise CacheError(
             f"{where}: site {site.name}: {current.path} is not a device remirror can read: left alone"
         )
-    if table.devices[-1 if table.target == "cache" else 0] != disk.devno:
+    if _origin(table) != disk.devno:
         raise CacheError(
             f"{where}: site {site.name}: {current.path} maps {table.devices}, not {disk.path} ({disk.devno})"
         )
@@ -164,10 +164,7 @@ def _retune(
                 f"{where}: site {site.name}: dm-cache can only be built on a leg nothing uses yet"
                 " (its metadata device cannot be added live): use type writecache, or destroy and apply"
             )
-        if fast.users():
-            raise CacheError(
-                f"{where}: site {site.name}: cache disk {fast.path} is in use ({'; '.join(fast.users())})"
-            )
+        _refuse_busy(site, fast, where)
         steps = []
         if fast.first_sector != "zero":
             # What a drained cache leaves is clean: nothing on it the disk lacks.
@@ -232,7 +229,7 @@ def removal_actions(
     """Drain the cache and swap in a linear mapping, live; with `remove`, then remove the device.
 
     Never drops dirty data: the drain step fails (and leaves the cache in
-    place, draining) if the cache does not come clean or reports an error.
+    place, in cleaner mode) if the cache does not come clean or reports an error.
     """
     table = current.table
     if table is None:
@@ -249,10 +246,10 @@ def removal_actions(
             "name": name,
             "target": table.target,
             # Cleaner mode by a table reload, not the `cleaner` message: the table then
-            # says so (the message leaves no trace), and a drain cut short by the timeout
-            # goes on in the kernel, visibly, until a later run finishes it.
+            # says so (the message leaves no trace), so a drain cut short by the timeout
+            # is seen by the next run, which finishes it (or ends it: TuneCache).
             "cleaner_table": "" if draining else _cleaner_table(table),
-            "linear": linear_table(table.length, table.devices[-1 if table.target == "cache" else 0]),
+            "linear": linear_table(table.length, _origin(table)),
             "timeout": DRAIN_TIMEOUT,
         }
         actions.append(
@@ -296,15 +293,23 @@ def with_drain_timeout(plan: Plan, seconds: int) -> Plan:
 def _cleaner_table(table: DmTable) -> str:
     """The device's own table in cleaner mode: writecache's `cleaner` option, dm-cache's `cleaner` policy."""
     if table.target == "writecache":
-        words = [w for name, value in table.options.items() for w in ([name, value] if value else [name])]
-        words.append("cleaner")
         origin, fast = table.devices
-        return (
-            f"0 {table.length} writecache s {origin} {fast} {table.block_size} {len(words)} {' '.join(words)}"
-        )
+        options = {**table.options, "cleaner": ""}
+        return _writecache_line(table.length, origin, fast, table.block_size or 0, options)
     meta, fast, origin = table.devices
-    block = (table.block_size or 0) // SECTOR
-    return f"0 {table.length} cache {meta} {fast} {origin} {block} 1 writeback cleaner 0"
+    return dm_cache_table(table.length, meta, fast, origin, table.block_size or 0, "cleaner")
+
+
+def _origin(table: DmTable) -> str:
+    """The slow disk a cache table maps (MAJ:MIN): writecache names it first, dm-cache last."""
+    return table.devices[-1 if table.target == "cache" else 0]
+
+
+def _refuse_busy(site: SiteFacts, fast: DiskFacts, where: str) -> None:
+    if fast.users():
+        raise CacheError(
+            f"{where}: site {site.name}: cache disk {fast.path} is in use ({'; '.join(fast.users())})"
+        )
 
 
 def _zero_head(path: str) -> dict[str, Any]:
