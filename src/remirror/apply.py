@@ -13,6 +13,7 @@ from remirror.agent.client import AgentClient
 from remirror.errors import RemirrorError, SiteUnreachable
 from remirror.facts.site import SiteFacts, site_facts
 from remirror.plan import Action, Plan, make_plan, make_teardown
+from remirror.plan.cdp import volume_path
 from remirror.profile.model import Mirror, PrimaryLeg, Profile, ReplicaLeg
 from remirror.profile.names import by_path, cache_name
 
@@ -89,6 +90,8 @@ class Controller:
                 # Also without a cache in the profile: one may be there to drain and remove.
                 disks[leg.site].append(f"/dev/mapper/{cache_name(mirror, leg.site)}")
             disks[mirror.primary.site].append(mirror.md_device)
+            if mirror.cdp is not None:
+                disks[mirror.primary.site].append(volume_path(mirror))  # in use? (destroy, export)
             # The replica disks as the primary sees them: their superblocks
             # tell whether a returning leg took writes of its own.
             disks[mirror.primary.site] += [
@@ -97,13 +100,16 @@ class Controller:
         return disks
 
     def probes_by_site(self) -> dict[str, list[str]]:
-        """The disks whose first sector each site reads: those the profile makes caches of."""
+        """The disks whose first sector each site reads: those the profile makes caches of, and
+        mirrors with CDP (their index of points starts there)."""
         probes: dict[str, list[str]] = {name: [] for name in self.profile.sites}
         for mirror in self.profile.mirrors:
             legs: list[PrimaryLeg | ReplicaLeg] = [mirror.primary, *mirror.replicas]
             for leg in legs:
                 if leg.cache is not None:
                     probes[leg.site].append(leg.cache.disk)
+            if mirror.cdp is not None:
+                probes[mirror.primary.site].append(mirror.md_device)
         return probes
 
     def portals_by_site(self) -> dict[str, list[str]]:

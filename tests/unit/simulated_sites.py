@@ -17,6 +17,7 @@ from remirror.facts.model import CacheStatus, IscsiSession, MdArray, MdMember, M
 from remirror.facts.parsers import parse_dm_table
 from remirror.facts.site import DiskFacts, DmDevice, LioAcl, LioTarget, SiteFacts
 from remirror.plan import Plan
+from remirror.plan.cdp import stack_names
 from remirror.plan.planner import digest
 from remirror.profile.timeouts import REPLACEMENT_TIMEOUT
 
@@ -365,6 +366,30 @@ def _drain_cache(sites: dict[str, SiteFacts], name: str, step: dict[str, Any]) -
     return _dm_reload(sites, name, {"name": step["name"], "table": step["linear"]})
 
 
+def _cdp_stack(sites: dict[str, SiteFacts], name: str, step: dict[str, Any]) -> dict[str, SiteFacts]:
+    """The stack's devices appear; the mirror starts with CDP's index (activation finds it there)."""
+    site = sites[name]
+    # The simulated mdadm keeps no disk for the array: this is what observe would see of it.
+    md = site.disks.get(step["md"], DiskFacts(step["md"], True, "md127", 1 << 30, devno="9:127"))
+    assert step["fresh"] or step["allow_data"] or md.first_sector in ("zero", "cdp"), step
+    dm, disks = dict(site.dm), dict(site.disks)
+    disks[step["md"]] = dataclasses.replace(md, first_sector="cdp", signatures=())
+    for number, dm_name in enumerate(stack_names(step["mirror"]).values(), start=200):
+        table = parse_dm_table(f"0 1000 linear {md.devno or '9:0'} 0")
+        dm[dm_name] = DmDevice(dm_name, f"dm-{number}", table, None)
+    volume = f"/dev/mapper/{stack_names(step['mirror'])['volume']}"
+    disks[volume] = DiskFacts(volume, True, "dm-206", md.size * 3 // 4, devno="254:206")
+    return _replace(sites, name, dm=dm, disks=disks)
+
+
+def _cdp_deactivate(sites: dict[str, SiteFacts], name: str, step: dict[str, Any]) -> dict[str, SiteFacts]:
+    site = sites[name]
+    gone = {*stack_names(step["mirror"]).values(), *step["views"]}
+    dm = {n: d for n, d in site.dm.items() if n not in gone}
+    disks = {p: d for p, d in site.disks.items() if p.removeprefix("/dev/mapper/") not in gone}
+    return _replace(sites, name, dm=dm, disks=disks)
+
+
 def _remote_superblock(
     sites: dict[str, SiteFacts], iqn: str, uuid_: str, md_name: str
 ) -> dict[str, SiteFacts]:
@@ -384,4 +409,6 @@ _STEPS = {
     "node_secrets": _node_secrets,
     "dm_reload": _dm_reload,
     "drain_cache": _drain_cache,
+    "cdp_stack": _cdp_stack,
+    "cdp_deactivate": _cdp_deactivate,
 }

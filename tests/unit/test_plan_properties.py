@@ -29,6 +29,7 @@ INITIATORS = {"a": "iqn.2026-11.test:a", "b": "iqn.2026-11.test:b", "c": "iqn.20
 DISKS = {"a": ("/dev/a0", "dm-0"), "b": ("/dev/b0", "dm-1"), "c": ("/dev/c0", "dm-2")}
 FAST = {"a": ("/dev/a-fast", "dm-10"), "b": ("/dev/b-fast", "dm-11"), "c": ("/dev/c-fast", "dm-12")}
 EXPORT_IQN = "iqn.2026-11.test:m0.export"
+CDP = "    cdp: {every: 10s, keep: 1h}\n"
 
 
 def profile_text(
@@ -76,19 +77,32 @@ mirrors:
 {export_yaml}"""
 
 
-PROFILES = {
-    f"{mode}-{chap}-{replicas}r{'-export' if export else ''}-{timeouts}": parse_profile(
-        profile_text(mode, chap, replicas, export, timeouts)
-    )
-    for mode, chap, replicas, export, timeouts in itertools.product(
-        ["sync", "async"], ["none", "one-way", "mutual"], [1, 2], [False, True], ["lan", "wan"]
-    )
-} | {
-    f"{mode}-{replicas}r-{cache}": parse_profile(profile_text(mode, "mutual", replicas, False, "wan", cache))
-    for mode, replicas, cache in itertools.product(
-        ["sync", "async"], [1, 2], ["replica-writecache", "both-writecache", "replica-dm-cache"]
-    )
-}
+PROFILES = (
+    {
+        f"{mode}-{chap}-{replicas}r{'-export' if export else ''}-{timeouts}": parse_profile(
+            profile_text(mode, chap, replicas, export, timeouts)
+        )
+        for mode, chap, replicas, export, timeouts in itertools.product(
+            ["sync", "async"], ["none", "one-way", "mutual"], [1, 2], [False, True], ["lan", "wan"]
+        )
+    }
+    | {
+        f"{mode}-{replicas}r-{cache}": parse_profile(
+            profile_text(mode, "mutual", replicas, False, "wan", cache)
+        )
+        for mode, replicas, cache in itertools.product(
+            ["sync", "async"], [1, 2], ["replica-writecache", "both-writecache", "replica-dm-cache"]
+        )
+    }
+    | {
+        f"{mode}-cdp{'-export' if export else ''}-{cache}": parse_profile(
+            profile_text(mode, "mutual", 1, export, "wan", cache) + CDP
+        )
+        for mode, export, cache in itertools.product(
+            ["sync", "async"], [False, True], ["none", "both-writecache"]
+        )
+    }
+)
 
 
 def bare_sites() -> dict[str, SiteFacts]:

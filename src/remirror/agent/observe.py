@@ -7,6 +7,7 @@ decided stays testable.
 
 from __future__ import annotations
 
+import dataclasses
 import hashlib
 import mmap
 import os
@@ -15,7 +16,9 @@ import time
 from pathlib import Path
 from typing import Any
 
+from remirror.agent.cdp import read_index
 from remirror.errors import CommandError
+from remirror.facts.cdp import INDEX_MAGIC, CdpPoints
 from remirror.runner.local import LocalRunner
 
 _run = LocalRunner("agent").run
@@ -75,7 +78,10 @@ def _dm_devices() -> dict[str, Any]:
 
 
 def _first_sector(real: str) -> str:
-    """What a would-be cache device starts with: `zero`, `writecache` (a superblock) or `other`."""
+    """What a device starts with: `zero`, `writecache` (a cache superblock), `cdp` (an index), `other`.
+
+    Asked of would-be cache disks, and of mirrors: may CDP's metadata go there?
+    """
     # O_DIRECT: dm-writecache writes its superblock past the page cache, which could
     # still hold what the sector said before.
     buffer = mmap.mmap(-1, 4096)  # page-aligned, as O_DIRECT wants
@@ -90,7 +96,9 @@ def _first_sector(real: str) -> str:
     head = buffer[:512]
     if not any(head):
         return "zero"
-    return "writecache" if head[:4] == WRITECACHE_MAGIC else "other"
+    if head[:4] == WRITECACHE_MAGIC:
+        return "writecache"
+    return "cdp" if head[: len(INDEX_MAGIC)] == INDEX_MAGIC else "other"
 
 
 def _round_trip(portal: str, timeout: float = 3.0) -> float | None:
@@ -158,6 +166,10 @@ def _disk(path: str, probe: bool) -> dict[str, Any]:
     info["devno"] = f"{os.major(rdev)}:{os.minor(rdev)}"  # how dm tables name it
     if probe:
         info["first_sector"] = _first_sector(real)
+        if info["first_sector"] == "cdp":
+            index = read_index(real)
+            if index is not None:
+                info["cdp_points"] = dataclasses.asdict(CdpPoints.of(index))
     try:
         info["wipefs"] = _run(["wipefs", "--no-act", "--json", real]).stdout
     except CommandError:

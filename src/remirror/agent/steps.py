@@ -4,7 +4,8 @@ A step is a small JSON object, so that the controller can ship it over SSH:
 `run` (an argv), `wait_path` (for a udev link), `write_file` (atomic),
 `write_sysfs`, `node_secrets` (CHAP secrets into an iSCSI node record),
 `lio` (an rtslib operation), `dm_reload` (a live table swap) and
-`drain_cache` (write a cache back, then swap it for a linear mapping).
+`drain_cache` (write a cache back, then swap it for a linear mapping),
+`cdp_stack` and `cdp_deactivate` (a mirror's CDP stack, remirror.agent.cdp).
 Secrets arrive inside steps and are redacted wherever a step is logged or
 reported.
 """
@@ -16,6 +17,7 @@ import time
 from pathlib import Path
 from typing import Any
 
+from remirror.agent import cdp
 from remirror.errors import CommandError, RemirrorError
 from remirror.facts.model import CacheStatus
 from remirror.facts.parsers import parse_cache_status
@@ -237,4 +239,6 @@ _STEPS = {
     "lio": _lio,
     "dm_reload": _dm_reload,
     "drain_cache": _drain_cache,
+    "cdp_stack": cdp.ensure_stack,
+    "cdp_deactivate": cdp.deactivate_step,
 }

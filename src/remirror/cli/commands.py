@@ -7,6 +7,7 @@ from typing import TYPE_CHECKING
 
 import click
 
+from remirror.cli.cdp import cdp
 from remirror.cli.health import check, metrics, status, verify
 from remirror.cli.lab import lab
 from remirror.cli.mirror import agent, apply, destroy, plan
@@ -115,6 +116,7 @@ ALL = [
     check,
     metrics,
     verify,
+    cdp,
     agent,
     lab,
 ]

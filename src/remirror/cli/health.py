@@ -16,7 +16,7 @@ from remirror.cli.output import emit_json, output_option, profile_argument
 from remirror.errors import RemirrorError
 
 if TYPE_CHECKING:
-    from remirror.health.report import LegReport, MirrorReport
+    from remirror.health.report import CdpReport, LegReport, MirrorReport
     from remirror.profile import Profile
 
 DEFAULT_PROFILE = "/etc/remirror/remirror.yaml"
@@ -221,6 +221,8 @@ def status_text(reports: list[MirrorReport], now: float) -> str:
             lines.append(f"  {r.resync.action} {r.resync.percent:.1f}%{speed}{eta}")
         if r.write_behind is not None:
             lines.append(f"  write-behind {r.write_behind} (most held: {r.write_behind_high_water})")
+        if r.cdp is not None:
+            lines.append("  " + _cdp_text(r.cdp, format_size, format_duration))
         for leg in r.legs:
             lines.append("  " + _leg_text(leg, format_size, format_duration))
     return "\n".join(lines)
@@ -249,6 +251,24 @@ def _leg_text(leg: LegReport, size: Callable[[int], str], duration: Callable[[fl
     return "  ".join(words)
 
 
+def _cdp_text(cdp: CdpReport, size: Callable[[int], str], duration: Callable[[float], str]) -> str:
+    newest = (
+        "no point yet" if cdp.newest_age_seconds is None else f"newest {duration(cdp.newest_age_seconds)} ago"
+    )
+    words = [
+        f"cdp {cdp.points} point(s)",
+        newest,
+        f"window {duration(cdp.window_seconds)} of {duration(cdp.keep_seconds)}",
+    ]
+    if cdp.overdue:
+        words.append(f"OVERDUE (every {duration(cdp.every_seconds)})")
+    if cdp.pool_used_bytes is not None and cdp.pool_total_bytes:
+        words.append(f"pool {size(cdp.pool_used_bytes)} of {size(cdp.pool_total_bytes)} ({cdp.pool_mode})")
+    else:
+        words.append("stack not active")
+    return "  ".join(words)
+
+
 def status_json(r: MirrorReport) -> dict[str, Any]:
     """One mirror in `status -o json` (documented in docs/status.md; stable within a schema version)."""
     return {
@@ -271,6 +291,19 @@ def status_json(r: MirrorReport) -> dict[str, Any]:
         },
         "write_behind": r.write_behind,
         "write_behind_high_water": r.write_behind_high_water,
+        "cdp": None
+        if r.cdp is None
+        else {
+            "points": r.cdp.points,
+            "newest_age_seconds": r.cdp.newest_age_seconds,
+            "window_seconds": r.cdp.window_seconds,
+            "every_seconds": r.cdp.every_seconds,
+            "keep_seconds": r.cdp.keep_seconds,
+            "overdue": r.cdp.overdue,
+            "pool_used_bytes": r.cdp.pool_used_bytes,
+            "pool_total_bytes": r.cdp.pool_total_bytes,
+            "pool_mode": r.cdp.pool_mode or None,
+        },
         "legs": [
             {
                 "site": leg.site,

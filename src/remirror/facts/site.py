@@ -6,6 +6,7 @@ import dataclasses
 from dataclasses import dataclass, field
 from typing import Any
 
+from remirror.facts.cdp import CdpPoints, ThinPoolStatus, parse_thin_pool_status
 from remirror.facts.model import (
     CacheStatus,
     DmTable,
@@ -45,7 +46,8 @@ class DiskFacts:
     offline: str = ""  # a SCSI disk not `running` (its session is down): not looked into
     bitmap: MdBitmap | None = None  # an md member's write-intent bitmap, as on the disk
     devno: str = ""  # MAJ:MIN, as device-mapper tables name devices
-    first_sector: str = ""  # zero | writecache (a cache superblock) | other: may it become a cache?
+    first_sector: str = ""  # zero | writecache | cdp | other: may it become a cache, or hold CDP?
+    cdp_points: CdpPoints | None = None  # a mirror with CDP: its recovery points, in short
 
     def users(self) -> list[str]:
         """Everything using the device, as words for an error message."""
@@ -87,6 +89,7 @@ class DmDevice:
     kernel_name: str
     table: DmTable | None  # None: a table remirror cannot read (not one target)
     cache: CacheStatus | None  # for writecache and cache targets
+    pool: ThinPoolStatus | None = None  # for a CDP stack's thin pool
 
     @property
     def path(self) -> str:
@@ -160,6 +163,7 @@ def site_facts(name: str, raw: dict[str, Any]) -> SiteFacts:
             bitmap=_bitmap(info.get("bitmap", "")),
             devno=info.get("devno", ""),
             first_sector=info.get("first_sector", ""),
+            cdp_points=CdpPoints(**info["cdp_points"]) if info.get("cdp_points") else None,
         )
         for path, info in raw.get("disks", {}).items()
     }
@@ -226,7 +230,13 @@ def _dm_device(name: str, info: dict[str, Any]) -> DmDevice:
             cache = None
         if cache is not None and table.target == "writecache" and "cleaner" in table.options:
             cache = dataclasses.replace(cache, cleaner=True)
-    return DmDevice(name, info.get("kernel_name", ""), table, cache)
+    pool = None
+    if table is not None and table.target == "thin-pool":
+        try:
+            pool = parse_thin_pool_status(info.get("status", ""))
+        except ParseError:
+            pool = None
+    return DmDevice(name, info.get("kernel_name", ""), table, cache, pool)
 
 
 def _bitmap(text: str) -> MdBitmap | None:

@@ -98,6 +98,14 @@ def _mirror(report: MirrorReport, warning: Limit, critical: Limit) -> tuple[Stat
         return Status.CRITICAL, f"{name} {report.state}: cache error on the {legs}"
     if report.state not in (State.MIRRORED, State.SYNCING):
         return Status.CRITICAL, f"{name} {report.state}: {report.reason}"
+    cdp = report.cdp
+    if cdp is not None and cdp.pool_mode not in ("rw", ""):
+        return (
+            Status.CRITICAL,
+            f"{name} {report.state}: CDP pool {cdp.pool_mode}: writes to the volume may fail",
+        )
+    if cdp is not None and cdp.pool_mode == "":
+        return Status.CRITICAL, f"{name} {report.state}: CDP stack not active (apply activates it)"
     if crossed := critical.crossed_by(report):
         return Status.CRITICAL, f"{name} {report.state}: {crossed}"
     if report.state is State.SYNCING:
@@ -107,6 +115,13 @@ def _mirror(report: MirrorReport, warning: Limit, critical: Limit) -> tuple[Stat
         return Status.WARNING, f"{name} SYNCING: {report.reason}, {progress}"
     if crossed := warning.crossed_by(report):
         return Status.WARNING, f"{name} {report.state}: {crossed}"
+    if cdp is not None and cdp.overdue:
+        age = (
+            "no point yet"
+            if cdp.newest_age_seconds is None
+            else (f"newest point {format_duration(cdp.newest_age_seconds)} old")
+        )
+        return Status.WARNING, f"{name} {report.state}: CDP {age}, every {format_duration(cdp.every_seconds)}"
     return Status.OK, f"{name} MIRRORED"
 
 

@@ -31,6 +31,11 @@ METRICS = {
     "remirror_cache_dirty_blocks": ("gauge", "Dirty blocks in the leg's cache (legs with a cache)."),
     "remirror_cache_writeback_blocks": ("gauge", "Blocks the leg's cache is writing back now."),
     "remirror_cache_error": ("gauge", "The leg's cache error indicator (an errno; 0 when fine)."),
+    "remirror_cdp_points": ("gauge", "Recovery points kept (mirrors with cdp)."),
+    "remirror_cdp_newest_point_age_seconds": ("gauge", "Age of the newest recovery point."),
+    "remirror_cdp_window_seconds": ("gauge", "Age of the oldest recovery point: the window actually kept."),
+    "remirror_cdp_pool_used_bytes": ("gauge", "Data in the CDP thin pool (the volume and its points)."),
+    "remirror_cdp_pool_size_bytes": ("gauge", "The CDP thin pool's data size."),
     "remirror_check_timestamp_seconds": ("gauge", "When these metrics were gathered (unix time)."),
 }
 
@@ -75,6 +80,12 @@ def _samples(reports: list[MirrorReport], now: float) -> Iterator[tuple[str, dic
             yield "remirror_resync_eta_seconds", mirror, r.resync.eta_seconds
         yield "remirror_write_behind_limit", mirror, r.write_behind
         yield "remirror_write_behind_high_water", mirror, r.write_behind_high_water
+        if r.cdp is not None:
+            yield "remirror_cdp_points", mirror, r.cdp.points
+            yield "remirror_cdp_newest_point_age_seconds", mirror, r.cdp.newest_age_seconds
+            yield "remirror_cdp_window_seconds", mirror, r.cdp.window_seconds
+            yield "remirror_cdp_pool_used_bytes", mirror, r.cdp.pool_used_bytes
+            yield "remirror_cdp_pool_size_bytes", mirror, r.cdp.pool_total_bytes
     for site, up in sorted(sites.items()):
         yield "remirror_site_up", {"site": site}, float(up)
     yield "remirror_check_timestamp_seconds", {}, now

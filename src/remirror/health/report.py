@@ -16,6 +16,9 @@ Where the numbers come from:
   `status`, `check` or `metrics` run.
 * link round trip: a TCP handshake with the replica's portal, timed by the
   primary site's agent.
+* CDP (mirrors with `cdp`): the points the index on the mirror lists, the
+  newest's age (overdue past twice `every`: a missed interval), the window
+  actually kept, and the thin pool's use.
 """
 
 from __future__ import annotations
@@ -69,6 +72,25 @@ class LegReport:
 
 
 @dataclass(frozen=True)
+class CdpReport:
+    """A mirror's recovery points and the space they take."""
+
+    points: int
+    newest_age_seconds: float | None  # None: no point yet
+    window_seconds: float  # age of the oldest point
+    every_seconds: float
+    keep_seconds: float
+    pool_used_bytes: int | None = None  # None: the pool is not active
+    pool_total_bytes: int | None = None
+    pool_mode: str = ""  # rw; ro, out_of_data_space, Fail: writes are at risk
+
+    @property
+    def overdue(self) -> bool:
+        """A point was missed: none yet, or the newest is more than two intervals old."""
+        return self.newest_age_seconds is None or self.newest_age_seconds > 2 * self.every_seconds
+
+
+@dataclass(frozen=True)
 class MirrorReport:
     """One mirror: its state, why, its legs and what md is doing."""
 
@@ -81,6 +103,7 @@ class MirrorReport:
     resync: Resync | None = None
     write_behind: int | None = None  # md's backlog limit (async mode)
     write_behind_high_water: int | None = None  # the most writes md held behind at once
+    cdp: CdpReport | None = None  # mirrors with `cdp`
 
     @property
     def out_of_sync_bytes(self) -> int | None:
@@ -166,6 +189,29 @@ def _mirror(
         resync=resync,
         write_behind=array.backlog if array is not None else None,
         write_behind_high_water=array.max_backlog_used if array is not None else None,
+        cdp=_cdp(mirror, primary, now),
+    )
+
+
+def _cdp(mirror: Mirror, primary: SiteFacts | None, now: float) -> CdpReport | None:
+    settings = mirror.cdp
+    if settings is None or primary is None:
+        return None
+    disk = primary.disks.get(mirror.md_device)
+    points = disk.cdp_points if disk is not None else None
+    pool_device = primary.dm.get(f"remirror-{mirror.name}-cdp-pool")
+    pool = pool_device.pool if pool_device is not None else None
+    newest = points.newest if points is not None else None
+    oldest = points.oldest if points is not None else None
+    return CdpReport(
+        points=points.count if points is not None else 0,
+        newest_age_seconds=max(0.0, now - newest) if newest is not None else None,
+        window_seconds=max(0.0, now - oldest) if oldest is not None else 0.0,
+        every_seconds=settings.every,
+        keep_seconds=settings.keep,
+        pool_used_bytes=pool.data_used * settings.chunk if pool is not None else None,
+        pool_total_bytes=pool.data_total * settings.chunk if pool is not None else None,
+        pool_mode=pool.mode if pool is not None else "",
     )
 
 

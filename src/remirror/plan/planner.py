@@ -16,6 +16,7 @@ from remirror.facts.model import Signature
 from remirror.facts.site import DiskFacts, SiteFacts
 from remirror.plan.actions import CHANGE, CREATE, DELETE, Action, Plan
 from remirror.plan.cache import CacheError, cache_actions
+from remirror.plan.cdp import CdpPlanError, cdp_actions, volume_path
 from remirror.profile.model import Chap, Mirror, PrimaryLeg, Profile, ReplicaLeg
 from remirror.profile.names import array_uuid, backstore_name, by_path, export_backstore_name, leg_device
 from remirror.profile.timeouts import REPLACEMENT_TIMEOUT
@@ -76,8 +77,16 @@ def make_plan(profile: Profile, facts: Mapping[str, SiteFacts], secrets: Mapping
             profile, mirror, mirror.primary, primary, disk, ("mirrors", index, "primary")
         )
         local = _leg_device(mirror, mirror.primary, primary, disk)
-        actions += _array_actions(profile, mirror, primary, local, replica_disks, remote_paths, uuid_)
-        device = primary.disks.get(mirror.md_device, DiskFacts(mirror.md_device, exists=False))
+        array = _array_actions(profile, mirror, primary, local, replica_disks, remote_paths, uuid_)
+        actions += array
+        try:
+            new_array = any(a.verb == "CreateArray" for a in array)
+            actions += cdp_actions(profile, index, mirror, primary, new_array)
+        except CdpPlanError as error:
+            raise PlanError(str(error)) from None
+        # With CDP, applications (and the export) use the volume on top of the mirror.
+        exported = volume_path(mirror) if mirror.cdp is not None else mirror.md_device
+        device = primary.disks.get(exported, DiskFacts(exported, exists=False))
         actions += _export_actions(mirror, primary, device, secrets)
     actions += mdadm_conf_actions(profile, facts)
     return Plan(tuple(actions))
@@ -357,9 +366,8 @@ def export_removal_actions(mirror: Mirror, primary: SiteFacts) -> list[Action]:
     name = export_backstore_name(mirror)
     serving = [iqn for iqn, target in primary.targets.items() if name in target.luns.values()]
     iqns = [mirror.export.iqn] if mirror.export else []
-    return lio_removal_actions(
-        primary, [*iqns, *(i for i in serving if i not in iqns)], name, mirror.md_device
-    )
+    exported = volume_path(mirror) if mirror.cdp is not None else mirror.md_device
+    return lio_removal_actions(primary, [*iqns, *(i for i in serving if i not in iqns)], name, exported)
 
 
 def lio_removal_actions(

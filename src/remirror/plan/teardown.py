@@ -15,6 +15,7 @@ from collections.abc import Mapping
 from remirror.facts.site import DiskFacts, SiteFacts
 from remirror.plan.actions import DELETE, Action, Plan
 from remirror.plan.cache import CacheError, removal_actions
+from remirror.plan.cdp import deactivation_actions, stack_kernel_names, volume_path
 from remirror.plan.planner import PlanError, export_removal_actions, lio_removal_actions, mdadm_conf_actions
 from remirror.profile.model import Mirror, PrimaryLeg, Profile, ReplicaLeg
 from remirror.profile.names import array_uuid, backstore_name, cache_name, export_backstore_name, leg_device
@@ -28,6 +29,9 @@ def make_teardown(profile: Profile, mirror: Mirror, facts: Mapping[str, SiteFact
     array = primary.array_named(mirror.name, array_uuid(profile, mirror))
     if array is not None:
         _refuse_if_in_use(primary, mirror, {export_backstore_name(mirror)})
+    # CDP's stack before the array it sits on; its data and points stay on the mirror.
+    actions += deactivation_actions(mirror, primary)
+    if array is not None:
         actions.append(
             Action(
                 primary.name,
@@ -87,13 +91,19 @@ def make_teardown(profile: Profile, mirror: Mirror, facts: Mapping[str, SiteFact
 
 
 def _refuse_if_in_use(primary: SiteFacts, mirror: Mirror, ours: set[str]) -> None:
-    """Stopping an array under a filesystem, a process or another export would lose writes."""
-    device = primary.disks.get(mirror.md_device, DiskFacts(mirror.md_device, exists=False))
-    users = device.users()
+    """Stopping an array under a filesystem, a process or another export would lose writes.
+
+    With CDP the users are the volume's (the stack itself holds the mirror: it goes first).
+    """
+    stack = stack_kernel_names(mirror, primary)
+    users = []
+    for path in [mirror.md_device, volume_path(mirror)]:
+        device = primary.disks.get(path, DiskFacts(path, exists=False))
+        users += [u for u in device.users() if u.removeprefix("held by ") not in stack]
     users += [
         f"exported by LIO backstore {name}"
         for name, dev in primary.backstores.items()
-        if dev == mirror.md_device and name not in ours
+        if dev in (mirror.md_device, volume_path(mirror)) and name not in ours
     ]
     if users:
         raise PlanError(

@@ -253,11 +253,34 @@ class Iscsi(_Model):
         return node_settings(self.timeouts, on_link_loss)
 
 
+# dm-thin's data block ("chunk") is a multiple of 64KiB; the era block is made the same.
+CDP_CHUNK = 64 * 1024
+
+
 class Cdp(_Model):
-    """Continuous data protection: recovery points within a window."""
+    """Continuous data protection: recovery points within a window (docs/cdp.md)."""
 
     every: PositiveDuration = Field(description="a recovery point at least this often")
     keep: PositiveDuration = Field(description="protection window: points older are pruned")
+    history: int = Field(
+        25,
+        ge=5,
+        le=90,
+        description="% of the pool's data kept for the points' history: the volume is that much"
+        " smaller than the mirror",
+    )
+    chunk: Size = Field(
+        CDP_CHUNK,
+        description="thin-pool chunk and era block: the copy-on-write unit after a point"
+        " (a multiple of 64KiB)",
+    )
+
+    @field_validator("chunk")
+    @classmethod
+    def _thin_chunk(cls, value: int) -> int:
+        if value < CDP_CHUNK or value % CDP_CHUNK or value > 1024 * 1024 * 1024:
+            raise ValueError("a thin-pool chunk is a multiple of 64KiB, at most 1GiB")
+        return value
 
 
 class Export(_Model):

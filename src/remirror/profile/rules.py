@@ -139,12 +139,25 @@ def _chap_consistent(profile: Profile) -> Iterator[Violation]:
                 yield (*path, "mutual_password_file"), "must differ from password_file"
 
 
+# The index of points has room for this many (remirror.plan.cdp.INDEX_BYTES); a thin
+# pool handles far more snapshots, but each costs metadata and a line in `cdp list`.
+MAX_CDP_POINTS = 60_000
+
+
 def _cdp_window(profile: Profile) -> Iterator[Violation]:
     for m, mirror in enumerate(profile.mirrors):
-        if mirror.cdp is not None and mirror.cdp.keep < mirror.cdp.every:
+        if mirror.cdp is None:
+            continue
+        if mirror.cdp.keep < mirror.cdp.every:
             yield (
                 ("mirrors", m, "cdp", "keep"),
                 "the protection window is shorter than the interval between points",
+            )
+        elif mirror.cdp.keep / mirror.cdp.every > MAX_CDP_POINTS:
+            yield (
+                ("mirrors", m, "cdp", "keep"),
+                f"keeps {mirror.cdp.keep / mirror.cdp.every:.0f} points: at most {MAX_CDP_POINTS}"
+                " (a longer `every` or a shorter `keep`)",
             )
 
 

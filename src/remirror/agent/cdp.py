@@ -1,0 +1,349 @@
+"""CDP on the site that runs the mirror: build or activate the stack, take, prune, view and copy points.
+
+Everything here acts on the local kernel (it runs where md is assembled:
+the `cdp` verbs run on the primary host, apply reaches it through the
+agent). The decisions (layout, due, pruning, byte ranges) are pure, in
+remirror.plan.cdp; the formats in remirror.facts.cdp; the design in
+docs/cdp.md.
+"""
+
+from __future__ import annotations
+
+import mmap
+import os
+import time
+from collections.abc import Callable, Iterator
+from contextlib import contextmanager
+from dataclasses import dataclass, replace
+from pathlib import Path
+from typing import Any
+
+from remirror.errors import CommandError, RemirrorError
+from remirror.facts.cdp import (
+    INDEX_SLOTS,
+    CdpIndex,
+    EraStatus,
+    Layout,
+    RecoveryPoint,
+    ThinPoolStatus,
+    decode_index,
+    encode_index,
+    index_slot_for,
+    parse_era_invalidate,
+    parse_era_status,
+    parse_thin_pool_status,
+)
+from remirror.plan.cdp import (
+    INDEX_SLOT,
+    SECTOR,
+    changed_bytes,
+    layout,
+    snapshot_table,
+    stack_names,
+    tables,
+    view_name,
+)
+from remirror.runner.local import LocalRunner
+
+_runner = LocalRunner("cdp")
+COPY_BLOCK = 1024 * 1024
+
+
+class CdpError(RemirrorError):
+    """A CDP operation that cannot be done (the reason in one line)."""
+
+
+def _dm_exists(name: str) -> bool:
+    return _runner.run(["dmsetup", "info", name], ok_codes=[0, 1]).returncode == 0
+
+
+def _read_direct(path: str, offset: int, length: int) -> bytes:
+    """Bytes of a block device past the page cache (the index is written with O_DIRECT too)."""
+    buffer = mmap.mmap(-1, length)
+    fd = os.open(path, os.O_RDONLY | os.O_DIRECT)
+    try:
+        os.preadv(fd, [buffer], offset)
+    finally:
+        os.close(fd)
+    return bytes(buffer)
+
+
+def _write_direct(path: str, offset: int, data: bytes) -> None:
+    buffer = mmap.mmap(-1, len(data))
+    buffer[:] = data
+    fd = os.open(path, os.O_WRONLY | os.O_DIRECT | os.O_DSYNC)
+    try:
+        os.pwritev(fd, [buffer], offset)
+    finally:
+        os.close(fd)
+
+
+def read_index(md_path: str) -> CdpIndex | None:
+    """The index at the start of the mirror, or None if it holds none."""
+    return decode_index(_read_direct(md_path, 0, INDEX_SLOT * INDEX_SLOTS), INDEX_SLOT)
+
+
+def write_index(md_path: str, index: CdpIndex) -> CdpIndex:
+    """Write the next version of the index into the older slot; the version written."""
+    index = replace(index, sequence=index.sequence + 1)
+    _write_direct(md_path, index_slot_for(index) * INDEX_SLOT, encode_index(index, INDEX_SLOT))
+    return index
+
+
+def era_status(mirror: str) -> EraStatus:
+    """The volume's era."""
+    return parse_era_status(_runner.run(["dmsetup", "status", stack_names(mirror)["volume"]]).stdout)
+
+
+def pool_status(mirror: str) -> ThinPoolStatus:
+    """The pool's use."""
+    return parse_thin_pool_status(_runner.run(["dmsetup", "status", stack_names(mirror)["pool"]]).stdout)
+
+
+def _zero(md_path: str, start: int, sectors: int) -> None:
+    """Zero a slice (new metadata must start zeroed: the targets format it then)."""
+    argv = ["dd", "if=/dev/zero", f"of={md_path}", "bs=512", f"seek={start}", f"count={sectors}"]
+    _runner.run([*argv, "oflag=direct", "status=none"], timeout=600)
+
+
+def activate(mirror: str, md_path: str, plan: Layout, new: bool) -> None:
+    """Create whichever of the stack's devices are missing, in order; a new stack gets volume 0."""
+    names = stack_names(mirror)
+    wanted = tables(mirror, md_path, plan)
+    for key in ("tmeta", "emeta", "tdata", "pool"):
+        if not _dm_exists(names[key]):
+            _runner.run(["dmsetup", "create", names[key], "--table", wanted[key]])
+    if new:
+        _runner.run(["dmsetup", "message", names["pool"], "0", "create_thin", "0"])
+    for key in ("thin", "volume"):
+        if not _dm_exists(names[key]):
+            _runner.run(["dmsetup", "create", names[key], "--table", wanted[key]])
+    # A metadata snapshot held by a run that died would block `changes` (dm-era allows one).
+    if era_status(mirror).metadata_snap_held:
+        _runner.run(["dmsetup", "message", names["volume"], "0", "drop_metadata_snap"])
+
+
+def create(mirror: str, md_path: str, plan: Layout) -> CdpIndex:
+    """A new stack on a mirror whose start is blank (the caller checked): zeroed metadata, volume 0, index.
+
+    Devices left by a creation cut short (no index was written, so they hold
+    nothing yet) are removed first: metadata is never zeroed under a live pool.
+    """
+    deactivate(mirror, [])
+    for start, sectors in (plan.index, plan.tmeta, plan.emeta):
+        _zero(md_path, start, sectors)
+    activate(mirror, md_path, plan, new=True)
+    return write_index(md_path, CdpIndex(mirror, plan))
+
+
+def deactivate(mirror: str, views: list[str]) -> None:
+    """Remove the stack's devices (and any point views), top down; the data stays on the mirror."""
+    names = stack_names(mirror)
+    for name in [*views, *reversed(list(names.values()))]:
+        if _dm_exists(name):
+            _runner.run(["dmsetup", "remove", name], timeout=120)
+
+
+@contextmanager
+def _suspended(*names: str) -> Iterator[None]:
+    """Suspend devices in order, resume them in reverse.
+
+    The top first: its suspend flushes in-flight writes and freezes a mounted filesystem.
+    """
+    done: list[str] = []
+    try:
+        for name in names:
+            _runner.run(["dmsetup", "suspend", name], timeout=120)
+            done.append(name)
+        yield
+    finally:
+        for name in reversed(done):
+            _runner.run(["dmsetup", "resume", name], timeout=120)
+
+
+def take_point(mirror: str, md_path: str, index: CdpIndex, now: Callable[[], float] = time.time) -> CdpIndex:
+    """A recovery point: a thin snapshot of volume 0 taken while the era device and the volume are suspended.
+
+    The resume starts a new era; the point records it, so that blocks of
+    that era or later are exactly those written after the point.
+    """
+    names = stack_names(mirror)
+    point_id = index.next_id
+    with _suspended(names["volume"], names["thin"]):
+        taken = now()  # nothing is written from here until the resume: the point's time
+        try:
+            _runner.run(["dmsetup", "message", names["pool"], "0", "create_snap", str(point_id), "0"])
+        except CommandError as error:
+            # A point whose snapshot was made but whose index write was lost (a crash):
+            # its id is taken; drop that orphan and take the point again.
+            if "exists" not in error.stderr_tail:
+                raise
+            _runner.run(["dmsetup", "message", names["pool"], "0", "delete", str(point_id)])
+            _runner.run(["dmsetup", "message", names["pool"], "0", "create_snap", str(point_id), "0"])
+    era = era_status(mirror).current_era
+    point = RecoveryPoint(point_id, taken, era)
+    return write_index(md_path, replace(index, points=(*index.points, point), next_id=point_id + 1))
+
+
+def delete_points(mirror: str, md_path: str, index: CdpIndex, doomed: list[RecoveryPoint]) -> CdpIndex:
+    """Forget points (index first: a crash in between leaves an orphan snapshot, not a dangling point)."""
+    if not doomed:
+        return index
+    gone = {p.id for p in doomed}
+    index = write_index(md_path, replace(index, points=tuple(p for p in index.points if p.id not in gone)))
+    pool = stack_names(mirror)["pool"]
+    for point in doomed:
+        view = view_name(mirror, point.id)
+        if _dm_exists(view):
+            _runner.run(["dmsetup", "remove", view])
+        _runner.run(["dmsetup", "message", pool, "0", "delete", str(point.id)], ok_codes=[0, 1])
+    return index
+
+
+def changed_since(mirror: str, point: RecoveryPoint, plan: Layout) -> list[tuple[int, int]]:
+    """Byte ranges (offset, length) of the volume written since `point`, at era-block granularity."""
+    name = stack_names(mirror)["volume"]
+    emeta = f"/dev/mapper/{stack_names(mirror)['emeta']}"
+    # The current era's writes reach the metadata at a checkpoint; then read a snapshot of it.
+    _runner.run(["dmsetup", "message", name, "0", "checkpoint"])
+    _runner.run(["dmsetup", "message", name, "0", "take_metadata_snap"])
+    try:
+        out = _runner.run(
+            ["era_invalidate", "--metadata-snapshot", "--written-since", str(point.era), emeta], timeout=600
+        ).stdout
+    finally:
+        _runner.run(["dmsetup", "message", name, "0", "drop_metadata_snap"])
+    return changed_bytes(parse_era_invalidate(out), plan.chunk, plan.volume_sectors * 512)
+
+
+def view(mirror: str, plan: Layout, point: RecoveryPoint) -> str:
+    """The point as a read-only device; its path."""
+    name = view_name(mirror, point.id)
+    if not _dm_exists(name):
+        table = snapshot_table(mirror, plan, point.id)
+        _runner.run(["dmsetup", "create", "--readonly", name, "--table", table])
+    return f"/dev/mapper/{name}"
+
+
+def copy_ranges(source: str, target: str, ranges: list[tuple[int, int]]) -> int:
+    """Copy byte ranges from one device to another, O_DIRECT; the bytes copied."""
+    buffer = mmap.mmap(-1, COPY_BLOCK)
+    copied = 0
+    src = os.open(source, os.O_RDONLY | os.O_DIRECT)
+    dst = os.open(target, os.O_WRONLY | os.O_DIRECT)
+    try:
+        for offset, length in ranges:
+            end = offset + length
+            while offset < end:
+                size = min(COPY_BLOCK, end - offset)
+                view_ = memoryview(buffer)[:size]
+                if os.preadv(src, [view_], offset) != size:
+                    raise CdpError(f"short read from {source} at {offset}")
+                os.pwritev(dst, [view_], offset)
+                offset += size
+                copied += size
+        os.fsync(dst)
+    finally:
+        os.close(src)
+        os.close(dst)
+    return copied
+
+
+def open_count(name: str) -> int:
+    """How many openers a dm device has (a mounted filesystem counts)."""
+    out = _runner.run(["dmsetup", "info", "-c", "--noheadings", "-o", "open", name]).stdout
+    return int(out.strip() or 0)
+
+
+@dataclass(frozen=True)
+class Rollback:
+    """What a rollback did."""
+
+    undo_point: RecoveryPoint
+    bytes_copied: int
+
+
+def rollback(mirror: str, md_path: str, index: CdpIndex, point: RecoveryPoint) -> tuple[CdpIndex, Rollback]:
+    """Make the volume equal to `point`, copying back only the blocks written since.
+
+    First a point of the present is taken (the undo). The volume must not be
+    open: a mounted filesystem would not see the blocks change under it.
+    """
+    name = stack_names(mirror)["volume"]
+    if open_count(name):
+        raise CdpError(f"{name} is open (mounted or in use): unmount it before a rollback")
+    index = take_point(mirror, md_path, index)
+    undo = index.points[-1]
+    ranges = changed_since(mirror, point, index.layout)
+    source = view(mirror, index.layout, point)
+    try:
+        copied = copy_ranges(source, f"/dev/mapper/{name}", ranges)
+    finally:
+        remove_view(mirror, point.id)
+    return index, Rollback(undo, copied)
+
+
+def md_sectors(md_path: str) -> int:
+    """The mirror's size in sectors."""
+    return int(_runner.run(["blockdev", "--getsz", md_path]).stdout)
+
+
+def blank(md_path: str, length: int) -> bool:
+    """Whether the first `length` bytes of the mirror (where the stack's metadata goes) are all zeros."""
+    chunk = 4 * 1024 * 1024
+    return not any(
+        any(_read_direct(md_path, offset, min(chunk, length - offset))) for offset in range(0, length, chunk)
+    )
+
+
+def kernel_path(md_path: str) -> str:
+    """/dev/md/NAME resolved (for messages)."""
+    return str(Path(md_path).resolve())
+
+
+def remove_view(mirror: str, point: int) -> None:
+    """Take a point's read-only device away again."""
+    _runner.run(["dmsetup", "remove", view_name(mirror, point)], ok_codes=[0, 1])
+
+
+def check_target(target: str, allow_destructive: bool, size: int) -> None:
+    """A restore target: a block device of `size` bytes or more, unused, and blank unless allowed."""
+    from remirror.facts.parsers import parse_wipefs_json
+
+    real = Path(target).resolve()
+    if not real.is_block_device():
+        raise CdpError(f"{target}: not a block device")
+    room = int(_runner.run(["blockdev", "--getsize64", str(real)]).stdout)
+    if room < size:
+        raise CdpError(f"{target}: {room} bytes, the point needs {size}")
+    holders = list(Path(f"/sys/class/block/{real.name}/holders").glob("*"))
+    if holders:
+        raise CdpError(f"{target}: in use by {', '.join(h.name for h in holders)}: not a restore target")
+    signatures = parse_wipefs_json(_runner.run(["wipefs", "--no-act", "--json", str(real)]).stdout)
+    if signatures and not allow_destructive:
+        raise CdpError(
+            f"{target} carries a {signatures[0].describe()}: not overwritten without --allow-destructive"
+        )
+
+
+def ensure_stack(step: dict[str, Any]) -> None:
+    """The `cdp_stack` step: activate the stack the mirror carries, or create one where that is safe."""
+    mirror, md_path = step["mirror"], step["md"]
+    index = read_index(md_path)
+    if index is not None:
+        if index.mirror != mirror:
+            raise CdpError(f"{md_path} carries the CDP stack of mirror {index.mirror}, not {mirror}")
+        activate(mirror, md_path, index.layout, new=False)
+        return
+    plan = layout(md_sectors(md_path), int(step["chunk"]), int(step["history"]))
+    if not (step["fresh"] or step["allow_data"]) and not blank(md_path, plan.data[0] * SECTOR):
+        raise CdpError(
+            f"{md_path} holds data where CDP's metadata goes: apply again, and the plan shows it"
+            " as destructive"
+        )
+    create(mirror, md_path, plan)
+
+
+def deactivate_step(step: dict[str, Any]) -> None:
+    """The `cdp_deactivate` step."""
+    deactivate(step["mirror"], list(step.get("views", [])))

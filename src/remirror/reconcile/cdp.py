@@ -1,0 +1,72 @@
+"""The CDP daemon: a recovery point at least every `cdp.every`, pruning after each.
+
+Runs on the mirror's primary host (contrib/systemd/remirror-cdp@.service):
+a point is a few dmsetup calls on the local kernel and must not wait on a
+WAN. The decisions are remirror.plan.cdp's; the device work remirror.agent.cdp's.
+"""
+
+from __future__ import annotations
+
+import json
+import threading
+import time
+from collections.abc import Callable
+from pathlib import Path
+
+from remirror.agent import cdp as local
+from remirror.errors import RemirrorError
+from remirror.plan.cdp import point_due, pruning
+from remirror.profile.model import Mirror
+from remirror.reconcile.watch import notify, watchdog_period
+
+
+def tick(mirror: Mirror, emit: Callable[[str], None]) -> None:
+    """One round: a point if due, then pruning; one JSON line per thing done."""
+    settings = mirror.cdp
+    if settings is None:
+        return
+    if not Path(mirror.md_device).exists():
+        emit(json.dumps({"event": "no_stack", "mirror": mirror.name, "reason": "mirror not assembled here"}))
+        return
+    index = local.read_index(mirror.md_device)
+    if index is None:
+        emit(json.dumps({"event": "no_stack", "mirror": mirror.name}))
+        return
+    if point_due(index, time.time(), settings.every):
+        started = time.monotonic()
+        index = local.take_point(mirror.name, mirror.md_device, index)
+        newest = index.points[-1]
+        emit(json.dumps({
+            "event": "point", "mirror": mirror.name, "id": newest.id, "era": newest.era,
+            "seconds": round(time.monotonic() - started, 3),
+        }))  # fmt: skip
+    doomed = pruning(index, time.time(), settings.keep, local.pool_status(mirror.name))
+    if doomed.points:
+        local.delete_points(mirror.name, mirror.md_device, index, list(doomed.points))
+        emit(json.dumps({
+            "event": "pruned", "mirror": mirror.name,
+            "expired": [p.id for p in doomed.expired], "for_space": [p.id for p in doomed.for_space],
+        }))  # fmt: skip
+
+
+def run(mirrors: list[Mirror], stop: threading.Event, emit: Callable[[str], None]) -> None:
+    """Tick until `stop`, about ten times per shortest `every` (a point is never much late).
+
+    A mirror not assembled here (yet) is reported once per tick as `no_stack`
+    and taken up when it appears.
+    """
+    intervals = [m.cdp.every for m in mirrors if m.cdp is not None]
+    period = max(0.5, min(min(intervals, default=5.0) / 10, 5.0))
+    ping = watchdog_period()
+    notify("READY=1")
+    while not stop.is_set():
+        for mirror in mirrors:
+            try:
+                tick(mirror, emit)
+            except (RemirrorError, OSError) as error:
+                text = error.one_line() if isinstance(error, RemirrorError) else str(error)
+                emit(json.dumps({"event": "failed", "mirror": mirror.name, "error": text}))
+        if ping is not None:
+            notify("WATCHDOG=1")
+        stop.wait(period)
+    notify("STOPPING=1")

@@ -1,0 +1,222 @@
+"""CDP on a real kernel: recovery points on a mirror (docs/cdp.md), restored, rolled back, listed
+by what changed, pruned to the window, and held by the DR site's leg too.
+
+A mirror of its own (`lab2` on a2/b2, sync mode) with `cdp`, beside the
+session's `lab0`: built by this module's fixture, destroyed at its end.
+"""
+
+from __future__ import annotations
+
+import base64
+import json
+import mmap
+import os
+import subprocess
+import time
+from collections.abc import Callable, Iterator
+from pathlib import Path
+
+import pytest
+
+from remirror.facts.cdp import decode_index
+from remirror.plan.cdp import INDEX_BYTES, INDEX_SLOT
+from tests.lab.conftest import on_b, sh
+from tests.lab.mirror import LAB, SLOW, remirror
+
+MD = "/dev/md/lab2"
+VOLUME = "/dev/mapper/remirror-lab2-cdp"
+MiB = 1024 * 1024
+CHUNK = 64 * 1024
+PROFILE = (
+    Path(LAB)
+    .read_text()
+    .replace("  - name: lab0\n    device: /dev/md/lab0\n", "  - name: lab2\n    device: /dev/md/lab2\n")
+    .replace("      disk: /dev/lab/a0\n", "      disk: /dev/lab/a2\n")
+    .replace("        disk: /dev/lab/b0\n", "        disk: /dev/lab/b2\n")
+    .replace("mode: async", "mode: sync")
+    .replace("      write_behind: 1024        # distinct from md's default 256, so tests can tell\n", "")
+    + "    cdp: {every: 3s, keep: 20s}\n"
+)
+
+
+def cdp(profile: str, *args: str, ok_codes: tuple[int, ...] = (0,)) -> str:
+    done = sh("remirror", "cdp", *args, "--profile", profile, ok_codes=ok_codes, timeout=SLOW)
+    return done.stdout + done.stderr
+
+
+def write_marker(offset: int, text: str) -> None:
+    """A 4 KiB marker at `offset` of the volume, O_DIRECT|O_SYNC (acknowledged when it returns)."""
+    buffer = mmap.mmap(-1, 4096)
+    buffer.write(text.encode().ljust(4096, b"."))
+    fd = os.open(VOLUME, os.O_WRONLY | os.O_DIRECT | os.O_SYNC)
+    try:
+        assert os.pwrite(fd, buffer, offset) == 4096
+    finally:
+        os.close(fd)
+
+
+def digest(device: str) -> str:
+    """sha256 of a whole device, read past the page cache."""
+    out = sh("sh", "-c", f"dd if={device} bs=1M iflag=direct status=none | sha256sum", timeout=600)
+    return out.stdout.split()[0]
+
+
+def hour(profile: str) -> str:
+    """The module's profile with a window of an hour (see `protected`)."""
+    return str(Path(profile).with_name("hour.yaml"))
+
+
+def points(profile: str) -> list[dict[str, float]]:
+    return json.loads(cdp(profile, "list", "lab2", "-o", "json"))["points"]  # type: ignore[no-any-return]
+
+
+@pytest.fixture(scope="module")
+def protected(tmp_path_factory: pytest.TempPathFactory) -> Iterator[str]:
+    """The mirror with CDP, MIRRORED; its profile's path."""
+    directory = tmp_path_factory.mktemp("cdp")
+    path = directory / "cdp.yaml"
+    path.write_text(PROFILE)
+    # The same mirror with a window of an hour, for the tests that take points by hand:
+    # with `keep: 20s` a `cdp point` prunes what a slow test took a minute ago.
+    (directory / "hour.yaml").write_text(PROFILE.replace("keep: 20s", "keep: 1h"))
+    code, out, err = remirror("apply", "--yes", str(path))
+    assert code == 0, out + err
+    assert "CreateCdp" in out, out
+    yield str(path)
+    remirror("destroy", "--yes", str(path), "lab2", ok_codes=(0, 1))
+    for disk in ("/dev/lab/a2", "/dev/lab/b2", "/dev/lab/a3"):
+        sh("wipefs", "--all", "--quiet", disk, ok_codes=(0, 1))
+        sh("dd", "if=/dev/zero", f"of={disk}", "bs=1M", "count=8", "oflag=direct", "status=none")
+
+
+def test_each_point_restores_exactly_what_was_written_before_it(
+    protected: str, record_property: Callable[[str, object], None]
+) -> None:
+    protected = hour(protected)
+    recorded = []  # (point id, digest of the whole volume at the point)
+    for n in range(1, 5):
+        write_marker(n * 3 * MiB, f"marker t{n}")
+        write_marker(0, f"t{n} overwrites block 0")
+        started = time.monotonic()
+        out = cdp(protected, "point", "lab2", "--now")
+        record_property(f"point_{n}_seconds", round(time.monotonic() - started, 2))
+        recorded.append((int(out.split("#")[1].split()[0]), digest(VOLUME)))
+    write_marker(20 * MiB, "after the last point")
+    assert [int(p["id"]) for p in points(protected)][-4:] == [p for p, _ in recorded]
+    for point, want in recorded:
+        out = cdp(protected, "restore", "lab2", "--at", str(point), "--view")
+        view = f"/dev/mapper/remirror-lab2-cdp-at-{point}"
+        assert view in out, out
+        assert digest(view) == want, f"point {point} does not hold the volume as it was"
+        # read-only: nothing can change a point
+        assert sh("dd", "if=/dev/zero", f"of={view}", "bs=4k", "count=1", "oflag=direct", ok_codes=(1,))
+        sh("dmsetup", "remove", view.removeprefix("/dev/mapper/"))
+
+
+def test_changes_lists_exactly_the_blocks_written_since_a_point(protected: str) -> None:
+    protected = hour(protected)
+    out = cdp(protected, "point", "lab2", "--now")
+    since = out.split("#")[1].split()[0]
+    written = [5 * MiB + 4096, 9 * MiB, 9 * MiB + CHUNK, 40 * MiB + 12345 // 4096 * 4096]
+    for offset in written:
+        write_marker(offset, f"changed at {offset}")
+    listed = cdp(protected, "changes", "lab2", "--since", since).split()
+    ranges = [(int(o), int(n)) for o, n in (line.split(":") for line in listed)]
+    changed = {block for o, n in ranges for block in range(o // CHUNK, (o + n) // CHUNK)}
+    assert changed == {offset // CHUNK for offset in written}  # era blocks: 64 KiB here
+
+
+def test_rollback_copies_back_only_what_changed_and_keeps_later_points(
+    protected: str, record_property: Callable[[str, object], None]
+) -> None:
+    protected = hour(protected)
+    out = cdp(protected, "point", "lab2", "--now")
+    target = out.split("#")[1].split()[0]
+    at_target = digest(VOLUME)
+    for n in range(8):
+        write_marker(60 * MiB + n * CHUNK, f"after the target {n}")
+    later = cdp(protected, "point", "lab2", "--now").split("#")[1].split()[0]
+    at_later = digest(VOLUME)
+    write_marker(70 * MiB, "after the later point")
+    refused = cdp(protected, "rollback", "lab2", "--at", target, ok_codes=(3,))
+    assert "add --yes" in refused
+    out = cdp(protected, "rollback", "lab2", "--at", target, "--yes")
+    assert digest(VOLUME) == at_target
+    record_property("rollback_output", out.strip())
+    assert f"({9 * CHUNK} bytes) copied" in out, out  # the 9 chunks written since, not the volume
+    # The later point still restores what it held; the undo point holds the present before the rollback.
+    cdp(protected, "restore", "lab2", "--at", later, "--view")
+    assert digest(f"/dev/mapper/remirror-lab2-cdp-at-{later}") == at_later
+    sh("dmsetup", "remove", f"remirror-lab2-cdp-at-{later}")
+    # And writing goes on.
+    write_marker(80 * MiB, "after the rollback")
+    cdp(protected, "point", "lab2", "--now")
+
+
+def test_a_point_is_copied_to_another_device_and_a_disk_with_data_is_refused(protected: str) -> None:
+    protected = hour(protected)
+    point = str(int(points(protected)[-1]["id"]))
+    sh("mkfs.ext4", "-q", "-F", "/dev/lab/a3")
+    refused = cdp(protected, "restore", "lab2", "--at", point, "--to", "/dev/lab/a3", ok_codes=(1, 3))
+    assert "ext4" in refused, refused
+    assert "--allow-destructive" in refused, refused
+    cdp(protected, "restore", "lab2", "--at", point, "--to", "/dev/lab/a3", "--allow-destructive")
+    view = cdp(protected, "restore", "lab2", "--at", point, "--view").split(" is ")[1].split()[0]
+    size = int(sh("blockdev", "--getsize64", view).stdout)
+    copy = sh("sh", "-c", f"head -c {size} /dev/lab/a3 | sha256sum").stdout.split()[0]
+    assert copy == digest(view)
+    sh("dmsetup", "remove", view.removeprefix("/dev/mapper/"))
+
+
+def test_the_daemon_keeps_the_window_and_the_dr_leg_holds_the_points(
+    protected: str, record_property: Callable[[str, object], None]
+) -> None:
+    daemon = subprocess.Popen(
+        ["remirror", "cdp", "run", "--profile", protected], stdout=subprocess.PIPE, text=True
+    )
+    try:
+        time.sleep(40)  # every 3s, keep 20s: twice the window
+    finally:
+        daemon.terminate()
+        out, _ = daemon.communicate(timeout=60)
+    events = [json.loads(line) for line in out.splitlines() if line.startswith("{")]
+    taken = [e for e in events if e["event"] == "point"]
+    assert len(taken) >= 8, out
+    assert any(e["event"] == "pruned" for e in events), out
+    record_property("point_seconds_max", max(e["seconds"] for e in taken))
+    now = time.time()
+    kept = points(protected)
+    ages = [now - p["time"] for p in kept]
+    record_property("points_kept", len(kept))
+    assert max(ages) <= 20 + 3 + 5, ages  # the window, an interval, and this test's own delay
+    assert min(ages) < 10
+    # The DR site's leg holds the same index: the history survives the primary.
+    examine = on_b("mdadm", "--examine", "/dev/lab/b2").stdout
+    offset = int(examine.split("Data Offset : ")[1].split()[0]) * 512
+    raw = on_b(
+        "sh", "-c",
+        f"dd if=/dev/lab/b2 iflag=direct,skip_bytes skip={offset} bs=1M count={INDEX_BYTES // MiB} status=none"
+        " | base64 -w0",
+    ).stdout  # fmt: skip
+    replica = decode_index(base64.b64decode(raw), INDEX_SLOT)
+    assert replica is not None
+    assert [p.id for p in replica.points] == [int(p["id"]) for p in kept]
+
+
+def test_status_reports_the_points_and_destroy_then_apply_finds_them_again(protected: str) -> None:
+    _, out, _ = remirror("status", protected, "-o", "json", ok_codes=(0, 1, 2))
+    (mirror,) = [m for m in json.loads(out)["mirrors"] if m["mirror"] == "lab2"]
+    assert mirror["cdp"]["points"] >= 1, mirror["cdp"]
+    assert mirror["cdp"]["pool_mode"] == "rw", mirror["cdp"]
+    before = [p["id"] for p in points(protected)]
+    volume = digest(VOLUME)
+    code, out, err = remirror("destroy", "--yes", protected, "lab2")
+    assert code == 0, out + err
+    assert "DeactivateCdp" in out, out
+    assert not Path(VOLUME).exists()
+    code, out, err = remirror("apply", "--yes", protected)
+    assert code == 0, out + err
+    assert "ActivateCdp" in out, out
+    assert "CreateCdp" not in out, out
+    assert [p["id"] for p in points(protected)] == before
+    assert digest(VOLUME) == volume
