@@ -110,7 +110,7 @@ def test_each_point_restores_exactly_what_was_written_before_it(
         assert digest(view) == want, f"point {point} does not hold the volume as it was"
         # read-only: nothing can change a point
         assert sh("dd", "if=/dev/zero", f"of={view}", "bs=4k", "count=1", "oflag=direct", ok_codes=(1,))
-        sh("dmsetup", "remove", view.removeprefix("/dev/mapper/"))
+        sh("dmsetup", "remove", "--retry", view.removeprefix("/dev/mapper/"))
 
 
 def test_changes_lists_exactly_the_blocks_written_since_a_point(protected: str) -> None:
@@ -147,7 +147,7 @@ def test_rollback_copies_back_only_what_changed_and_keeps_later_points(
     # The later point still restores what it held; the undo point holds the present before the rollback.
     cdp(protected, "restore", "lab2", "--at", later, "--view")
     assert digest(f"/dev/mapper/remirror-lab2-cdp-at-{later}") == at_later
-    sh("dmsetup", "remove", f"remirror-lab2-cdp-at-{later}")
+    sh("dmsetup", "remove", "--retry", f"remirror-lab2-cdp-at-{later}")
     # And writing goes on.
     write_marker(80 * MiB, "after the rollback")
     cdp(protected, "point", "lab2", "--now")
@@ -165,7 +165,7 @@ def test_a_point_is_copied_to_another_device_and_a_disk_with_data_is_refused(pro
     size = int(sh("blockdev", "--getsize64", view).stdout)
     copy = sh("sh", "-c", f"head -c {size} /dev/lab/a3 | sha256sum").stdout.split()[0]
     assert copy == digest(view)
-    sh("dmsetup", "remove", view.removeprefix("/dev/mapper/"))
+    sh("dmsetup", "remove", "--retry", view.removeprefix("/dev/mapper/"))
 
 
 def test_the_daemon_keeps_the_window_and_the_dr_leg_holds_the_points(

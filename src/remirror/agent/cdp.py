@@ -141,7 +141,7 @@ def deactivate(mirror: str, views: list[str]) -> None:
     names = stack_names(mirror)
     for name in [*views, *reversed(list(names.values()))]:
         if _dm_exists(name):
-            _runner.run(["dmsetup", "remove", name], timeout=120)
+            _remove(name)
 
 
 @contextmanager
@@ -195,7 +195,7 @@ def delete_points(mirror: str, md_path: str, index: CdpIndex, doomed: list[Recov
     for point in doomed:
         view = view_name(mirror, point.id)
         if _dm_exists(view):
-            _runner.run(["dmsetup", "remove", view])
+            _remove(view)
         _runner.run(["dmsetup", "message", pool, "0", "delete", str(point.id)], ok_codes=[0, 1])
     return index
 
@@ -303,7 +303,13 @@ def kernel_path(md_path: str) -> str:
 
 def remove_view(mirror: str, point: int) -> None:
     """Take a point's read-only device away again."""
-    _runner.run(["dmsetup", "remove", view_name(mirror, point)], ok_codes=[0, 1])
+    _remove(view_name(mirror, point))
+
+
+def _remove(name: str) -> None:
+    """Remove a dm device; `--retry`: udev's probe of a device just created or written to holds
+    it open for a moment (seen in the lab: `remove ioctl ... Device or resource busy`)."""
+    _runner.run(["dmsetup", "remove", "--retry", name], timeout=120)
 
 
 def check_target(target: str, allow_destructive: bool, size: int) -> None:
