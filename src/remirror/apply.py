@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import logging
 import stat
-from collections.abc import Callable
+from collections.abc import Callable, Mapping
 from concurrent.futures import Future, ThreadPoolExecutor
 from dataclasses import dataclass
 from pathlib import Path
@@ -14,11 +14,17 @@ from remirror.errors import RemirrorError, SiteUnreachable
 from remirror.facts.site import SiteFacts, site_facts
 from remirror.plan import Action, Plan, make_plan, make_teardown
 from remirror.plan.cdp import volume_path
+from remirror.plan.roles import as_run, leg_records, profile_as_run, roles
 from remirror.profile.model import Mirror, PrimaryLeg, Profile, ReplicaLeg
-from remirror.profile.names import by_path, cache_name
+from remirror.profile.names import array_uuid, by_path, cache_name
 
 log = logging.getLogger("remirror.apply")
 MIN_SECRET, MAX_SECRET = 12, 255  # CHAP: RFC 3720 wants 96 bits at least; LIO takes 255
+
+
+def _every_way_run(mirror: Mirror) -> list[Mirror]:
+    """The mirror run by its home primary, then by each replica site (after a promotion)."""
+    return [mirror, *(as_run(mirror, r.site) for r in mirror.replicas)]
 
 
 class ApplyError(RemirrorError):
@@ -79,38 +85,57 @@ class Controller:
         self.clients = {name: AgentClient(name, site) for name, site in profile.sites.items()}
 
     def disks_by_site(self) -> dict[str, list[str]]:
-        """The devices to observe on each site: the profile's disks and what remirror made of them."""
+        """The devices to observe on each site: the profile's disks and what remirror made of them,
+        for every site that may run a mirror (a promotion moves it: docs/failover.md)."""
         disks: dict[str, list[str]] = {name: [] for name in self.profile.sites}
-        for mirror in self.profile.mirrors:
-            legs: list[PrimaryLeg | ReplicaLeg] = [mirror.primary, *mirror.replicas]
-            for leg in legs:
-                disks[leg.site].append(leg.disk)
-                if leg.cache is not None:
-                    disks[leg.site].append(leg.cache.disk)
-                # Also without a cache in the profile: one may be there to drain and remove.
-                disks[leg.site].append(f"/dev/mapper/{cache_name(mirror, leg.site)}")
-            disks[mirror.primary.site].append(mirror.md_device)
-            if mirror.cdp is not None:
-                disks[mirror.primary.site].append(volume_path(mirror))  # in use? (destroy, export)
-            # The replica disks as the primary sees them: their superblocks
-            # tell whether a returning leg took writes of its own.
-            disks[mirror.primary.site] += [
-                by_path(r, self.profile.replica_iqn(mirror, r)) for r in mirror.replicas
-            ]
-        return disks
+        for home in self.profile.mirrors:
+            for mirror in _every_way_run(home):
+                legs: list[PrimaryLeg | ReplicaLeg] = [mirror.primary, *mirror.replicas]
+                for leg in legs:
+                    disks[leg.site] += [leg.disk, f"/dev/mapper/{cache_name(mirror, leg.site)}"]
+                    if leg.cache is not None:
+                        disks[leg.site].append(leg.cache.disk)
+                    # The cache device also without a cache in the profile: one may be there to drain.
+                disks[mirror.primary.site].append(mirror.md_device)
+                if mirror.cdp is not None:
+                    disks[mirror.primary.site].append(volume_path(mirror))  # in use? (destroy, export)
+                # The replica disks as the primary sees them: their superblocks
+                # tell whether a returning leg took writes of its own.
+                disks[mirror.primary.site] += [
+                    by_path(r, self.profile.replica_iqn(mirror, r)) for r in mirror.replicas
+                ]
+        return {site: list(dict.fromkeys(paths)) for site, paths in disks.items()}
 
     def probes_by_site(self) -> dict[str, list[str]]:
         """The disks whose first sector each site reads: those the profile makes caches of, and
-        mirrors with CDP (their index of points starts there)."""
+        mirrors with CDP (their index of points starts there) wherever they may run."""
         probes: dict[str, list[str]] = {name: [] for name in self.profile.sites}
         for mirror in self.profile.mirrors:
             legs: list[PrimaryLeg | ReplicaLeg] = [mirror.primary, *mirror.replicas]
             for leg in legs:
                 if leg.cache is not None:
                     probes[leg.site].append(leg.cache.disk)
-            if mirror.cdp is not None:
-                probes[mirror.primary.site].append(mirror.md_device)
+                if mirror.cdp is not None:
+                    probes[leg.site].append(mirror.md_device)
         return probes
+
+    def records_by_site(self) -> dict[str, list[str]]:
+        """The devices whose leg record each site reads: its own legs, through the cache device
+        when there is one (remirror.plan.roles.leg_records picks)."""
+        records: dict[str, list[str]] = {name: [] for name in self.profile.sites}
+        for mirror in self.profile.mirrors:
+            legs: list[PrimaryLeg | ReplicaLeg] = [mirror.primary, *mirror.replicas]
+            for leg in legs:
+                records[leg.site] += [leg.disk, f"/dev/mapper/{cache_name(mirror, leg.site)}"]
+        return records
+
+    def as_run(self, facts: Mapping[str, SiteFacts | None]) -> Profile:
+        """The profile with each mirror run by the site its legs' generations name (docs/failover.md)."""
+        primaries = {
+            m.name: roles(m, leg_records(m, array_uuid(self.profile, m), facts)).primary
+            for m in self.profile.mirrors
+        }
+        return profile_as_run(self.profile, primaries)
 
     def portals_by_site(self) -> dict[str, list[str]]:
         """The replica portals each primary site logs in to: observing times a handshake with each."""
@@ -137,9 +162,11 @@ class Controller:
     def _observe_all(self) -> dict[str, Future[SiteFacts]]:
         order = sorted(self.profile.sites, key=lambda name: self.profile.sites[name].is_local)
         disks, portals, probes = self.disks_by_site(), self.portals_by_site(), self.probes_by_site()
+        records = self.records_by_site()
 
         def observe(name: str) -> SiteFacts:
-            return site_facts(name, self.clients[name].observe(disks[name], portals[name], probes[name]))
+            raw = self.clients[name].observe(disks[name], portals[name], probes[name], records[name])
+            return site_facts(name, raw)
 
         # All at once: observing is read-only, and each remote site costs an
         # SSH round trip and a Python start there.
@@ -147,12 +174,15 @@ class Controller:
             return {name: pool.submit(observe, name) for name in order}
 
     def plan(self, secrets: dict[str, str]) -> Plan:
-        """Observe and plan."""
-        return make_plan(self.profile, self.observe(), secrets)
+        """Observe and plan, each mirror as it runs now."""
+        facts = self.observe()
+        return make_plan(self.as_run(facts), facts, secrets)
 
     def teardown(self, mirror: Mirror) -> Plan:
-        """Observe and plan the removal of one mirror."""
-        return make_teardown(self.profile, mirror, self.observe())
+        """Observe and plan the removal of one mirror, as it runs now."""
+        facts = self.observe()
+        running = self.as_run(facts)
+        return make_teardown(running, running.mirror(mirror.name), facts)
 
     def apply(self, plan: Plan, say: Callable[[str], None]) -> list[Outcome]:
         """Run the plan's actions in order, a site's consecutive actions in one agent request."""

@@ -13,6 +13,7 @@ import threading
 import time
 from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
+from typing import Self
 
 from remirror.lab.demo import leg_digest
 from tests.conftest import PROFILES
@@ -90,7 +91,7 @@ class Writer:
         self._stop = threading.Event()
         self._thread = threading.Thread(target=self._run, daemon=True)
 
-    def __enter__(self) -> Writer:
+    def __enter__(self) -> Self:
         self._thread.start()
         return self
 

@@ -10,9 +10,10 @@ from __future__ import annotations
 
 import dataclasses
 import re
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping
 from typing import Any
 
+from remirror.facts.generations import LegRecord, first_record
 from remirror.facts.model import CacheStatus, IscsiSession, MdArray, MdMember, MdSuperblock, Signature
 from remirror.facts.parsers import parse_dm_table
 from remirror.facts.site import DiskFacts, DmDevice, LioAcl, LioTarget, SiteFacts
@@ -300,15 +301,54 @@ def _with_superblock(
     signatures = (Signature("linux_raid_member", 0x1000, uuid_, md_name),)
     superblock = MdSuperblock(uuid_, md_name, "00000000:00000000:00000000:00000000", 1, 0)
     disks = dict(site.disks)
-    # Through a cache the superblock lands on the disk underneath too (written back).
+    for leg in _through(site, path):
+        disks[leg] = dataclasses.replace(disks[leg], signatures=signatures, superblock=superblock)
+    return _replace(sites, name, disks=disks)
+
+
+def _through(site: SiteFacts, path: str) -> list[str]:
+    """`path` and, through a cache, the disk underneath (what is written lands there too, written back)."""
     under = [path]
     device = site.dm.get(path.removeprefix("/dev/mapper/"))
     if device is not None and device.table is not None:
         origin = device.table.devices[-1 if device.table.target == "cache" else 0]
         under += [d.path for d in site.disks.values() if d.devno == origin]
-    for leg in under:
-        disks[leg] = dataclasses.replace(disks[leg], signatures=signatures, superblock=superblock)
-    return _replace(sites, name, disks=disks)
+    return under
+
+
+def _leg_record_create(sites: dict[str, SiteFacts], name: str, step: dict[str, Any]) -> dict[str, SiteFacts]:
+    record = first_record(step["mirror"], step["array"], step["site"], 0.0)
+    return _write_records(sites, name, step["devices"], lambda _old: record)
+
+
+def _leg_record_promote(sites: dict[str, SiteFacts], name: str, step: dict[str, Any]) -> dict[str, SiteFacts]:
+    def promoted(old: LegRecord | None) -> LegRecord:
+        assert old is not None
+        assert old.current.n == step["after"]
+        return old.then(step["site"], 0.0, step["how"])
+
+    return _write_records(sites, name, step["devices"], promoted)
+
+
+def _write_records(
+    sites: dict[str, SiteFacts],
+    name: str,
+    devices: list[str],
+    new: Callable[[LegRecord | None], LegRecord],
+) -> dict[str, SiteFacts]:
+    for path in devices:
+        where, device = name, path
+        if "-iscsi-" in path:  # a replica's leg through its session: the site exporting that target
+            iqn = path.split("-iscsi-", 1)[1].rsplit("-lun-", 1)[0]
+            where = next(n for n, site in sites.items() if iqn in site.targets)
+            device = sites[where].backstores[sites[where].targets[iqn].luns[0]]
+        site = sites[where]
+        disks = dict(site.disks)
+        record = new(disks[device].leg_record)
+        for leg in _through(site, device):
+            disks[leg] = dataclasses.replace(disks[leg], leg_record=record)
+        sites = _replace(sites, where, disks=disks)
+    return sites
 
 
 def _dm_run(sites: dict[str, SiteFacts], name: str, argv: list[str]) -> dict[str, SiteFacts]:
@@ -411,4 +451,7 @@ _STEPS = {
     "drain_cache": _drain_cache,
     "cdp_stack": _cdp_stack,
     "cdp_deactivate": _cdp_deactivate,
+    "leg_record_create": _leg_record_create,
+    "leg_record_promote": _leg_record_promote,
+    "leg_record_join": _nothing,  # the records' I/O is the agent's (tests/unit/test_failover.py)
 }

@@ -94,7 +94,9 @@ def test_a_returning_leg_is_removed_and_re_added_with_its_bitmap() -> None:
         ["mdadm", "/dev/md/m0", "--remove", "failed"],
         None,  # wait for the by-path link
         ["mdadm", "/dev/md/m0", "--re-add", BY_PATH],
+        None,  # the leg joins the array's generation
     ]
+    assert result.actions[0].steps[-1] == {"kind": "leg_record_join", "source": "/dev/a0", "device": BY_PATH}
     # Never a full rebuild by itself: only the explanation of a refusal names --add.
     assert all("--add" not in s.get("argv", []) for s in result.actions[0].steps)
     sites.run(Plan(result.actions))

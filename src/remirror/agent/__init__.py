@@ -27,7 +27,9 @@ def handle(request: dict[str, Any]) -> dict[str, Any]:
         disks, portals = list(request.get("disks", [])), list(request.get("portals", []))
         return {
             "protocol": PROTOCOL_VERSION,
-            "facts": observe(disks, portals, list(request.get("probe", []))),
+            "facts": observe(
+                disks, portals, list(request.get("probe", [])), list(request.get("records", []))
+            ),
         }
     if op == "digest":
         try:

@@ -18,6 +18,7 @@ from dataclasses import dataclass, replace
 from pathlib import Path
 from typing import Any
 
+from remirror.agent.direct import read_direct, write_direct
 from remirror.errors import CommandError, RemirrorError
 from remirror.facts.cdp import (
     INDEX_SLOTS,
@@ -57,36 +58,15 @@ def _dm_exists(name: str) -> bool:
     return _runner.run(["dmsetup", "info", name], ok_codes=[0, 1]).returncode == 0
 
 
-def _read_direct(path: str, offset: int, length: int) -> bytes:
-    """Bytes of a block device past the page cache (the index is written with O_DIRECT too)."""
-    buffer = mmap.mmap(-1, length)
-    fd = os.open(path, os.O_RDONLY | os.O_DIRECT)
-    try:
-        os.preadv(fd, [buffer], offset)
-    finally:
-        os.close(fd)
-    return bytes(buffer)
-
-
-def _write_direct(path: str, offset: int, data: bytes) -> None:
-    buffer = mmap.mmap(-1, len(data))
-    buffer[:] = data
-    fd = os.open(path, os.O_WRONLY | os.O_DIRECT | os.O_DSYNC)
-    try:
-        os.pwritev(fd, [buffer], offset)
-    finally:
-        os.close(fd)
-
-
 def read_index(md_path: str) -> CdpIndex | None:
     """The index at the start of the mirror, or None if it holds none."""
-    return decode_index(_read_direct(md_path, 0, INDEX_SLOT * INDEX_SLOTS), INDEX_SLOT)
+    return decode_index(read_direct(md_path, 0, INDEX_SLOT * INDEX_SLOTS), INDEX_SLOT)
 
 
 def write_index(md_path: str, index: CdpIndex) -> CdpIndex:
     """Write the next version of the index into the older slot; the version written."""
     index = replace(index, sequence=index.sequence + 1)
-    _write_direct(md_path, index_slot_for(index) * INDEX_SLOT, encode_index(index, INDEX_SLOT))
+    write_direct(md_path, index_slot_for(index) * INDEX_SLOT, encode_index(index, INDEX_SLOT))
     return index
 
 
@@ -292,7 +272,7 @@ def blank(md_path: str, length: int) -> bool:
     """Whether the first `length` bytes of the mirror (where the stack's metadata goes) are all zeros."""
     chunk = 4 * 1024 * 1024
     return not any(
-        any(_read_direct(md_path, offset, min(chunk, length - offset))) for offset in range(0, length, chunk)
+        any(read_direct(md_path, offset, min(chunk, length - offset))) for offset in range(0, length, chunk)
     )
 
 

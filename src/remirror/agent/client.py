@@ -44,10 +44,21 @@ class AgentClient:
         return answer
 
     def observe(
-        self, disks: list[str], portals: list[str] | None = None, probe: list[str] | None = None
+        self,
+        disks: list[str],
+        portals: list[str] | None = None,
+        probe: list[str] | None = None,
+        records: list[str] | None = None,
     ) -> dict[str, Any]:
-        """This site's raw facts: round trips to `portals`, the first sector of each disk in `probe`."""
-        request = {"op": "observe", "disks": disks, "portals": portals or [], "probe": probe or []}
+        """This site's raw facts: round trips to `portals`, the first sector of each disk in `probe`,
+        the leg record of each in `records`."""
+        request = {
+            "op": "observe",
+            "disks": disks,
+            "portals": portals or [],
+            "probe": probe or [],
+            "records": records or [],
+        }
         facts: dict[str, Any] = self.request(request)["facts"]
         return facts
 

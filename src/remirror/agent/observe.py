@@ -17,8 +17,10 @@ from pathlib import Path
 from typing import Any
 
 from remirror.agent.cdp import read_index
+from remirror.agent.generations import read_record
 from remirror.errors import CommandError
 from remirror.facts.cdp import INDEX_MAGIC, CdpPoints
+from remirror.facts.generations import record_json
 from remirror.runner.local import LocalRunner
 
 _run = LocalRunner("agent").run
@@ -32,20 +34,25 @@ LIO_SAVE_PATHS = ("/etc/rtslib-fb-target/saveconfig.json", "/etc/target/saveconf
 
 
 def observe(
-    disks: list[str], portals: list[str] | None = None, probe: list[str] | None = None
+    disks: list[str],
+    portals: list[str] | None = None,
+    probe: list[str] | None = None,
+    records: list[str] | None = None,
 ) -> dict[str, Any]:
     """Everything the planner and health need to know about this site.
 
-    `probe`: the disks whose first sector to read (would-be cache disks). Only
-    those: a read of an iSCSI disk whose link just went down waits for the
-    session's replacement timeout, and a reconciler pass must not.
+    `probe`: the disks whose first sector to read (would-be cache disks), and
+    `records`: the legs whose record to read (their last MiB). Only those: a
+    read of an iSCSI disk whose link just went down waits for the session's
+    replacement timeout, and a reconciler pass must not.
     """
     return {
         "portal_rtt": {portal: _round_trip(portal) for portal in portals or []},
         "hostname": os.uname().nodename,
         "initiator": INITIATOR_NAME_FILE.read_text() if INITIATOR_NAME_FILE.exists() else "",
-        "disks": _disks(disks, set(probe or [])),
+        "disks": _disks(disks, set(probe or []), set(records or [])),
         "arrays": _arrays(),
+        "inactive_arrays": _inactive_arrays(),
         "sessions": _sessions(),
         "nodes": _nodes(),
         "lio": _lio(),
@@ -112,8 +119,8 @@ def _round_trip(portal: str, timeout: float = 3.0) -> float | None:
         return None
 
 
-def _disks(paths: list[str], probe: set[str]) -> dict[str, Any]:
-    disks = {path: _disk(path, path in probe) for path in paths}
+def _disks(paths: list[str], probe: set[str], records: set[str]) -> dict[str, Any]:
+    disks = {path: _disk(path, path in probe, path in records) for path in paths}
     users = _users({os.path.realpath(path) for path, info in disks.items() if info["exists"]})
     for path, info in disks.items():
         if info["exists"]:
@@ -144,7 +151,7 @@ def _users(devices: set[str]) -> dict[str, dict[str, list[str]]]:
     return users
 
 
-def _disk(path: str, probe: bool) -> dict[str, Any]:
+def _disk(path: str, probe: bool, record: bool) -> dict[str, Any]:
     if not Path(path).exists():
         return {"exists": False}
     real = os.path.realpath(path)
@@ -170,6 +177,8 @@ def _disk(path: str, probe: bool) -> dict[str, Any]:
             index = read_index(real)
             if index is not None:
                 info["cdp_points"] = dataclasses.asdict(CdpPoints.of(index))
+    if record and (found := read_record(real)) is not None:
+        info["leg_record"] = record_json(found)
     try:
         info["wipefs"] = _run(["wipefs", "--no-act", "--json", real]).stdout
     except CommandError:
@@ -229,11 +238,28 @@ def _arrays() -> dict[str, Any]:
     return arrays
 
 
+def _inactive_arrays() -> dict[str, list[str]]:
+    """Arrays assembled in part and never started (md127 -> its members' kernel names).
+
+    udev's incremental assembly makes them from any leg a change event shows:
+    they hold the leg without having written to it.
+    """
+    inactive = {}
+    for md in sorted(Path("/sys/block").glob("md*")):
+        try:
+            state = (md / "md" / "array_state").read_text().strip()
+        except OSError:
+            continue
+        if state == "inactive":
+            inactive[md.name] = sorted(m.name.removeprefix("dev-") for m in (md / "md").glob("dev-*"))
+    return inactive
+
+
 def _sessions() -> list[dict[str, Any]]:
     sessions = []
     for session in sorted(Path("/sys/class/iscsi_session").glob("session*")):
         sid = int(session.name.removeprefix("session"))
-        values = _read_tree(session, ["state", "targetname", "recovery_tmo"])
+        values = _read_tree(session, ["state", "targetname", "recovery_tmo", "initiatorname"])
         for connection in Path("/sys/class/iscsi_connection").glob(f"connection{sid}:*"):
             values.update(_read_tree(connection, ["persistent_address", "persistent_port"]))
         disks = sorted(p.name for p in session.glob("device/target*/*/block/*"))

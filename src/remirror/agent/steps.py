@@ -5,7 +5,9 @@ A step is a small JSON object, so that the controller can ship it over SSH:
 `write_sysfs`, `node_secrets` (CHAP secrets into an iSCSI node record),
 `lio` (an rtslib operation), `dm_reload` (a live table swap) and
 `drain_cache` (write a cache back, then swap it for a linear mapping),
-`cdp_stack` and `cdp_deactivate` (a mirror's CDP stack, remirror.agent.cdp).
+`cdp_stack` and `cdp_deactivate` (a mirror's CDP stack, remirror.agent.cdp),
+`leg_record_create`, `leg_record_promote` and `leg_record_join` (generations on the legs)
+and `save_ranges` (a discarded leg's writes, kept aside), remirror.agent.generations.
 Secrets arrive inside steps and are redacted wherever a step is logged or
 reported.
 """
@@ -17,7 +19,7 @@ import time
 from pathlib import Path
 from typing import Any
 
-from remirror.agent import cdp
+from remirror.agent import cdp, generations
 from remirror.errors import CommandError, RemirrorError
 from remirror.facts.model import CacheStatus
 from remirror.facts.parsers import parse_cache_status
@@ -240,5 +242,9 @@ _STEPS = {
     "dm_reload": _dm_reload,
     "drain_cache": _drain_cache,
     "cdp_stack": cdp.ensure_stack,
+    "leg_record_create": generations.create_step,
+    "leg_record_promote": generations.promote_step,
+    "leg_record_join": generations.join_step,
+    "save_ranges": generations.save_ranges_step,
     "cdp_deactivate": cdp.deactivate_step,
 }

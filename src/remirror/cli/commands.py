@@ -10,7 +10,7 @@ import click
 from remirror.cli.cdp import cdp
 from remirror.cli.health import check, metrics, status, verify
 from remirror.cli.lab import lab
-from remirror.cli.mirror import agent, apply, destroy, plan
+from remirror.cli.mirror import agent, apply, destroy, failback, plan, promote, resolve
 from remirror.cli.output import console, emit_json, output_option, profile_argument
 from remirror.cli.reconcile import destage, reconcile, watch
 from remirror.errors import EXIT_BAD_INPUT, ProfileError
@@ -109,6 +109,9 @@ ALL = [
     plan,
     apply,
     destroy,
+    promote,
+    failback,
+    resolve,
     reconcile,
     watch,
     destage,

@@ -274,6 +274,7 @@ def status_json(r: MirrorReport) -> dict[str, Any]:
     return {
         "mirror": r.mirror,
         "device": r.device,
+        "primary": r.primary,
         "mode": r.mode,
         "state": r.state.value,
         "reason": r.reason,

@@ -172,3 +172,117 @@ def agent() -> int:
         raise UsageError(f"agent: the request is not JSON: {error}") from None
     click.echo(json.dumps(handle(request)))
     return 0
+
+
+@click.command()
+@profile_argument
+@click.argument("mirror_name", metavar="MIRROR")
+@click.option("--site", "site", required=True, help="The site to run MIRROR from now on.")
+@click.option(
+    "--force",
+    is_flag=True,
+    help="Promote without the current primary (gone, or cut off): fence it from this site's leg first."
+    " Writes it acknowledged after the link was lost stay on its own leg (a split brain to resolve).",
+)
+@click.option("--yes", is_flag=True, help="Do not ask before promoting.")
+@output_option
+def promote(profile_path: str, mirror_name: str, site: str, force: bool, yes: bool, output: str) -> int:
+    """Make SITE run MIRROR (failover; docs/failover.md).
+
+    Planned (without --force): the current primary must be reachable and
+    every leg in sync; it stops serving, the new generation is written on
+    every leg, and the array is assembled on SITE from all of them.
+    """
+    return _promote("promote", profile_path, mirror_name, site, force, yes, output)
+
+
+@click.command()
+@profile_argument
+@click.argument("mirror_name", metavar="MIRROR")
+@click.option("--yes", is_flag=True, help="Do not ask before handing back.")
+@output_option
+def failback(profile_path: str, mirror_name: str, yes: bool, output: str) -> int:
+    """Hand MIRROR back to its home primary (the profile's `primary`): a planned promotion,
+    refused unless every leg is in sync."""
+    return _promote("failback", profile_path, mirror_name, None, False, yes, output)
+
+
+def _promote(
+    command: str, profile_path: str, mirror_name: str, site: str | None, force: bool, yes: bool, output: str
+) -> int:
+    from remirror.failover import carry_out, plan_promotion
+
+    controller, secrets = _load(profile_path)
+    try:
+        mirrors = {m.name: m for m in controller.profile.mirrors}
+        if mirror_name not in mirrors:
+            raise UsageError(
+                f"{command}: {profile_path} has no mirror {mirror_name!r} (it has: {', '.join(mirrors)})"
+            )
+        site = site or mirrors[mirror_name].primary.site
+        handover = plan_promotion(controller, mirror_name, site, secrets, force)
+        say = (lambda _line: None) if output == "json" else click.echo
+        for action in handover.actions:
+            say(action.line())
+        if not yes:
+            if not sys.stdin.isatty():
+                raise UsageError(f"{command}: not a terminal, so nobody can confirm: pass --yes")
+            if not click.confirm(f"Hand {mirror_name} to {site}?", default=False):
+                return EXIT_BAD_INPUT
+        done = carry_out(controller, handover, secrets, say)
+    finally:
+        controller.close()
+    if output == "json":
+        emit_json(
+            command,
+            {
+                "mirror": mirror_name,
+                "site": site,
+                "forced": force,
+                "actions": [o.action.as_json() for o in done.outcomes],
+                "pending": done.pending,
+            },
+        )
+    else:
+        say(f"Done: {site} runs {mirror_name} ({len(done.outcomes)} action(s)).")
+        if done.pending:
+            say(f"Pending: {done.pending}")
+    return 0
+
+
+@click.command()
+@profile_argument
+@click.argument("mirror_name", metavar="MIRROR")
+@click.option(
+    "--keep", "keep", required=True, help="The site whose data wins; the others' since the split go."
+)
+@click.option(
+    "--save",
+    metavar="DIR",
+    help="First copy what each discarded leg wrote on its own (its bitmap's dirty ranges) into DIR"
+    " on its site.",
+)
+@click.option("--yes", is_flag=True, help="Do not ask (the discarded writes are lost, but for --save).")
+def resolve(profile_path: str, mirror_name: str, keep: str, save: str | None, yes: bool) -> int:
+    """End MIRROR's split brain: keep SITE's data, rebuild the other legs from it (docs/failover.md)."""
+    from remirror.failover import carry_out_resolution, plan_resolution
+
+    controller, secrets = _load(profile_path)
+    try:
+        if mirror_name not in [m.name for m in controller.profile.mirrors]:
+            raise UsageError(f"resolve: {profile_path} has no mirror {mirror_name!r}")
+        first = plan_resolution(controller, mirror_name, keep, save)
+        for action in first.actions:
+            click.echo(action.line())
+        for action in first.destructive:
+            click.echo(f"  discards: {action.destructive}")
+        if not yes:
+            if not sys.stdin.isatty():
+                raise UsageError("resolve: not a terminal, so nobody can confirm: pass --yes")
+            if not click.confirm(f"Keep {keep}'s data and discard the others'?", default=False):
+                return EXIT_BAD_INPUT
+        outcomes = carry_out_resolution(controller, mirror_name, first, secrets, click.echo)
+    finally:
+        controller.close()
+    click.echo(f"Done: {keep}'s data kept ({len(outcomes)} action(s)); the other legs resync in full.")
+    return 0

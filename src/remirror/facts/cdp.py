@@ -6,14 +6,12 @@ tests/unit/fixtures/lab-6.1/record-cdp.sh). The design is docs/cdp.md.
 
 from __future__ import annotations
 
-import hashlib
-import json
 import re
-import struct
 from dataclasses import dataclass
 from typing import Any
 
 from remirror.facts.parsers import ParseError
+from remirror.facts.slots import SLOTS, decode_slots, encode_slot, slot_for
 
 
 @dataclass(frozen=True)
@@ -187,62 +185,44 @@ class CdpIndex:
         return max(earlier, key=lambda p: p.time) if earlier else None
 
 
-# The index slice holds two slots; each write goes to the older one, so a write cut
-# short by a crash leaves the other intact. A slot: magic, sequence, payload length,
-# sha256 of the payload, the JSON payload.
+# The index slice holds two slots (remirror.facts.slots): a crash mid-write leaves one intact.
 INDEX_MAGIC = b"RMRCDP01"
-INDEX_SLOTS = 2
-_HEADER = struct.Struct("<8sQI32s")
+INDEX_SLOTS = SLOTS
 
 
 def encode_index(index: CdpIndex, slot_size: int) -> bytes:
     """One slot's bytes (padded to `slot_size`)."""
-    payload = json.dumps(
-        {
-            "mirror": index.mirror,
-            "layout": index.layout.as_json(),
-            "next_id": index.next_id,
-            # compact: [id, time, era] per point; a week of points a minute apart is ~300KiB
-            "points": [[p.id, round(p.time, 3), p.era] for p in index.points],
-        },
-        separators=(",", ":"),
-    ).encode()
-    header = _HEADER.pack(INDEX_MAGIC, index.sequence, len(payload), hashlib.sha256(payload).digest())
-    if len(header) + len(payload) > slot_size:
-        raise ValueError(f"the index of {len(index.points)} points does not fit in {slot_size} bytes")
-    return (header + payload).ljust(slot_size, b"\0")
+    body = {
+        "mirror": index.mirror,
+        "layout": index.layout.as_json(),
+        "next_id": index.next_id,
+        # compact: [id, time, era] per point; a week of points a minute apart is ~300KiB
+        "points": [[p.id, round(p.time, 3), p.era] for p in index.points],
+    }
+    return encode_slot(
+        INDEX_MAGIC, index.sequence, body, slot_size, f"the index of {len(index.points)} points"
+    )
 
 
 def decode_index(data: bytes, slot_size: int) -> CdpIndex | None:
     """The newest intact slot of an index slice, or None if neither slot holds one."""
-    found = []
-    for slot in range(INDEX_SLOTS):
-        raw = data[slot * slot_size : (slot + 1) * slot_size]
-        if len(raw) < _HEADER.size:
-            continue
-        magic, sequence, length, digest = _HEADER.unpack_from(raw)
-        payload = raw[_HEADER.size : _HEADER.size + length]
-        if magic != INDEX_MAGIC or len(payload) != length or hashlib.sha256(payload).digest() != digest:
-            continue
-        body = json.loads(payload)
-        found.append(
-            CdpIndex(
-                mirror=body["mirror"],
-                layout=Layout.from_json(body["layout"]),
-                points=tuple(RecoveryPoint(int(i), float(t), int(e)) for i, t, e in body["points"]),
-                next_id=body["next_id"],
-                sequence=sequence,
-            )
-        )
-    return max(found, key=lambda index: index.sequence) if found else None
+    found = decode_slots(INDEX_MAGIC, data, slot_size)
+    if found is None:
+        return None
+    sequence, body = found
+    return CdpIndex(
+        mirror=body["mirror"],
+        layout=Layout.from_json(body["layout"]),
+        points=tuple(RecoveryPoint(int(i), float(t), int(e)) for i, t, e in body["points"]),
+        next_id=body["next_id"],
+        sequence=sequence,
+    )
 
 
 def index_slot_for(index: CdpIndex) -> int:
-    """The slot a write of `index` goes to: alternate, by sequence (the first write, 1, to slot 0).
-
-    Slot 0 starts at the mirror's first sector, so a new stack shows its magic there at once.
-    """
-    return (index.sequence - 1) % INDEX_SLOTS
+    """The slot a write of `index` goes to (slot 0, at the mirror's first sector, first: a new
+    stack shows its magic there at once)."""
+    return slot_for(index.sequence)
 
 
 @dataclass(frozen=True)

@@ -140,6 +140,7 @@ class IscsiSession:
     state: str  # LOGGED_IN, FAILED, FREE
     disk: str | None = None  # kernel name of its LUN 0 disk, while it has one
     recovery_tmo: int | None = None  # seconds: the node's replacement_timeout, or what was written live
+    initiator: str = ""  # the initiator name it logged in with (an iface may set another than the host's)
 
 
 @dataclass(frozen=True)

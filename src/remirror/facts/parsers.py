@@ -10,6 +10,7 @@ from __future__ import annotations
 import json
 import re
 import shlex
+import struct
 
 from remirror.facts.model import (
     CacheStatus,
@@ -294,6 +295,7 @@ def build_iscsi_session(sid: int, sysfs: dict[str, str]) -> IscsiSession:
             state=sysfs["state"].strip(),
             disk=sysfs.get("disk", "").strip() or None,
             recovery_tmo=int(sysfs["recovery_tmo"]) if sysfs.get("recovery_tmo", "").strip() else None,
+            initiator=sysfs.get("initiatorname", "").strip(),
         )
     except (KeyError, ValueError) as error:
         raise ParseError(f"iSCSI session {sid}: missing or bad {error}") from None
@@ -376,3 +378,44 @@ def parse_cache_status(text: str) -> CacheStatus:
     except (IndexError, ValueError):
         pass
     raise ParseError(f"not a writecache or cache status line: {text.strip()!r}")
+
+
+# md's on-disk write-intent bitmap (drivers/md/md-bitmap.h, bitmap_super_t): a 256-byte
+# header (magic "bitm", little-endian), then one bit per chunk, bit i of the map = byte
+# i // 8, bit i % 8 (the kernel's little-endian bit order).
+BITMAP_MAGIC = 0x6D746962
+_BITMAP_HEADER = struct.Struct("<II16sQQQIIII")  # magic version uuid events cleared sync_size state chunk ...
+
+
+def parse_bitmap_dirty(data: bytes) -> list[tuple[int, int]]:
+    """The dirty chunks of an on-disk bitmap (header and bits) as merged (offset, length) byte ranges
+    of the array's data: what a leg wrote that the others may not have."""
+    if len(data) < 256:
+        raise ParseError("md bitmap: shorter than its header")
+    magic, _, _, _, _, sync_sectors, _, chunk, *_ = _BITMAP_HEADER.unpack_from(data)
+    if magic != BITMAP_MAGIC or chunk <= 0:
+        raise ParseError(f"md bitmap: bad magic {magic:#x} or chunk size {chunk}")
+    size = sync_sectors * 512
+    chunks = -(-size // chunk)
+    bits = data[256 : 256 + -(-chunks // 8)]
+    if len(bits) * 8 < chunks:
+        raise ParseError(f"md bitmap: {len(bits) * 8} bits read, {chunks} chunks expected")
+    ranges: list[tuple[int, int]] = []
+    for i in range(chunks):
+        if bits[i // 8] >> (i % 8) & 1:
+            start, length = i * chunk, min(chunk, size - i * chunk)
+            if ranges and ranges[-1][0] + ranges[-1][1] == start:
+                ranges[-1] = (ranges[-1][0], ranges[-1][1] + length)
+            else:
+                ranges.append((start, length))
+    return ranges
+
+
+def parse_bitmap_location(examine: str) -> tuple[int, int]:
+    """(superblock offset, bitmap offset from it), in bytes, from plain `mdadm --examine`:
+    `Super Offset : 8 sectors` and `Internal Bitmap : 8 sectors from superblock`."""
+    sb = re.search(r"^\s*Super Offset : (\d+) sectors", examine, flags=re.M)
+    bitmap = re.search(r"^\s*Internal Bitmap : (-?\d+) sectors from superblock", examine, flags=re.M)
+    if sb is None or bitmap is None:
+        raise ParseError("mdadm --examine: no internal bitmap (Super Offset / Internal Bitmap)")
+    return int(sb.group(1)) * 512, int(bitmap.group(1)) * 512

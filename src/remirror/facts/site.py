@@ -7,6 +7,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from remirror.facts.cdp import CdpPoints, ThinPoolStatus, parse_thin_pool_status
+from remirror.facts.generations import LegRecord, record_from_json
 from remirror.facts.model import (
     CacheStatus,
     DmTable,
@@ -48,6 +49,7 @@ class DiskFacts:
     devno: str = ""  # MAJ:MIN, as device-mapper tables name devices
     first_sector: str = ""  # zero | writecache | cdp | other: may it become a cache, or hold CDP?
     cdp_points: CdpPoints | None = None  # a mirror with CDP: its recovery points, in short
+    leg_record: LegRecord | None = None  # a mirror's leg: its generations (docs/failover.md), when asked
 
     def users(self) -> list[str]:
         """Everything using the device, as words for an error message."""
@@ -116,6 +118,8 @@ class SiteFacts:
     mdadm_conf: str = ""
     portal_rtt: dict[str, float | None] = field(default_factory=dict, hash=False)  # "addr:port" -> s
     dm: dict[str, DmDevice] = field(default_factory=dict, hash=False)  # remirror's, by name
+    # md127 -> members: arrays assembled in part (udev's incremental assembly), never started
+    inactive_arrays: dict[str, tuple[str, ...]] = field(default_factory=dict, hash=False)
 
     def array_named(self, name: str, uuid: str) -> MdArray | None:
         """The running array with this UUID, or failing that, this /dev/md/NAME."""
@@ -164,6 +168,7 @@ def site_facts(name: str, raw: dict[str, Any]) -> SiteFacts:
             devno=info.get("devno", ""),
             first_sector=info.get("first_sector", ""),
             cdp_points=CdpPoints(**info["cdp_points"]) if info.get("cdp_points") else None,
+            leg_record=record_from_json(info["leg_record"]) if info.get("leg_record") else None,
         )
         for path, info in raw.get("disks", {}).items()
     }
@@ -173,7 +178,13 @@ def site_facts(name: str, raw: dict[str, Any]) -> SiteFacts:
         if info.get("detail")
     )
     links = {kernel: tuple(info.get("links", ())) for kernel, info in raw.get("arrays", {}).items()}
-    sessions = tuple(build_iscsi_session(s["sid"], s["sysfs"]) for s in raw.get("sessions", []))
+    sessions = tuple(
+        session
+        for session in (build_iscsi_session(s["sid"], s["sysfs"]) for s in raw.get("sessions", []))
+        # This host's own: sessions logged in under another initiator name belong to someone
+        # else sharing the kernel (the lab's two sites do).
+        if not (initiator and session.initiator and session.initiator != initiator)
+    )
     nodes = {tuple(key.split(" ", 1)): settings for key, settings in raw.get("nodes", {}).items()}
     lio = raw.get("lio", {})
     targets = {
@@ -214,6 +225,7 @@ def site_facts(name: str, raw: dict[str, Any]) -> SiteFacts:
         mdadm_conf=raw.get("mdadm_conf", ""),
         portal_rtt=dict(raw.get("portal_rtt", {})),
         dm={name: _dm_device(name, info) for name, info in raw.get("dm", {}).items()},
+        inactive_arrays={md: tuple(members) for md, members in raw.get("inactive_arrays", {}).items()},
     )
 
 

@@ -104,6 +104,7 @@ class MirrorReport:
     write_behind: int | None = None  # md's backlog limit (async mode)
     write_behind_high_water: int | None = None  # the most writes md held behind at once
     cdp: CdpReport | None = None  # mirrors with `cdp`
+    primary: str = ""  # the site running it now (a promotion moves it: docs/failover.md)
 
     @property
     def out_of_sync_bytes(self) -> int | None:
@@ -190,6 +191,7 @@ def _mirror(
         write_behind=array.backlog if array is not None else None,
         write_behind_high_water=array.max_backlog_used if array is not None else None,
         cdp=_cdp(mirror, primary, now),
+        primary=mirror.primary.site,
     )
 
 

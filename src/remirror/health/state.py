@@ -24,6 +24,7 @@ from enum import StrEnum
 
 from remirror.facts.model import MdArray, MdMember
 from remirror.facts.site import SiteFacts
+from remirror.plan.roles import leg_records, roles
 from remirror.profile.model import Mirror, Profile
 from remirror.profile.names import array_uuid, by_path, leg_device
 
@@ -76,6 +77,9 @@ def assess(profile: Profile, mirror: Mirror, facts: Mapping[str, SiteFacts | Non
     if primary is None:
         return MirrorHealth(mirror.name, State.UNKNOWN, f"site {mirror.primary.site} could not be observed")
     uuid_ = array_uuid(profile, mirror)
+    conflict = roles(mirror, leg_records(mirror, uuid_, facts)).conflict
+    if conflict:
+        return MirrorHealth(mirror.name, State.SPLIT_BRAIN, conflict)
     array = primary.array_named(mirror.name, uuid_)
     if array is None:
         # The disk itself when its cache device is gone too (a reboot): it carries the superblock.
@@ -90,7 +94,7 @@ def assess(profile: Profile, mirror: Mirror, facts: Mapping[str, SiteFacts | Non
         return MirrorHealth(mirror.name, State.ABSENT, reason)
     legs = _legs(profile, mirror, primary, array)
     local, replicas = legs[0], legs[1:]
-    diverged = _diverged(profile, mirror, primary, replicas, uuid_)
+    diverged = _diverged(profile, mirror, facts, replicas, uuid_)
     if diverged:
         return MirrorHealth(mirror.name, State.SPLIT_BRAIN, diverged, legs)
     progress = array.sync_completed if array.sync_action in ("resync", "recover") else None
@@ -138,7 +142,11 @@ def assess(profile: Profile, mirror: Mirror, facts: Mapping[str, SiteFacts | Non
 
 
 def _diverged(
-    profile: Profile, mirror: Mirror, primary: SiteFacts, replicas: tuple[LegHealth, ...], uuid_: str
+    profile: Profile,
+    mirror: Mirror,
+    facts: Mapping[str, SiteFacts | None],
+    replicas: tuple[LegHealth, ...],
+    uuid_: str,
 ) -> str:
     """Why a replica leg out of the array must not come back into it, or "".
 
@@ -160,6 +168,9 @@ def _diverged(
     can count an event more, a false SPLIT_BRAIN in the middle of a resync
     (the likely cause of a lab check that said CRITICAL mid-resync).
     """
+    primary = facts.get(mirror.primary.site)
+    if primary is None:
+        return ""
     own = primary.disks.get(leg_device(mirror, mirror.primary, primary.dm))
     if own is None or own.superblock is None:
         return ""
@@ -167,6 +178,10 @@ def _diverged(
         if leg.status in (IN_SYNC, SYNCING):  # a member of the array (see above)
             continue
         seen = primary.disks.get(by_path(replica, profile.replica_iqn(mirror, replica)))
+        if seen is None or seen.superblock is None:
+            # Not exported (yet): a former primary after a promotion. Its own site's view.
+            site = facts.get(replica.site)
+            seen = site.disks.get(leg_device(mirror, replica, site.dm)) if site is not None else None
         theirs = seen.superblock if seen is not None else None
         if theirs is None or theirs.array_uuid != uuid_:
             continue

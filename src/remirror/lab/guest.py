@@ -12,6 +12,7 @@ import json
 import logging
 import os
 import secrets
+import shutil
 import subprocess
 import sys
 import time
@@ -58,6 +59,9 @@ MODULES = [
     "iscsi_target_mod",
     "iscsi_tcp",
     "sch_netem",
+    "sch_prio",  # with cls_u32 and act_gact: a cut drops site B's iSCSI traffic on loopback (lab.net)
+    "cls_u32",
+    "act_gact",
     "veth",
 ]
 # Site B keeps its own copies of these under /etc/remirror/lab/site-b: its own
@@ -112,6 +116,7 @@ def setup(spec: LabSpec) -> None:
     for directory in (LAB_DIR, RUN_DIR, "/etc/target", "/etc/rtslib-fb-target", "/run/sshd", "/dev/lab"):
         Path(directory).mkdir(parents=True, exist_ok=True)
     _put_remirror_on_path(spec)
+    _site_b_iscsiadm()
     _make_disks(spec)
     _make_network()
     _make_site_b()
@@ -160,6 +165,33 @@ def _put_remirror_on_path(spec: LabSpec) -> None:
         f'exec nsenter -t "$(cat {SITE_B_ANCHOR_PID})" --net --mount --uts -- "$@"\n'
     )
     helper.chmod(0o755)
+
+
+# The iface of site B's node records: it carries site B's initiator name to the one iscsid.
+SITE_B_IFACE = "site-b"
+
+
+def _site_b_iscsiadm() -> None:
+    """An `iscsiadm` in front of the real one, for site B.
+
+    iscsid works only in the root network namespace (site A's), so site B
+    cannot run one of its own. In site B this wrapper runs the real iscsiadm
+    in site A's network namespace, so it reaches that iscsid, and keeps
+    site B's mount namespace, so it uses site B's node records; node records
+    it creates are bound to the iface that carries site B's initiator name.
+    A lab stand-in for a second host: sessions stay global to the kernel
+    (observe tells them apart by initiator name).
+    """
+    real = shutil.which("iscsiadm", path="/usr/sbin:/sbin:/usr/bin:/bin")
+    wrapper = Path("/usr/local/sbin/iscsiadm")
+    wrapper.parent.mkdir(parents=True, exist_ok=True)
+    wrapper.write_text(
+        "#!/bin/sh\n# remirror lab: site B's iscsiadm talks to site A's iscsid (see remirror.lab.guest).\n"
+        f'if [ "$(readlink /proc/self/ns/net)" = "$(readlink /proc/1/ns/net)" ]; then exec {real} "$@"; fi\n'
+        f'case " $* " in *" -o new "*) set -- "$@" -I {SITE_B_IFACE} ;; esac\n'
+        f'exec nsenter --net=/proc/1/ns/net -- {real} "$@"\n'
+    )
+    wrapper.chmod(0o755)
 
 
 def _make_disks(spec: LabSpec) -> None:
@@ -213,6 +245,13 @@ def _make_site_b() -> None:
             run(["cp", "-a", f"{source}/.", str(copy)])
         mounts.append(f"mount --bind {copy} {source}")
     (private / "iscsi" / "initiatorname.iscsi").write_text(f"InitiatorName={INITIATOR_NAMES['b']}\n")
+    # Site B as an initiator (after a promotion it logs in to site A's leg): see _site_b_iscsiadm.
+    ifaces = private / "iscsi" / "ifaces"
+    ifaces.mkdir(parents=True, exist_ok=True)
+    (ifaces / SITE_B_IFACE).write_text(
+        f"iface.iscsi_ifacename = {SITE_B_IFACE}\niface.transport_name = tcp\n"
+        f"iface.initiatorname = {INITIATOR_NAMES['b']}\n"
+    )
     ready = Path(RUN_DIR) / "site-b.ready"
     script = " && ".join([*mounts, "hostname site-b", f"touch {ready}", "exec sleep infinity"])
     anchor = subprocess.Popen(

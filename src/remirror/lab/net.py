@@ -7,7 +7,7 @@ import time
 from pathlib import Path
 
 from remirror.errors import RemirrorError
-from remirror.lab.spec import LAB_FILE, SITE_B_ADDRESS, SITE_B_ANCHOR_PID, VETH_A, VETH_B, Wan
+from remirror.lab.spec import LAB_FILE, SITE_A_ADDRESS, SITE_B_ADDRESS, SITE_B_ANCHOR_PID, VETH_A, VETH_B, Wan
 from remirror.runner.local import LocalRunner
 
 _run = LocalRunner("lab").run
@@ -29,11 +29,40 @@ def in_site_b(argv: list[str]) -> list[str]:
 
 
 def set_link(up: bool) -> None:
-    """Bring the veth link between the sites up or down, on both ends."""
+    """Bring the veth link between the sites up or down, on both ends.
+
+    Site B's own iSCSI sessions (after a promotion it logs in to site A's
+    leg) go through the lab's one iscsid, in site A's namespace, to site A's
+    address: over loopback, not the veth. So a cut also drops iSCSI traffic
+    to site A's portal on loopback (remirror.lab.guest, _site_b_iscsiadm).
+    """
     require_lab()
     state = "up" if up else "down"
     _run(["ip", "link", "set", VETH_A, state])
     _run(in_site_b(["ip", "link", "set", VETH_B, state]))
+    if up:
+        _run(["tc", "qdisc", "del", "dev", "lo", "root"], ok_codes=(0, 2))
+        return
+    _run(["tc", "qdisc", "replace", "dev", "lo", "root", "handle", "1:", "prio"])
+    for direction in ("dport", "sport"):
+        match = ["match", "ip", "dst", f"{SITE_A_ADDRESS}/32", "match", "ip", direction, "3260", "0xffff"]
+        _run(
+            [
+                "tc",
+                "filter",
+                "add",
+                "dev",
+                "lo",
+                "parent",
+                "1:",
+                "protocol",
+                "ip",
+                "u32",
+                *match,
+                "action",
+                "drop",
+            ]
+        )
 
 
 def apply_wan(wan: Wan) -> None:

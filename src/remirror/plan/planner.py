@@ -12,11 +12,13 @@ from dataclasses import dataclass
 from typing import Any
 
 from remirror.errors import RemirrorError
+from remirror.facts.generations import MiB
 from remirror.facts.model import Signature
 from remirror.facts.site import DiskFacts, SiteFacts
 from remirror.plan.actions import CHANGE, CREATE, DELETE, Action, Plan
 from remirror.plan.cache import CacheError, cache_actions
 from remirror.plan.cdp import CdpPlanError, cdp_actions, volume_path
+from remirror.plan.roles import as_run, md_size
 from remirror.profile.model import Chap, Mirror, PrimaryLeg, Profile, ReplicaLeg
 from remirror.profile.names import array_uuid, backstore_name, by_path, export_backstore_name, leg_device
 from remirror.profile.timeouts import REPLACEMENT_TIMEOUT
@@ -64,7 +66,12 @@ def make_plan(profile: Profile, facts: Mapping[str, SiteFacts], secrets: Mapping
                     " (destroy the mirror, then apply)"
                 )
             actions += _cache_actions(profile, mirror, replica, site, disk, where)
-            device = _leg_device(mirror, replica, site, disk)
+            released, device = release_partial_assembly(site, _leg_device(mirror, replica, site, disk), uuid_)
+            actions += released
+            actions += _stand_down_former_primary(mirror, site, device, uuid_)
+            # Sessions it kept from when it ran the mirror (a former primary's, toward the
+            # other legs' old targets): they would retry forever.
+            actions += logout_actions(profile, as_run(mirror, replica.site), site)
             replica_disks.append(device)
             iqn = profile.replica_iqn(mirror, replica)
             actions += _replica_actions(
@@ -76,20 +83,34 @@ def make_plan(profile: Profile, facts: Mapping[str, SiteFacts], secrets: Mapping
         actions += _cache_actions(
             profile, mirror, mirror.primary, primary, disk, ("mirrors", index, "primary")
         )
-        local = _leg_device(mirror, mirror.primary, primary, disk)
+        released, local = release_partial_assembly(
+            primary, _leg_device(mirror, mirror.primary, primary, disk), uuid_
+        )
+        actions += released
         array = _array_actions(profile, mirror, primary, local, replica_disks, remote_paths, uuid_)
         actions += array
-        try:
-            new_array = any(a.verb == "CreateArray" for a in array)
-            actions += cdp_actions(profile, index, mirror, primary, new_array)
-        except CdpPlanError as error:
-            raise PlanError(str(error)) from None
-        # With CDP, applications (and the export) use the volume on top of the mirror.
-        exported = volume_path(mirror) if mirror.cdp is not None else mirror.md_device
-        device = primary.disks.get(exported, DiskFacts(exported, exists=False))
-        actions += _export_actions(mirror, primary, device, secrets)
-    actions += mdadm_conf_actions(profile, facts)
-    return Plan(tuple(actions))
+        new_array = any(a.verb == "CreateArray" for a in array)
+        actions += serving_actions(profile, index, mirror, primary, secrets, new_array)
+    return Plan(tuple(with_mdadm_conf(actions, mdadm_conf_actions(profile, facts))))
+
+
+def serving_actions(
+    profile: Profile,
+    index: int,
+    mirror: Mirror,
+    primary: SiteFacts,
+    secrets: Mapping[str, str],
+    new_array: bool = False,
+) -> list[Action]:
+    """What the primary serves on top of the array: the CDP stack, then the export."""
+    try:
+        actions = cdp_actions(profile, index, mirror, primary, new_array)
+    except CdpPlanError as error:
+        raise PlanError(str(error)) from None
+    # With CDP, applications (and the export) use the volume on top of the mirror.
+    exported = volume_path(mirror) if mirror.cdp is not None else mirror.md_device
+    device = primary.disks.get(exported, DiskFacts(exported, exists=False))
+    return actions + _export_actions(mirror, primary, device, secrets)
 
 
 def _mdadm_conf_lines(profile: Profile, without: Mirror | None = None) -> dict[str, list[str]]:
@@ -126,6 +147,8 @@ def mdadm_conf_actions(
 ) -> list[Action]:
     actions = []
     for site_name, lines in _mdadm_conf_lines(profile, without).items():
+        if site_name not in facts:  # not reached (a forced promotion): its file is written when it is
+            continue
         current = facts[site_name].mdadm_conf
         wanted = managed_conf(current, lines)
         if wanted != current:
@@ -146,6 +169,19 @@ def mdadm_conf_actions(
                 )
             )
     return actions
+
+
+def with_mdadm_conf(actions: list[Action], conf: list[Action]) -> list[Action]:
+    """The plan's actions with the sites' new mdadm.conf around them.
+
+    mdadm.conf says what boot and udev may assemble. A site that stops an
+    array (to hand it over, or for good) gets its new file first: udev's
+    incremental assembly would otherwise take the stopped legs again at the
+    next change event (a leg record written, for one). The other sites get
+    theirs last, once their arrays run.
+    """
+    stopping = {a.site for a in actions if a.verb == "StopArray"}
+    return [a for a in conf if a.site in stopping] + actions + [a for a in conf if a.site not in stopping]
 
 
 def _cache_actions(
@@ -196,6 +232,55 @@ def _destroys(site: str, disk: DiskFacts, uuid_: str) -> str:
     if not found:
         return ""
     return f"site {site}: {disk.path} holds " + ", ".join(dict.fromkeys(s.describe() for s in found))
+
+
+def release_partial_assembly(site: SiteFacts, leg: DiskFacts, uuid_: str) -> tuple[list[Action], DiskFacts]:
+    """Stop the inactive arrays holding a leg of the mirror; the leg without them.
+
+    udev assembles arrays incrementally (`mdadm --incremental`) from the
+    devices a change event shows: a leg record written to a stopped leg, a
+    boot with the other legs away. What it builds stays inactive until every
+    leg is there: it never ran, so it holds no write, but it holds the leg,
+    and neither `mdadm --assemble` nor LIO can open it then.
+    """
+    if leg.superblock is None or leg.superblock.array_uuid != uuid_:
+        return [], leg  # not the mirror's leg (yet): nothing of ours to free
+    partial = [h for h in leg.holders if h in site.inactive_arrays]
+    actions = [
+        Action(
+            site.name,
+            "StopArray",
+            f"/dev/{md} (inactive: assembled in part from {leg.path} by udev; never started)",
+            DELETE,
+            ({"kind": "run", "argv": ["mdadm", "--stop", f"/dev/{md}"]},),
+        )
+        for md in partial
+    ]
+    return actions, dataclasses.replace(leg, holders=tuple(h for h in leg.holders if h not in partial))
+
+
+def _stand_down_former_primary(mirror: Mirror, site: SiteFacts, leg: DiskFacts, uuid_: str) -> list[Action]:
+    """A replica site still running the array on its own leg: a former primary, back after a
+    forced promotion (docs/failover.md). Its array stops so that its leg can be exported to the
+    new primary; whether that leg may then rejoin is the reconciler's judgement (split brain)."""
+    array = site.array_named(mirror.name, uuid_)
+    if array is None or not leg.kernel_name or array.member(leg.kernel_name) is None:
+        return []
+    users = site.disks.get(mirror.md_device, DiskFacts(mirror.md_device, False)).users()
+    if users:
+        raise PlanError(
+            f"site {site.name} still runs {mirror.md_device} from before {mirror.primary.site} was"
+            f" promoted, and it is in use ({'; '.join(users)}): stop what uses it there first"
+        )
+    return [
+        Action(
+            site.name,
+            "StopArray",
+            f"{mirror.md_device} ({array.kernel_name}: a former primary's; its leg keeps its data)",
+            DELETE,
+            ({"kind": "run", "argv": ["mdadm", "--stop", mirror.md_device]},),
+        )
+    ]
 
 
 def _replica_actions(
@@ -351,6 +436,58 @@ def _target_actions(export: Export, secrets: Mapping[str, str], destructive: str
     return actions
 
 
+def logout_actions(profile: Profile, mirror: Mirror, primary: SiteFacts) -> list[Action]:
+    """The primary's sessions to the mirror's replicas end, and their node records go."""
+    actions = []
+    for replica in mirror.replicas:
+        iqn = profile.replica_iqn(mirror, replica)
+        portal = replica.portal_address
+        node_args = ["iscsiadm", "-m", "node", "-T", iqn, "-p", str(portal)]
+        if primary.session_for(iqn, portal.address, portal.port) is not None:
+            actions.append(
+                Action(
+                    primary.name,
+                    "LogoutSession",
+                    f"{iqn} at {portal}",
+                    DELETE,
+                    ({"kind": "run", "argv": [*node_args, "--logout"], "ok_codes": [0, 21]},),
+                )
+            )
+        if primary.node_for(iqn, portal.address, portal.port) is not None:
+            actions.append(
+                Action(
+                    primary.name,
+                    "DeleteIscsiNode",
+                    f"{iqn} at {portal}",
+                    DELETE,
+                    ({"kind": "run", "argv": [*node_args, "-o", "delete"], "ok_codes": [0, 21]},),
+                )
+            )
+    return actions
+
+
+def leg_export_removal(
+    profile: Profile,
+    mirror: Mirror,
+    replica: ReplicaLeg,
+    site: SiteFacts,
+    initiator: str = "",
+    fence: bool = False,
+) -> list[Action]:
+    """Take a replica leg's export away (its target, then its backstore: LIO holds the disk open).
+
+    `initiator`: the primary, whose session the same plan ends first; `fence`: cut it off anyway.
+    """
+    return lio_removal_actions(
+        site,
+        [profile.replica_iqn(mirror, replica)],
+        backstore_name(mirror, replica),
+        leg_device(mirror, replica, site.dm),
+        logged_out_before=initiator,
+        fence=fence,
+    )
+
+
 def save_lio_action(site: SiteFacts) -> Action:
     return Action(
         site.name,
@@ -371,14 +508,20 @@ def export_removal_actions(mirror: Mirror, primary: SiteFacts) -> list[Action]:
 
 
 def lio_removal_actions(
-    site: SiteFacts, iqns: list[str], backstore: str, device: str, logged_out_before: str = ""
+    site: SiteFacts,
+    iqns: list[str],
+    backstore: str,
+    device: str,
+    logged_out_before: str = "",
+    fence: bool = False,
 ) -> list[Action]:
     """Delete targets (with their TPGs, portals, LUNs and ACLs) and a backstore, then save.
 
     Refused while initiators are logged in: pulling a disk from under a host
     that uses it is not a plan, it is an outage. `logged_out_before`: the
     initiator whose session the same plan ends first (the primary's, on a
-    replica target).
+    replica target). `fence`: cutting the initiators off is the point (a
+    forced promotion), their sessions go with the target.
     """
     actions = []
     for iqn in iqns:
@@ -386,15 +529,15 @@ def lio_removal_actions(
         if target is None:
             continue
         busy = sorted(i for i, acl in target.acls.items() if acl.logged_in and i != logged_out_before)
-        if busy:
+        if busy and not fence:
             raise PlanError(
                 f"site {site.name}: {iqn} has initiators logged in ({', '.join(busy)}): log them out first"
             )
         actions.append(
             Action(
                 site.name,
-                "DeleteTarget",
-                f"{iqn} (its portals, LUNs and ACLs)",
+                "FenceTarget" if fence else "DeleteTarget",
+                f"{iqn} (its portals, LUNs and ACLs{', and their sessions' if fence else ''})",
                 DELETE,
                 ({"kind": "lio", "op": "delete_target", "iqn": iqn},),
             )
@@ -570,6 +713,8 @@ def _array_actions(
             "--homehost=<none>",
             "--bitmap=internal",
             f"--bitmap-chunk={replication.bitmap_chunk // 1024}K",
+            # Short of each leg's last MiB, the leg record's place (docs/failover.md).
+            f"--size={md_size([local.size, *(r.size for r in replica_disks)]) // MiB}M",
         ]
         if replication.mode == "async":
             argv.append(f"--write-behind={replication.effective_write_behind}")
@@ -587,6 +732,13 @@ def _array_actions(
                 steps=(
                     {"kind": "run", "argv": argv},
                     {"kind": "wait_path", "path": mirror.md_device, "timeout": 30},
+                    {
+                        "kind": "leg_record_create",
+                        "mirror": mirror.name,
+                        "array": uuid_,
+                        "site": mirror.primary.site,
+                        "devices": [local.path, *remote_paths],
+                    },
                 ),
                 destructive="; ".join(destroys),
             )
@@ -635,6 +787,24 @@ def _array_actions(
             )
         )
     for member in array.members:
+        if member.device == local.kernel_name and member.is_write_mostly:
+            # The primary's own leg, write-mostly from when it was a replica (before a promotion):
+            # reads would go over the link.
+            actions.append(
+                Action(
+                    primary.name,
+                    "ClearWriteMostly",
+                    f"{mirror.md_device} member {member.device} (the local leg: reads stay here)",
+                    CHANGE,
+                    (
+                        {
+                            "kind": "write_sysfs",
+                            "path": f"{base}/dev-{member.device}/state",
+                            "value": "-writemostly",
+                        },
+                    ),
+                )
+            )
         if member.device != local.kernel_name and not member.is_write_mostly and not member.is_faulty:
             actions.append(
                 Action(

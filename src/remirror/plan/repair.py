@@ -21,13 +21,23 @@ from remirror.health.state import FAULTY, MISSING, MirrorHealth, State
 from remirror.plan.actions import CHANGE, Action
 from remirror.plan.planner import make_plan
 from remirror.profile.model import Mirror, Profile, ReplicaLeg
-from remirror.profile.names import array_uuid, by_path
+from remirror.profile.names import array_uuid, by_path, leg_device
 
 # Apply's actions that a reconciler must leave to apply (and its operator): building
 # or reshaping the array, and changing a cache (a drain can take an hour). Re-creating
 # a cache from its disks after a DR host restart (CreateCache) is a repair.
+# Stopping a former primary's array (after a promotion) is apply's too: an operator's call.
 _NOT_REPAIRS = frozenset(
-    {"CreateArray", "AssembleArray", "ChangeBitmap", "WriteMdadmConf", "TuneCache", "AddCache", "DrainCache"}
+    {
+        "CreateArray",
+        "AssembleArray",
+        "ChangeBitmap",
+        "WriteMdadmConf",
+        "TuneCache",
+        "AddCache",
+        "DrainCache",
+        "StopArray",
+    }
 )
 # States in which nothing is touched: a person decides.
 _HANDS_OFF = {
@@ -64,11 +74,16 @@ def make_repair(
     observed = {name: site for name, site in facts.items() if site is not None}
     # Apply's own plan, for this mirror alone, minus what only apply may do.
     alone = profile.model_copy(update={"mirrors": [mirror]})
-    actions = [
-        a
-        for a in make_plan(alone, observed, secrets).actions
-        if a.verb not in _NOT_REPAIRS and not a.destructive
-    ]
+    planned = make_plan(alone, observed, secrets).actions
+    former = [a for a in planned if a.verb == "StopArray"]
+    if former:
+        return Repair(
+            mirror.name,
+            (),
+            f"site {former[0].site} still runs {mirror.md_device} from before {mirror.primary.site} was"
+            " promoted: `remirror apply` stops it there so that its leg can rejoin",
+        )
+    actions = [a for a in planned if a.verb not in _NOT_REPAIRS and not a.destructive]
     primary = observed[mirror.primary.site]
     blocked = []
     recovering = set()  # targets whose session exists but is down: iscsid is retrying them
@@ -159,6 +174,12 @@ def _readd(profile: Profile, mirror: Mirror, replica: ReplicaLeg, faulty: str, p
                 " it missed, so only a full rebuild would do, and remirror does not start one by itself"
                 f" (`mdadm {mirror.md_device} --add {path}` if you accept it)"
             },
+        },
+        # A leg back in the array joins the array's generation (docs/failover.md).
+        {
+            "kind": "leg_record_join",
+            "source": leg_device(mirror, mirror.primary, primary.dm),
+            "device": path,
         },
     ]
     return Action(

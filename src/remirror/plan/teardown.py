@@ -16,9 +16,16 @@ from remirror.facts.site import DiskFacts, SiteFacts
 from remirror.plan.actions import DELETE, Action, Plan
 from remirror.plan.cache import CacheError, removal_actions
 from remirror.plan.cdp import deactivation_actions, stack_kernel_names, volume_path
-from remirror.plan.planner import PlanError, export_removal_actions, lio_removal_actions, mdadm_conf_actions
+from remirror.plan.planner import (
+    PlanError,
+    export_removal_actions,
+    leg_export_removal,
+    logout_actions,
+    mdadm_conf_actions,
+    with_mdadm_conf,
+)
 from remirror.profile.model import Mirror, PrimaryLeg, Profile, ReplicaLeg
-from remirror.profile.names import array_uuid, backstore_name, cache_name, export_backstore_name, leg_device
+from remirror.profile.names import array_uuid, cache_name, export_backstore_name
 
 
 def make_teardown(profile: Profile, mirror: Mirror, facts: Mapping[str, SiteFacts]) -> Plan:
@@ -28,7 +35,7 @@ def make_teardown(profile: Profile, mirror: Mirror, facts: Mapping[str, SiteFact
     actions += export_removal_actions(mirror, primary)
     array = primary.array_named(mirror.name, array_uuid(profile, mirror))
     if array is not None:
-        _refuse_if_in_use(primary, mirror, {export_backstore_name(mirror)})
+        refuse_if_in_use(primary, mirror, {export_backstore_name(mirror)})
     # CDP's stack before the array it sits on; its data and points stay on the mirror.
     actions += deactivation_actions(mirror, primary)
     if array is not None:
@@ -41,39 +48,9 @@ def make_teardown(profile: Profile, mirror: Mirror, facts: Mapping[str, SiteFact
                 ({"kind": "run", "argv": ["mdadm", "--stop", mirror.md_device]},),
             )
         )
+    actions += logout_actions(profile, mirror, primary)
     for replica in mirror.replicas:
-        iqn = profile.replica_iqn(mirror, replica)
-        portal = replica.portal_address
-        node_args = ["iscsiadm", "-m", "node", "-T", iqn, "-p", str(portal)]
-        if primary.session_for(iqn, portal.address, portal.port) is not None:
-            actions.append(
-                Action(
-                    primary.name,
-                    "LogoutSession",
-                    f"{iqn} at {portal}",
-                    DELETE,
-                    ({"kind": "run", "argv": [*node_args, "--logout"], "ok_codes": [0, 21]},),
-                )
-            )
-        if primary.node_for(iqn, portal.address, portal.port) is not None:
-            actions.append(
-                Action(
-                    primary.name,
-                    "DeleteIscsiNode",
-                    f"{iqn} at {portal}",
-                    DELETE,
-                    ({"kind": "run", "argv": [*node_args, "-o", "delete"], "ok_codes": [0, 21]},),
-                )
-            )
-    for replica in mirror.replicas:
-        site = facts[replica.site]
-        actions += lio_removal_actions(
-            site,
-            [profile.replica_iqn(mirror, replica)],
-            backstore_name(mirror, replica),
-            leg_device(mirror, replica, site.dm),
-            logged_out_before=primary.initiator or "",
-        )
+        actions += leg_export_removal(profile, mirror, replica, facts[replica.site], primary.initiator or "")
     # Caches last, once nothing uses them: drained (never dropped dirty), then removed.
     legs: list[PrimaryLeg | ReplicaLeg] = [mirror.primary, *mirror.replicas]
     for leg in legs:
@@ -86,11 +63,11 @@ def make_teardown(profile: Profile, mirror: Mirror, facts: Mapping[str, SiteFact
             except CacheError as error:
                 raise PlanError(str(error)) from None
     involved = {mirror.primary.site, *(r.site for r in mirror.replicas)}
-    actions += [a for a in mdadm_conf_actions(profile, facts, without=mirror) if a.site in involved]
-    return Plan(tuple(actions))
+    conf = [a for a in mdadm_conf_actions(profile, facts, without=mirror) if a.site in involved]
+    return Plan(tuple(with_mdadm_conf(actions, conf)))
 
 
-def _refuse_if_in_use(primary: SiteFacts, mirror: Mirror, ours: set[str]) -> None:
+def refuse_if_in_use(primary: SiteFacts, mirror: Mirror, ours: set[str]) -> None:
     """Stopping an array under a filesystem, a process or another export would lose writes.
 
     With CDP the users are the volume's (the stack itself holds the mirror: it goes first).

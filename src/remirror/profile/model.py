@@ -146,11 +146,22 @@ class Cache(_Model):
 
 
 class PrimaryLeg(_Model):
-    """The leg on the site that runs the array; reads are served from it."""
+    """The leg on the site that runs the array (its home: a promotion moves it); reads are served from it."""
 
     site: Name
     disk: DevicePath
     cache: Cache | None = None
+    portal: PortalText | None = Field(
+        None,
+        description="ADDRESS[:PORT] the other sites reach this site on when it serves as a replica"
+        " after a promotion elsewhere (docs/failover.md); without it, it cannot rejoin as one",
+    )
+    iqn: Iqn | None = Field(None, description="target name when it serves as a replica; derived when absent")
+
+    @property
+    def portal_address(self) -> Portal | None:
+        """The portal as address and port, if it has one."""
+        return Portal.parse(self.portal) if self.portal else None
 
 
 class ReplicaLeg(_Model):

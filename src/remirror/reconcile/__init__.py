@@ -51,10 +51,12 @@ class Pass:
 
 def reconcile_once(controller: Controller, secrets: dict[str, str], say: Callable[[str], None]) -> list[Pass]:
     """One pass over every mirror of the controller's profile."""
-    profile = controller.profile
     facts = controller.observe_reachable()
     passes = []
-    for mirror in profile.mirrors:
+    for name in [m.name for m in controller.profile.mirrors]:
+        # As it runs now: a promotion moves the primary (docs/failover.md).
+        profile = controller.as_run(facts)
+        mirror = profile.mirror(name)
         before = assess(profile, mirror, facts)
         try:
             repair = make_repair(profile, mirror, facts, secrets, before)
@@ -72,5 +74,5 @@ def reconcile_once(controller: Controller, secrets: dict[str, str], say: Callabl
         facts = controller.observe_reachable()
         after = assess(profile, mirror, facts)
         passes.append(Pass(mirror.name, before, after, repair.actions, failure, repair.blocked))
-    record_in_sync(profile, [p.after for p in passes])  # dates the replicas for status's RPO
+    record_in_sync(controller.profile, [p.after for p in passes])  # dates the replicas for status's RPO
     return passes

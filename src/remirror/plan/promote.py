@@ -1,0 +1,183 @@
+"""Plan `remirror promote`: hand a mirror to another of its sites (docs/failover.md). Pure: no I/O.
+
+Planned (the current primary is reachable and every leg in sync): the old
+primary stops serving and stops the array, writes the new generation on
+every leg, and logs out; the promoted site's target lets go of its leg.
+`apply` with the new roles then assembles the array there from every leg
+(nothing to resync) and serves it.
+
+Forced: the promoted site fences its leg first (its target goes, with the
+old primary's session), writes the new generation on its own leg only,
+assembles the array from it, degraded, and serves it (CDP, export).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+
+from remirror.facts.site import SiteFacts
+from remirror.health.state import State, assess
+from remirror.plan.actions import CHANGE, CREATE, DELETE, Action, Plan
+from remirror.plan.cdp import deactivation_actions
+from remirror.plan.planner import (
+    PlanError,
+    export_removal_actions,
+    leg_export_removal,
+    logout_actions,
+    mdadm_conf_actions,
+    release_partial_assembly,
+    serving_actions,
+    with_mdadm_conf,
+)
+from remirror.plan.roles import as_run, leg_records, profile_as_run, roles
+from remirror.plan.teardown import refuse_if_in_use
+from remirror.profile.model import Mirror, Profile
+from remirror.profile.names import array_uuid, by_path, export_backstore_name, leg_device
+
+
+def make_promotion(
+    profile: Profile,
+    name: str,
+    site: str,
+    facts: Mapping[str, SiteFacts | None],
+    secrets: Mapping[str, str],
+    force: bool,
+) -> Plan:
+    """The hand-over of mirror `name` to `site`; PlanError when it is not safe (or not possible)."""
+    home = profile.mirror(name)
+    legs = [home.primary.site, *(r.site for r in home.replicas)]
+    if site not in legs:
+        raise PlanError(f"{name} has no leg on site {site} (its legs: {', '.join(legs)})")
+    uuid_ = array_uuid(profile, home)
+    now = roles(home, leg_records(home, uuid_, facts))
+    if now.conflict:
+        raise PlanError(f"{name}: {now.conflict}")
+    if now.primary == site:
+        raise PlanError(f"{name} already runs on {site}")
+    new = facts.get(site)
+    if new is None:
+        raise PlanError(f"site {site} cannot be reached: a promotion runs there")
+    record = now.records.get(site)
+    if record is None or now.generation is None:
+        raise PlanError(
+            f"site {site}: its leg of {name} holds no leg record (an array made before remirror kept"
+            " generations, or never built): remirror cannot tell who wrote last"
+        )
+    running = as_run(home, now.primary)
+    if running.primary.portal is None:
+        raise PlanError(
+            f"{profile.where('mirrors', profile.mirrors.index(home), 'primary')}: site"
+            f" {running.primary.site} has no `portal`: after the promotion its leg must serve as a"
+            f" replica of {site}, reached there (add `portal: ADDRESS[:PORT]` to its leg)"
+        )
+    promoted = as_run(home, site)
+    leg = next(r for r in running.replicas if r.site == site)
+    own = leg_device(running, leg, new.dm)
+    old = facts.get(now.primary)
+    actions: list[Action] = []
+    if force:
+        # Fence first: once the target is gone the old primary cannot write here, link or not.
+        actions += leg_export_removal(profile, running, leg, new, fence=True)
+        actions.append(record_action(site, [own], uuid_, site, now.generation.n, "forced", name))
+    else:
+        if old is None:
+            raise PlanError(
+                f"site {now.primary} (running {name}) cannot be reached: `--force` promotes {site} without"
+                " it, fencing it off (its writes since the link was lost stay on its leg)"
+            )
+        if record.current.n != now.generation.n:
+            raise PlanError(
+                f"site {site}'s leg is behind (generation {record.current.n}, the mirror's is"
+                f" {now.generation.n}): a planned promotion needs it in sync"
+            )
+        running_profile = profile_as_run(profile, {name: now.primary})
+        health = assess(running_profile, running, facts)
+        if health.state is not State.MIRRORED:
+            raise PlanError(
+                f"{name} is {health.state} ({health.reason}): a planned promotion needs every leg in"
+                " sync; wait for it, or `--force`"
+            )
+        actions += stand_down(profile, running, old)
+        devices = [leg_device(running, running.primary, old.dm)] + [
+            by_path(r, profile.replica_iqn(running, r)) for r in running.replicas
+        ]
+        actions.append(record_action(old.name, devices, uuid_, site, now.generation.n, "planned", name))
+        actions += logout_actions(profile, running, old)
+        actions += leg_export_removal(profile, running, leg, new, old.initiator or "")
+    if force:
+        # The array from the promoted site's own leg: the others rejoin when they return. (A
+        # planned promotion leaves the assembly to `apply`, from every leg: they are in sync.)
+        if own in new.disks:
+            actions += release_partial_assembly(new, new.disks[own], uuid_)[0]
+        actions.append(assemble_action(site, home, uuid_, own))
+        position = profile.mirrors.index(home)
+        actions += serving_actions(profile, position, promoted, new, secrets)
+    reached = {n: f for n, f in facts.items() if f is not None}
+    conf = mdadm_conf_actions(profile_as_run(profile, {name: site}), reached)
+    return Plan(tuple(with_mdadm_conf(actions, [a for a in conf if a.site in legs])))
+
+
+def record_action(
+    where: str,
+    devices: list[str],
+    uuid_: str,
+    site: str,
+    after: int,
+    how: str,
+    name: str,
+    n: int | None = None,
+) -> Action:
+    """A new generation naming `site` primary (number `n`, by default after + 1) on `devices`."""
+    step: dict[str, object] = {
+        "kind": "leg_record_promote",
+        "devices": devices,
+        "array": uuid_,
+        "site": site,
+        "after": after,
+        "how": how,
+    }
+    if n is not None:
+        step["n"] = n
+    return Action(
+        where,
+        "RecordGeneration",
+        f"{name} generation {n or after + 1}: {site} primary ({how}) on {len(devices)} leg(s)",
+        CHANGE,
+        (step,),
+    )
+
+
+def stand_down(profile: Profile, running: Mirror, old: SiteFacts) -> list[Action]:
+    """The old primary stops serving and stops the array (md writes out write-behind first)."""
+    refuse_if_in_use(old, running, {export_backstore_name(running)})
+    actions = export_removal_actions(running, old)
+    actions += deactivation_actions(running, old)
+    array = old.array_named(running.name, array_uuid(profile, running))
+    if array is not None:
+        actions.append(
+            Action(
+                old.name,
+                "StopArray",
+                f"{running.md_device} ({array.kernel_name}; handed over, the legs keep their data)",
+                DELETE,
+                ({"kind": "run", "argv": ["mdadm", "--stop", running.md_device]},),
+            )
+        )
+    return actions
+
+
+def assemble_action(site: str, mirror: Mirror, uuid_: str, own: str) -> Action:
+    """The array assembled on `site` from its own leg alone (degraded until the others join)."""
+    return Action(
+        site,
+        "AssembleArray",
+        f"{mirror.md_device} from {own} (degraded until the other legs rejoin)",
+        CREATE,
+        (
+            {
+                "kind": "run",
+                "argv": ["mdadm", "--assemble", mirror.md_device, f"--uuid={uuid_}", "--run", own],
+            },
+            {"kind": "wait_path", "path": mirror.md_device, "timeout": 30},
+        ),
+    )
