@@ -43,12 +43,12 @@ def variant(tmp_path: Path, name: str, append: str = "", **replace: str) -> str:
     return str(path)
 
 
-def reconcile_until_mirrored(timeout: float = 300) -> list[str]:
-    """Run passes (as cron or a timer would) until the mirror is MIRRORED; their first lines."""
+def reconcile_until_mirrored(timeout: float = 300, profile: str = LAB) -> list[str]:
+    """Run passes (as cron or a timer would) until the profile's mirrors are MIRRORED; their first lines."""
     lines = []
     deadline = time.monotonic() + timeout
     while True:
-        code, out, _ = remirror("reconcile", LAB, ok_codes=(0, 1, 2))
+        code, out, _ = remirror("reconcile", profile, ok_codes=(0, 1, 2))
         lines.append(out.strip())
         if code == 0:
             return lines

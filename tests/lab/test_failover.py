@@ -22,7 +22,7 @@ import pytest
 from remirror.agent.digest import data_offset
 from remirror.agent.generations import read_record
 from tests.lab.conftest import on_b, sh
-from tests.lab.mirror import LAB, MiB, Writer, md_digest, remirror, write_random
+from tests.lab.mirror import LAB, MiB, Writer, md_digest, reconcile_until_mirrored, remirror, write_random
 
 MD = "/dev/md/lab3"
 A_LEG, B_LEG = "/dev/lab/a3", "/dev/lab/b3"
@@ -132,16 +132,6 @@ def when_a_member_fails(timeout: float = 120) -> float:
     return time.monotonic()
 
 
-def wait_mirrored(profile: str, timeout: float = 600) -> None:
-    deadline = time.monotonic() + timeout
-    while True:
-        code, out, _ = remirror("reconcile", profile, ok_codes=(0, 1, 2))
-        if code == 0:
-            return
-        assert time.monotonic() < deadline, out
-        time.sleep(5)
-
-
 def dirty_chunks(leg: str) -> str:
     """What `mdadm --examine-bitmap` says of a leg's bitmap: "N bits (chunks), M dirty (P%)"."""
     out = sh("mdadm", "--examine-bitmap", leg).stdout
@@ -179,7 +169,7 @@ def profile(tmp_path_factory: pytest.TempPathFactory) -> Iterator[str]:
     path.with_name("site-b.yaml").write_text(PROFILE.replace(SITES_A, SITES_B))
     code, out, err = remirror("apply", "--yes", str(path))
     assert code == 0, out + err
-    wait_mirrored(str(path))
+    reconcile_until_mirrored(600, str(path))
     yield str(path)
     sh("remirror", "lab", "link", "up", ok_codes=(0, 1))
     remirror("destroy", "--yes", str(path), "lab3", ok_codes=(0, 1))
@@ -252,7 +242,7 @@ def test_the_old_primary_without_writes_rejoins_as_a_replica(profile: str) -> No
     sh("remirror", "lab", "link", "up")
     code, out, err = remirror("apply", "--yes", profile)
     assert code == 0, out + err
-    wait_mirrored(profile)
+    reconcile_until_mirrored(600, profile)
     assert generation(A_LEG) == (4, "site-b", "forced")  # joined the array's generation
     assert reads_back(since)
     code, out, err = remirror("verify", profile, "lab3")
@@ -319,7 +309,7 @@ def test_resolve_keeps_one_side_rebuilds_the_other_and_saves_its_writes(
     code, out, err = remirror("resolve", profile, "lab3", "--keep", "site-a", "--save", save, "--yes")
     assert code == 0, out + err
     assert "ForgetArray" in out, out
-    wait_mirrored(profile, timeout=900)
+    reconcile_until_mirrored(900, profile)
     record_property("resolve_to_mirrored_seconds", round(time.monotonic() - started, 1))
     assert status(profile)["state"] == "MIRRORED"
     assert reads_back(a_side)  # site A's data kept

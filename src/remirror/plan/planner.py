@@ -247,16 +247,24 @@ def release_partial_assembly(site: SiteFacts, leg: DiskFacts, uuid_: str) -> tup
         return [], leg  # not the mirror's leg (yet): nothing of ours to free
     partial = [h for h in leg.holders if h in site.inactive_arrays]
     actions = [
-        Action(
-            site.name,
-            "StopArray",
-            f"/dev/{md} (inactive: assembled in part from {leg.path} by udev; never started)",
-            DELETE,
-            ({"kind": "run", "argv": ["mdadm", "--stop", f"/dev/{md}"]},),
+        stop_array_action(
+            site.name, f"/dev/{md}", f"inactive: assembled in part from {leg.path} by udev; never started"
         )
         for md in partial
     ]
     return actions, dataclasses.replace(leg, holders=tuple(h for h in leg.holders if h not in partial))
+
+
+def stop_array_action(site: str, device: str, why: str) -> Action:
+    """`mdadm --stop` of an array on `site`; `why` says what becomes of it (shown in the plan).
+    md writes out its write-behind queue before the array stops."""
+    return Action(
+        site,
+        "StopArray",
+        f"{device} ({why})",
+        DELETE,
+        ({"kind": "run", "argv": ["mdadm", "--stop", device]},),
+    )
 
 
 def _stand_down_former_primary(mirror: Mirror, site: SiteFacts, leg: DiskFacts, uuid_: str) -> list[Action]:
@@ -273,12 +281,8 @@ def _stand_down_former_primary(mirror: Mirror, site: SiteFacts, leg: DiskFacts, 
             f" promoted, and it is in use ({'; '.join(users)}): stop what uses it there first"
         )
     return [
-        Action(
-            site.name,
-            "StopArray",
-            f"{mirror.md_device} ({array.kernel_name}: a former primary's; its leg keeps its data)",
-            DELETE,
-            ({"kind": "run", "argv": ["mdadm", "--stop", mirror.md_device]},),
+        stop_array_action(
+            site.name, mirror.md_device, f"{array.kernel_name}: a former primary's; its leg keeps its data"
         )
     ]
 

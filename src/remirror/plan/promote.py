@@ -17,7 +17,7 @@ from collections.abc import Mapping
 
 from remirror.facts.site import SiteFacts
 from remirror.health.state import State, assess
-from remirror.plan.actions import CHANGE, CREATE, DELETE, Action, Plan
+from remirror.plan.actions import CHANGE, CREATE, Action, Plan
 from remirror.plan.cdp import deactivation_actions
 from remirror.plan.planner import (
     PlanError,
@@ -27,6 +27,7 @@ from remirror.plan.planner import (
     mdadm_conf_actions,
     release_partial_assembly,
     serving_actions,
+    stop_array_action,
     with_mdadm_conf,
 )
 from remirror.plan.roles import as_run, leg_records, profile_as_run, roles
@@ -155,12 +156,8 @@ def stand_down(profile: Profile, running: Mirror, old: SiteFacts) -> list[Action
     array = old.array_named(running.name, array_uuid(profile, running))
     if array is not None:
         actions.append(
-            Action(
-                old.name,
-                "StopArray",
-                f"{running.md_device} ({array.kernel_name}; handed over, the legs keep their data)",
-                DELETE,
-                ({"kind": "run", "argv": ["mdadm", "--stop", running.md_device]},),
+            stop_array_action(
+                old.name, running.md_device, f"{array.kernel_name}; handed over, the legs keep their data"
             )
         )
     return actions

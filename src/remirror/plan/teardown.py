@@ -13,7 +13,7 @@ from __future__ import annotations
 from collections.abc import Mapping
 
 from remirror.facts.site import DiskFacts, SiteFacts
-from remirror.plan.actions import DELETE, Action, Plan
+from remirror.plan.actions import Action, Plan
 from remirror.plan.cache import CacheError, removal_actions
 from remirror.plan.cdp import deactivation_actions, stack_kernel_names, volume_path
 from remirror.plan.planner import (
@@ -22,6 +22,7 @@ from remirror.plan.planner import (
     leg_export_removal,
     logout_actions,
     mdadm_conf_actions,
+    stop_array_action,
     with_mdadm_conf,
 )
 from remirror.profile.model import Mirror, PrimaryLeg, Profile, ReplicaLeg
@@ -40,12 +41,8 @@ def make_teardown(profile: Profile, mirror: Mirror, facts: Mapping[str, SiteFact
     actions += deactivation_actions(mirror, primary)
     if array is not None:
         actions.append(
-            Action(
-                primary.name,
-                "StopArray",
-                f"{mirror.md_device} ({array.kernel_name}; the legs keep their data)",
-                DELETE,
-                ({"kind": "run", "argv": ["mdadm", "--stop", mirror.md_device]},),
+            stop_array_action(
+                primary.name, mirror.md_device, f"{array.kernel_name}; the legs keep their data"
             )
         )
     actions += logout_actions(profile, mirror, primary)
