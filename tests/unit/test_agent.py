@@ -108,3 +108,18 @@ def test_chap_secrets_go_into_the_node_record_file_not_argv(
         "ok": False,
         "error": "no iSCSI node record for iqn.2026-11.test:none at 192.0.2.2:3260",
     }
+
+
+def test_remirror_agent_serve_answers_one_line_per_request_in_order() -> None:
+    requests = [{"op": "run", "steps": [{"kind": "run", "argv": ["true"]}]}, {"op": "reboot"}]
+    done = subprocess.run(
+        [sys.executable, "-m", "remirror", "agent", "--serve"],
+        input="".join(json.dumps(r) + "\n" for r in requests) + "not json\n",
+        capture_output=True,
+        text=True,
+        check=True,
+    )
+    answers = [json.loads(line) for line in done.stdout.splitlines()]
+    assert answers[0] == {"protocol": 1, "results": [{"ok": True}]}
+    assert answers[1] == {"protocol": 1, "error": "unknown op 'reboot'"}
+    assert answers[2]["error"].startswith("the request is not JSON")

@@ -183,3 +183,31 @@ mirrors:
     finally:
         remote.close()
     assert runner_for_site("hq", profile.sites["hq"]).run(["true"]).site == "hq"
+
+
+def test_a_stream_answers_each_line_from_one_remote_process(sshd: Sshd) -> None:
+    remote = runner(sshd)
+    try:
+        counter = 'n=0; while read line; do n=$((n+1)); echo "$n:$line"; done'
+        stream = remote.open_stream(["sh", "-c", counter])
+        assert stream.exchange("first", 5.0, []) == "1:first"
+        assert stream.exchange('{"op": "observe"}', 5.0, []) == '2:{"op": "observe"}'  # the same process
+        stream.close()
+    finally:
+        remote.close()
+
+
+def test_a_stream_whose_command_ended_says_how_without_secrets(sshd: Sshd) -> None:
+    remote = runner(sshd)
+    try:
+        stream = remote.open_stream(["sh", "-c", "read line; echo one; echo failed for pw-1234 >&2; exit 3"])
+        assert stream.exchange("x", 5.0, []) == "one"
+        time.sleep(1)  # it has ended before the next request: its channel is closed (a race CI met)
+        with pytest.raises(CommandError) as caught:
+            stream.exchange("y", 5.0, ["pw-1234"])
+        assert caught.value.returncode == 3
+        assert caught.value.stderr_tail == "failed for <redacted>"
+        with pytest.raises(CommandTimeout):
+            remote.open_stream(["sleep", "30"]).exchange("z", 0.5, [])
+    finally:
+        remote.close()

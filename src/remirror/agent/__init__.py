@@ -3,9 +3,10 @@
 A request is a JSON object: `{"op": "observe", "disks": [...]}`,
 `{"op": "run", "steps": [...]}` or `{"op": "digest", "disk": ..., "spans":
 [...]}`; the answer is a JSON object. The local site calls `handle`
-in-process; a remote site runs `remirror agent` over SSH with the request on
-stdin (never in argv: steps can carry CHAP secrets), because
-rtslib, sysfs and mdadm act only on their own host.
+in-process; a remote site runs `remirror agent --serve` over SSH, once per
+controller command, with one request per line on stdin (never in argv:
+steps can carry CHAP secrets), because rtslib, sysfs and mdadm act only on
+their own host.
 """
 
 from __future__ import annotations

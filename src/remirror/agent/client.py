@@ -3,23 +3,30 @@
 from __future__ import annotations
 
 import json
-from typing import Any
+from typing import TYPE_CHECKING, Any, cast
 
-from remirror.errors import SiteError
+from remirror.errors import CommandError, RemirrorError, SiteError
 from remirror.profile.model import Site
 from remirror.runner.sites import runner_for_site
+
+if TYPE_CHECKING:
+    from remirror.runner.ssh import SshRunner, SshStream
 
 AGENT_TIMEOUT = 600.0
 
 
 class AgentClient:
-    """Sends requests to a site's agent: in-process for `local`, `remirror agent` over SSH otherwise."""
+    """Sends requests to a site's agent: in-process for `local`; over SSH otherwise, to one
+    `remirror agent --serve` per site, started at the first request and kept until `close`."""
 
     def __init__(self, name: str, site: Site) -> None:
         self.name = name
         self.site = site
         self._runner = None if site.is_local else runner_for_site(name, site)
+        self._stream: SshStream | None = None
+        self._serve = True  # False: the site's remirror predates --serve; one agent per request
         self.bytes_received = 0  # answers' size: what crossed the link from a remote site
+        self.agents_started = 0  # remote agent processes: each is a Python start on the site
 
     def request(self, request: dict[str, Any], secrets: list[str] | None = None) -> dict[str, Any]:
         """One request and its answer."""
@@ -29,19 +36,44 @@ class AgentClient:
 
             answer = handle(request)
         else:
-            done = self._runner.run(
-                ["remirror", "agent"], stdin=json.dumps(request), timeout=AGENT_TIMEOUT, secrets=secrets or []
-            )
-            self.bytes_received += len(done.stdout.encode())
+            text = self._remote(json.dumps(request), secrets or [])
+            self.bytes_received += len(text.encode())
             try:
-                answer = json.loads(done.stdout)
+                answer = json.loads(text)
             except json.JSONDecodeError:
                 raise SiteError(
-                    self.name, f"the agent answered something that is not JSON: {done.stdout[:200]!r}"
+                    self.name, f"the agent answered something that is not JSON: {text[:200]!r}"
                 ) from None
         if "error" in answer:
             raise SiteError(self.name, f"agent: {answer['error']}")
         return answer
+
+    def _remote(self, request: str, secrets: list[str]) -> str:
+        """The remote agent's answer to one request (a line of JSON)."""
+        runner = cast("SshRunner", self._runner)  # remote sites have SSH runners (runner_for_site)
+        if not self._serve:
+            self.agents_started += 1
+            done = runner.run(["remirror", "agent"], stdin=request, timeout=AGENT_TIMEOUT, secrets=secrets)
+            return done.stdout
+        if self._stream is None:
+            self._stream = runner.open_stream(["remirror", "agent", "--serve"])
+            self.agents_started += 1
+        try:
+            return self._stream.exchange(request, AGENT_TIMEOUT, secrets)
+        except CommandError as error:
+            self._drop_stream()
+            if "No such option: --serve" in error.stderr_tail:  # an older remirror on the site
+                self._serve = False
+                return self._remote(request, secrets)
+            raise
+        except RemirrorError:  # timed out, or the connection went: the stream is unusable
+            self._drop_stream()
+            raise
+
+    def _drop_stream(self) -> None:
+        if self._stream is not None:
+            self._stream.close()
+            self._stream = None
 
     def observe(
         self,
@@ -75,6 +107,7 @@ class AgentClient:
         return results
 
     def close(self) -> None:
-        """Drop the SSH connection, if any."""
+        """End the remote agent and drop the SSH connection, if any."""
+        self._drop_stream()
         if self._runner is not None:
             self._runner.close()

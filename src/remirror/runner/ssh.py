@@ -7,14 +7,15 @@ channel. Key authentication only; no passwords are read from anywhere.
 
 from __future__ import annotations
 
+import contextlib
 import select
 import shlex
 import socket
 import sys
 import time
 
-from remirror.errors import SiteUnreachable
-from remirror.runner.base import BASE_ENV, Runner
+from remirror.errors import CommandError, SiteUnreachable
+from remirror.runner.base import BASE_ENV, Runner, redact, stderr_tail
 
 # paramiko imports invoke only to run the `Match exec` lines of an ssh_config,
 # which remirror never reads (every connection setting comes from the profile).
@@ -127,6 +128,18 @@ class SshRunner(Runner):
         self, argv: list[str], stdin: str | None, timeout: float, shown: tuple[str, ...]
     ) -> tuple[int, str, str]:
         self.connect()
+        try:
+            channel = self._start(argv)
+            if stdin is not None:
+                channel.sendall(stdin.encode())
+            channel.shutdown_write()
+            return self._collect(channel, timeout, shown)
+        except (paramiko.SSHException, OSError, EOFError) as error:
+            self.close()
+            raise SiteUnreachable(self.site, f"SSH connection to {self.address} failed: {error}") from None
+
+    def _start(self, argv: list[str]) -> paramiko.Channel:
+        """A channel running `argv` on the site (the connection is open)."""
         transport = self._client.get_transport() if self._client is not None else None
         if transport is None or not transport.is_active():
             self.close()
@@ -134,14 +147,15 @@ class SshRunner(Runner):
         # The remote sshd hands a string to the login shell: quote every
         # argument, and set the same environment the local runner uses.
         env = " ".join(f"{k}={shlex.quote(v)}" for k, v in BASE_ENV.items())
-        command = f"env {env} {shlex.join(argv)}"
+        channel = transport.open_session(timeout=self.connect_timeout)
+        channel.exec_command(f"env {env} {shlex.join(argv)}")
+        return channel
+
+    def open_stream(self, argv: list[str]) -> SshStream:
+        """Start `argv` on the site, to exchange lines with it for as long as it runs."""
+        self.connect()
         try:
-            channel = transport.open_session(timeout=self.connect_timeout)
-            channel.exec_command(command)
-            if stdin is not None:
-                channel.sendall(stdin.encode())
-            channel.shutdown_write()
-            return self._collect(channel, timeout, shown)
+            return SshStream(self, self._start(argv), tuple(argv))
         except (paramiko.SSHException, OSError, EOFError) as error:
             self.close()
             raise SiteUnreachable(self.site, f"SSH connection to {self.address} failed: {error}") from None
@@ -178,3 +192,69 @@ class SshRunner(Runner):
         if self._client is not None:
             self._client.close()
             self._client = None
+
+
+class SshStream:
+    """A remote command that answers each line it is sent with one line (`remirror agent --serve`).
+
+    One process for many requests: the controller's requests to a site
+    (observe, each batch of steps, observe again) cost one remote start.
+    """
+
+    def __init__(self, runner: SshRunner, channel: paramiko.Channel, argv: tuple[str, ...]) -> None:
+        self._runner = runner
+        self._channel = channel
+        self._argv = argv
+        self._pending = b""
+        self._err = b""  # the tail of its stderr, drained as it comes (a full window would stall it)
+
+    def exchange(self, line: str, timeout: float, secrets: list[str]) -> str:
+        """Send `line`, return the answer line; CommandTimeout, or CommandError if the command ended."""
+        try:
+            self._send(line, secrets)
+            deadline = time.monotonic() + timeout
+            while b"\n" not in self._pending:
+                if self._channel.recv_stderr_ready():
+                    self._err = (self._err + self._channel.recv_stderr(_CHUNK))[-_CHUNK:]
+                    continue
+                if self._channel.recv_ready():
+                    self._pending += self._channel.recv(_CHUNK)
+                    continue
+                if self._channel.exit_status_ready() or self._channel.closed:
+                    raise self._ended(secrets)
+                remaining = deadline - time.monotonic()
+                if remaining <= 0:
+                    raise self._runner._timed_out(self._argv, timeout, self._stderr())
+                select.select([self._channel], [], [], min(remaining, 1.0))
+        except (paramiko.SSHException, OSError, EOFError) as error:
+            self._runner.close()
+            raise SiteUnreachable(
+                self._runner.site, f"SSH connection to {self._runner.address} failed: {error}"
+            ) from None
+        answer, self._pending = self._pending.split(b"\n", 1)
+        return answer.decode(errors="replace")
+
+    def _send(self, line: str, secrets: list[str]) -> None:
+        try:
+            self._channel.sendall(line.encode() + b"\n")
+        except (paramiko.SSHException, OSError):
+            # The command ended before this request (its channel is closed): say how it
+            # ended, as when it ends while we wait, rather than that the connection failed.
+            if self._channel.exit_status_ready():
+                raise self._ended(secrets) from None
+            raise
+
+    def _stderr(self) -> str:
+        while self._channel.recv_stderr_ready():
+            self._err = (self._err + self._channel.recv_stderr(_CHUNK))[-_CHUNK:]
+        return self._err.decode(errors="replace")
+
+    def _ended(self, secrets: list[str]) -> CommandError:
+        code = self._channel.recv_exit_status()
+        return CommandError(self._runner.site, self._argv, code, redact(stderr_tail(self._stderr()), secrets))
+
+    def close(self) -> None:
+        """Close its stdin (it ends) and the channel."""
+        with contextlib.suppress(paramiko.SSHException, OSError, EOFError):  # gone already: as good
+            self._channel.shutdown_write()
+        self._channel.close()
