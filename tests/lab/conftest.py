@@ -29,11 +29,14 @@ def pytest_configure(config: pytest.Config) -> None:
 
 
 def pytest_runtest_logreport(report: pytest.TestReport) -> None:
-    """A failure's report on the terminal at once, past pytest's capture.
+    """A failure's report, and each test's duration, on the terminal at once, past pytest's capture.
 
-    pytest prints failures at the end of the session; a lab cut off by its
-    time limit never gets there, and CI's log would show only an `F`.
+    pytest prints failures and durations at the end of the session; a lab cut
+    off by its time limit never gets there, and CI's log would show only an
+    `F`, and not which tests took the time.
     """
+    if report.when == "call" or report.duration >= 10:
+        print(f"\n[{report.duration:7.1f}s] {report.nodeid} ({report.when})", file=sys.__stderr__, flush=True)
     if report.failed:
         print(
             f"\n{report.nodeid} ({report.when}) FAILED:\n{report.longreprtext}",

@@ -1,0 +1,105 @@
+"""The Ansible module's decisions (playbooks/roles/remirror/library/remirror_apply.py): check mode
+plans only, safe mode is remirror's refusal of a destructive plan, changed comes from remirror's
+own report.
+
+remirror itself is stood in for by fixtures/fake-remirror, answering as `remirror plan/apply
+-o json` answer (their JSON as tests/unit/test_cli.py pins it); the lab test (tests/lab/test_ansible.py) runs the
+real one across two sites.
+"""
+
+from __future__ import annotations
+
+import inspect
+import json
+import subprocess
+import sys
+from pathlib import Path
+from typing import Any
+
+import remirror.cli.mirror
+
+MODULE = Path(__file__).parents[2] / "playbooks/roles/remirror/library/remirror_apply.py"
+CREATE = {"site": "a", "verb": "CreateArray", "subject": "/dev/md/m0", "symbol": "+", "destructive": None}
+WIPE = {**CREATE, "destructive": "ext4 on /dev/b0"}
+
+
+FAKE = Path(__file__).parent / "fixtures/fake-remirror"
+
+
+def run_module(
+    tmp_path: Path,
+    plan: list[dict[str, Any]],
+    remaining: list[dict[str, Any]],
+    check: bool = False,
+    **args: Any,
+) -> dict[str, Any]:
+    """The module's result, with fixtures/fake-remirror planning `plan` and leaving `remaining`."""
+    (tmp_path / "state.json").write_text(json.dumps({"plan": plan, "remaining": remaining}))
+    (tmp_path / "state.json.calls").unlink(missing_ok=True)
+    params = {"profile": str(tmp_path / "p.yaml"), "remirror": str(FAKE), **args}
+    if check:
+        params["_ansible_check_mode"] = True
+    (tmp_path / "args.json").write_text(json.dumps({"ANSIBLE_MODULE_ARGS": params}))
+    done = subprocess.run(
+        [sys.executable, str(MODULE), str(tmp_path / "args.json")],
+        capture_output=True,
+        text=True,
+        check=False,
+    )
+    result: dict[str, Any] = json.loads(done.stdout)
+    return result
+
+
+def calls(tmp_path: Path) -> list[str]:
+    return (tmp_path / "state.json.calls").read_text().splitlines()
+
+
+def test_check_mode_plans_the_profile_about_to_be_written_and_changes_nothing(tmp_path: Path) -> None:
+    result = run_module(tmp_path, [CREATE], [], check=True, content="version: 1\n")
+    assert result.get("changed") is True, result
+    assert result["actions"] == [CREATE]
+    (call,) = calls(tmp_path)
+    assert call.startswith("plan --detailed-exitcode -o json ")
+    planned = Path(call.split()[-1])
+    assert planned.name.startswith(".check-")  # a copy of `content`, not the deployed file
+    assert not list(tmp_path.glob(".check-*"))  # the copy is gone
+
+
+def test_check_mode_with_nothing_to_do_is_not_changed(tmp_path: Path) -> None:
+    result = run_module(tmp_path, [], [], check=True)
+    assert result["changed"] is False
+
+
+def test_safe_mode_is_remirrors_own_refusal_named_as_such(tmp_path: Path) -> None:
+    result = run_module(tmp_path, [CREATE, WIPE], [])
+    assert result["failed"] is True
+    assert result["msg"].startswith("safe mode: remirror: refusing to write over data")
+    assert "ext4 on /dev/b0" in result["msg"]
+    assert result["msg"].endswith("set remirror_allow_destructive: true to allow it")
+    (call,) = calls(tmp_path)  # one apply, without --allow-destructive: remirror refuses before any change
+    assert call.startswith("apply --yes -o json ")
+
+
+def test_the_module_knows_remirrors_refusal_by_its_words() -> None:
+    """The module runs on the site with Ansible's Python and cannot import remirror: it recognises
+    the refusal by its text, which must stay what remirror.cli.mirror says."""
+    module_text = MODULE.read_text()
+    refused = module_text.split('REFUSED = "', 1)[1].split('"', 1)[0]
+    assert f'"{refused} without --allow-destructive' in inspect.getsource(remirror.cli.mirror)
+
+
+def test_allowed_destructive_plans_apply_with_the_flag(tmp_path: Path) -> None:
+    result = run_module(tmp_path, [WIPE], [], allow_destructive=True)
+    assert result["changed"] is True
+    assert calls(tmp_path)[-1].startswith("apply --yes --allow-destructive -o json ")
+
+
+def test_changed_comes_from_the_apply_report_and_leftovers_fail(tmp_path: Path) -> None:
+    assert run_module(tmp_path, [], [])["changed"] is False
+    assert [c.split()[0] for c in calls(tmp_path)] == ["apply"]  # one observe of the sites, not two
+    done = run_module(tmp_path, [CREATE], [])
+    assert done["changed"] is True
+    assert "failed" not in done
+    left = run_module(tmp_path, [CREATE], [CREATE])
+    assert left["failed"] is True
+    assert "left actions undone" in left["msg"]
