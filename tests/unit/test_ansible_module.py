@@ -16,9 +16,12 @@ import sys
 from pathlib import Path
 from typing import Any
 
+from ruamel.yaml import YAML
+
 import remirror.cli.mirror
 
-MODULE = Path(__file__).parents[2] / "playbooks/roles/remirror/library/remirror_apply.py"
+PLAYBOOKS = Path(__file__).parents[2] / "playbooks"
+MODULE = PLAYBOOKS / "roles/remirror/library/remirror_apply.py"
 CREATE = {"site": "a", "verb": "CreateArray", "subject": "/dev/md/m0", "symbol": "+", "destructive": None}
 WIPE = {**CREATE, "destructive": "ext4 on /dev/b0"}
 
@@ -103,3 +106,16 @@ def test_changed_comes_from_the_apply_report_and_leftovers_fail(tmp_path: Path) 
     left = run_module(tmp_path, [CREATE], [CREATE])
     assert left["failed"] is True
     assert "left actions undone" in left["msg"]
+
+
+def test_every_site_is_prepared_before_any_apply_and_a_failed_one_ends_the_run() -> None:
+    """site.yml's order (docs/ansible.md): a replica that failed its preparation must not be
+    driven by a primary's apply with a profile or secrets it never got."""
+    prepare, apply = YAML(typ="safe").load(PLAYBOOKS / "site.yml")
+    assert set(prepare["hosts"].split(":")) == {"remirror_replicas", "remirror_primaries"}
+    assert prepare["any_errors_fatal"] is True
+    assert prepare["roles"] == [{"role": "remirror"}]  # tasks/main.yml: install and deploy only
+    assert apply["hosts"] == "remirror_primaries"
+    assert [t["ansible.builtin.import_role"].get("tasks_from") for t in apply["tasks"]] == ["apply", "health"]
+    main = YAML(typ="safe").load(PLAYBOOKS / "roles/remirror/tasks/main.yml")
+    assert [t["ansible.builtin.import_tasks"] for t in main] == ["install.yml", "deploy.yml"]
