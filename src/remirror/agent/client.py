@@ -26,7 +26,6 @@ class AgentClient:
         self._stream: SshStream | None = None
         self._serve = True  # False: the site's remirror predates --serve; one agent per request
         self.bytes_received = 0  # answers' size: what crossed the link from a remote site
-        self.agents_started = 0  # remote agent processes: each is a Python start on the site
 
     def request(self, request: dict[str, Any], secrets: list[str] | None = None) -> dict[str, Any]:
         """One request and its answer."""
@@ -52,12 +51,10 @@ class AgentClient:
         """The remote agent's answer to one request (a line of JSON)."""
         runner = cast("SshRunner", self._runner)  # remote sites have SSH runners (runner_for_site)
         if not self._serve:
-            self.agents_started += 1
             done = runner.run(["remirror", "agent"], stdin=request, timeout=AGENT_TIMEOUT, secrets=secrets)
             return done.stdout
         if self._stream is None:
             self._stream = runner.open_stream(["remirror", "agent", "--serve"])
-            self.agents_started += 1
         try:
             return self._stream.exchange(request, AGENT_TIMEOUT, secrets)
         except CommandError as error:

@@ -135,8 +135,7 @@ class SshRunner(Runner):
             channel.shutdown_write()
             return self._collect(channel, timeout, shown)
         except (paramiko.SSHException, OSError, EOFError) as error:
-            self.close()
-            raise SiteUnreachable(self.site, f"SSH connection to {self.address} failed: {error}") from None
+            raise self._connection_failed(error) from None
 
     def _start(self, argv: list[str]) -> paramiko.Channel:
         """A channel running `argv` on the site (the connection is open)."""
@@ -157,8 +156,12 @@ class SshRunner(Runner):
         try:
             return SshStream(self, self._start(argv), tuple(argv))
         except (paramiko.SSHException, OSError, EOFError) as error:
-            self.close()
-            raise SiteUnreachable(self.site, f"SSH connection to {self.address} failed: {error}") from None
+            raise self._connection_failed(error) from None
+
+    def _connection_failed(self, error: Exception) -> SiteUnreachable:
+        """The connection failed under a command: drop it (the next command reconnects); the error."""
+        self.close()
+        return SiteUnreachable(self.site, f"SSH connection to {self.address} failed: {error}")
 
     def _collect(
         self, channel: paramiko.Channel, timeout: float, shown: tuple[str, ...]
@@ -215,7 +218,7 @@ class SshStream:
             deadline = time.monotonic() + timeout
             while b"\n" not in self._pending:
                 if self._channel.recv_stderr_ready():
-                    self._err = (self._err + self._channel.recv_stderr(_CHUNK))[-_CHUNK:]
+                    self._stderr()
                     continue
                 if self._channel.recv_ready():
                     self._pending += self._channel.recv(_CHUNK)
@@ -227,10 +230,7 @@ class SshStream:
                     raise self._runner._timed_out(self._argv, timeout, self._stderr())
                 select.select([self._channel], [], [], min(remaining, 1.0))
         except (paramiko.SSHException, OSError, EOFError) as error:
-            self._runner.close()
-            raise SiteUnreachable(
-                self._runner.site, f"SSH connection to {self._runner.address} failed: {error}"
-            ) from None
+            raise self._runner._connection_failed(error) from None
         answer, self._pending = self._pending.split(b"\n", 1)
         return answer.decode(errors="replace")
 
@@ -245,6 +245,7 @@ class SshStream:
             raise
 
     def _stderr(self) -> str:
+        """Its stderr's tail, with whatever has arrived drained."""
         while self._channel.recv_stderr_ready():
             self._err = (self._err + self._channel.recv_stderr(_CHUNK))[-_CHUNK:]
         return self._err.decode(errors="replace")
