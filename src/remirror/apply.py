@@ -211,6 +211,11 @@ class Controller:
         return outcomes
 
     def close(self) -> None:
-        """Close every connection."""
+        """Close every connection; log what the command cost each site (with -v)."""
         for client in self.clients.values():
             client.close()
+            if client.requests:
+                log.info(
+                    "site %s: %d agent requests, %d commands run, %d bytes of answers",
+                    client.name, client.requests, client.commands_run, client.bytes_received,
+                )  # fmt: skip

@@ -59,7 +59,23 @@ def test_wait_path_gives_up_with_a_message(tmp_path: Path) -> None:
 
 
 def test_unknown_requests_are_answered_not_crashed_on() -> None:
-    assert handle({"op": "reboot"}) == {"protocol": 1, "error": "unknown op 'reboot'"}
+    assert handle({"op": "reboot"}) == {"protocol": 1, "error": "unknown op 'reboot'", "commands": 0}
+
+
+def test_each_answer_counts_the_commands_its_request_ran() -> None:
+    steps = [{"kind": "run", "argv": ["true"]}, {"kind": "run", "argv": ["true"]}]
+    assert handle({"op": "run", "steps": steps})["commands"] == 2
+    assert handle({"op": "run", "steps": steps[:1]})["commands"] == 1  # per request, not a total
+
+
+def test_the_controller_sums_what_each_site_cost() -> None:
+    from remirror.agent.client import AgentClient
+    from remirror.profile.model import Site
+
+    client = AgentClient("here", Site(host="local"))
+    for _ in range(3):
+        client.run([{"kind": "run", "argv": ["true"]}])
+    assert (client.requests, client.commands_run) == (3, 3)
 
 
 def test_remirror_agent_speaks_json_on_stdin_and_stdout() -> None:
@@ -71,7 +87,7 @@ def test_remirror_agent_speaks_json_on_stdin_and_stdout() -> None:
         text=True,
         check=True,
     )
-    assert json.loads(done.stdout) == {"protocol": 1, "results": [{"ok": True}]}
+    assert json.loads(done.stdout) == {"protocol": 1, "results": [{"ok": True}], "commands": 1}
 
 
 def test_chap_secrets_go_into_the_node_record_file_not_argv(
@@ -120,6 +136,6 @@ def test_remirror_agent_serve_answers_one_line_per_request_in_order() -> None:
         check=True,
     )
     answers = [json.loads(line) for line in done.stdout.splitlines()]
-    assert answers[0] == {"protocol": 1, "results": [{"ok": True}]}
-    assert answers[1] == {"protocol": 1, "error": "unknown op 'reboot'"}
+    assert answers[0] == {"protocol": 1, "results": [{"ok": True}], "commands": 1}
+    assert answers[1] == {"protocol": 1, "error": "unknown op 'reboot'", "commands": 0}
     assert answers[2]["error"].startswith("the request is not JSON")

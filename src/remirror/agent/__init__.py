@@ -17,12 +17,21 @@ from remirror.agent.digest import digests
 from remirror.agent.observe import observe
 from remirror.agent.steps import run_steps
 from remirror.errors import RemirrorError
+from remirror.runner.base import commands_started
 
 PROTOCOL_VERSION = 1
 
 
 def handle(request: dict[str, Any]) -> dict[str, Any]:
-    """Answer one request; errors in steps come back in the answer, not as exceptions."""
+    """Answer one request, with the number of commands it ran on the site (`commands`)."""
+    before = commands_started()
+    answer = _answer(request)
+    answer["commands"] = commands_started() - before
+    return answer
+
+
+def _answer(request: dict[str, Any]) -> dict[str, Any]:
+    """Errors in steps come back in the answer, not as exceptions."""
     op = request.get("op")
     if op == "observe":
         disks, portals = list(request.get("disks", [])), list(request.get("portals", []))

@@ -26,6 +26,8 @@ class AgentClient:
         self._stream: SshStream | None = None
         self._serve = True  # False: the site's remirror predates --serve; one agent per request
         self.bytes_received = 0  # answers' size: what crossed the link from a remote site
+        self.requests = 0
+        self.commands_run = 0  # on the site, as its agent counted them
 
     def request(self, request: dict[str, Any], secrets: list[str] | None = None) -> dict[str, Any]:
         """One request and its answer."""
@@ -43,6 +45,8 @@ class AgentClient:
                 raise SiteError(
                     self.name, f"the agent answered something that is not JSON: {text[:200]!r}"
                 ) from None
+        self.requests += 1
+        self.commands_run += int(answer.get("commands", 0))
         if "error" in answer:
             raise SiteError(self.name, f"agent: {answer['error']}")
         return answer

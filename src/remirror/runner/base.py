@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import logging
+import threading
 import time
 from abc import ABC, abstractmethod
 from collections.abc import Iterable, Sequence
@@ -13,6 +14,10 @@ from remirror.errors import CommandError, CommandTimeout
 log = logging.getLogger("remirror.runner")
 
 DEFAULT_TIMEOUT = 60.0
+# How many commands each thread has started, on any runner: the agent reports the
+# commands a request cost (control-plane cost, docs/performance.md). Per thread,
+# because the controller asks the local agent and the remote ones at once.
+_started = threading.local()
 STDERR_TAIL_LINES = 5
 REDACTED = "<redacted>"
 
@@ -55,6 +60,11 @@ def stderr_tail(stderr: str, lines: int = STDERR_TAIL_LINES) -> str:
     return " | ".join(kept[-lines:])
 
 
+def commands_started() -> int:
+    """How many commands this thread has started so far."""
+    return int(getattr(_started, "count", 0))
+
+
 class Runner(ABC):
     """Runs argv commands on one site."""
 
@@ -81,6 +91,7 @@ class Runner(ABC):
         secret_list = list(secrets)
         shown = tuple(redact(arg, secret_list) for arg in argv)
         log.debug("site %s: run: %s", self.site, " ".join(shown))
+        _started.count = commands_started() + 1
         started = time.monotonic()
         returncode, stdout, stderr = self._execute(list(argv), stdin, timeout, shown)
         elapsed = time.monotonic() - started

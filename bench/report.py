@@ -1,0 +1,284 @@
+"""The benchmark report: results.json (from bench/suite.py) to report.md and PNG plots.
+
+Runs on the host after the lab (`./dev bench` calls it): python bench/report.py DIR
+reads DIR/results.json and writes DIR/report.md and DIR/*.png. Every figure is
+given as a ratio to its baseline from the same run, with the absolute number
+beside it, and checked against the targets of issue 11 and the seeds' figures.
+"""
+
+from __future__ import annotations
+
+import json
+import sys
+from collections.abc import Callable
+from pathlib import Path
+from typing import Any
+
+import matplotlib
+
+matplotlib.use("Agg")  # no screen: files only
+import matplotlib.pyplot as plt
+from common import CAUTION
+
+# The capstone seed's iSCSI transfer rates (dd to the iSCSI disk, 64 KB pages, its
+# tables in section 4), KB/s by (Mbit, delay ms): delay cost it far more than the link.
+CAPSTONE_KB_PER_S = {
+    (1, 0): 112.294, (1, 50): 111.245, (1, 100): 107.704, (1, 150): 104.493,
+    (45, 0): 4975.931, (45, 50): 2113.362, (45, 100): 1114.059, (45, 150): 737.518,
+    (100, 0): 10581.333, (100, 50): 2075.265, (100, 100): 1014.673, (100, 150): 687.801,
+}  # fmt: skip
+CONFIG_ORDER = ("baseline", "S-S", "S-iL", "S-iW", "S-iDL", "S-iDW", "D-iDL", "async-W", "CDP")
+
+
+def ratio(value: float, base: float) -> str:
+    return f"{value / base:.2f}x" if base else "n/a"
+
+
+def configs_table(configs: dict[str, Any]) -> list[str]:
+    base = configs.get("baseline")
+    rows = [
+        "| configuration | 4k QD1 mean ms | p50 | p99 | p99.9 | vs baseline (mean) | 4k QD16 IOPS | vs baseline"
+        " | 50/50 IOPS (r+w) | 1M seq MB/s | vs baseline | trace mean ms | trace p99 ms"
+        " | PostMark s (to durable) | vs baseline |",
+        "|---|---|---|---|---|---|---|---|---|---|---|---|---|---|---|",
+    ]
+    for name in CONFIG_ORDER:
+        c = configs.get(name)
+        if c is None:
+            continue
+        q1, q16, seq, mix, tr, pm = c["qd1"], c["qd16"], c["seq"], c["mix"], c["trace"], c["postmark"]
+        b = base or c
+        rows.append(
+            f"| {name} | {q1['mean_ms']:.2f} | {q1['p50_ms']:.2f} | {q1['p99_ms']:.2f} | {q1['p99_9_ms']:.2f}"
+            f" | {ratio(q1['mean_ms'], b['qd1']['mean_ms'])} | {q16['iops']:.0f}"
+            f" | {ratio(q16['iops'], b['qd16']['iops'])}"
+            f" | {mix['read']['iops'] + mix['write']['iops']:.0f} | {seq['mb_per_s']:.1f}"
+            f" | {ratio(seq['mb_per_s'], b['seq']['mb_per_s'])} | {tr['mean_ms']:.2f} | {tr['p99_ms']:.2f}"
+            f" | {pm['seconds_to_durable']:.1f} | {ratio(pm['seconds_to_durable'], b['postmark']['seconds_to_durable'])} |"
+        )
+    return rows
+
+
+def targets(results: dict[str, Any]) -> list[str]:
+    """Issue 11's targets and the seeds' figures, against this run: one row each, for what ran."""
+    c = results.get("configs", {})
+    rows: list[tuple[str, str, float, str, bool | None]] = []  # what, target, value, detail, met
+
+    def q1(name: str, key: str) -> float:
+        return float(c[name]["qd1"][key])
+
+    def have(*names: str) -> bool:
+        return all(n in c for n in names)
+
+    if have("baseline", "S-iL"):
+        sil, one = c["S-iL"]["seq"]["mb_per_s"], c["baseline"]["seq"]["mb_per_s"]
+        rows.append(("S-iL 1M sequential throughput / single disk", ">= 0.99 (TH-MSNS: 98.67%)",
+                     sil / one, f"{sil:.1f} / {one:.1f} MB/s", sil / one >= 0.99))  # fmt: skip
+    if have("baseline", "async-W"):
+        value = q1("async-W", "p50_ms") / q1("baseline", "p50_ms")
+        rows.append(("async over the WAN, 4k QD1 p50 / single disk", "<= 1.1", value,
+                     f"{q1('async-W', 'p50_ms'):.2f} / {q1('baseline', 'p50_ms'):.2f} ms", value <= 1.1))  # fmt: skip
+    for cached, depth in (("S-iDL", "qd1"), ("S-iDL", "qd16"), ("D-iDL", "qd1"), ("D-iDL", "qd16")):
+        if have("S-iL", cached):
+            plain, fast = c["S-iL"][depth]["mean_ms"], c[cached][depth]["mean_ms"]
+            rows.append((f"S-iL / {cached} mean 4k write latency, {depth.upper()}", ">= 4 (DCD: about 4x)",
+                         plain / fast, f"{plain:.2f} / {fast:.2f} ms", plain / fast >= 4))  # fmt: skip
+    if have("S-S", "S-iDL"):
+        value = q1("S-iDL", "mean_ms") / q1("S-S", "mean_ms")
+        rows.append(("S-iDL / S-S mean 4k write latency", "< 1 (DCD: faster than local mirroring)",
+                     value, "", value < 1))  # fmt: skip
+    for slow, fast, seed in (
+        ("S-iW", "S-iL", "about 3 (DCD, 14 ms RTT)"),
+        ("S-iDW", "S-iW", "about 0.5 (DCD)"),
+    ):
+        if have(slow, fast):
+            value = c[slow]["postmark"]["seconds_to_durable"] / c[fast]["postmark"]["seconds_to_durable"]
+            rows.append((f"PostMark time {slow} / {fast}", seed, value, "", None))
+    if have("S-iL", "CDP"):
+        rows.append(("CDP (a point every 10 s) / no CDP, 4k QD1 mean", "negligible (Mariner)",
+                     q1("CDP", "mean_ms") / q1("S-iL", "mean_ms"),
+                     f"{q1('CDP', 'mean_ms'):.2f} / {q1('S-iL', 'mean_ms'):.2f} ms", None))  # fmt: skip
+    resync = results.get("resync")
+    if resync and resync.get("resynced_over_dirty") is not None:
+        value = resync["resynced_over_dirty"]
+        rows.append(("bytes resynced / dirty bitmap chunks' size", "<= 1.25", value, "", value <= 1.25))
+    cells = [g for g in results.get("grid", []) if g["through"] == "mirror"]
+    if cells:
+        worst = min(cells, key=lambda g: g["of_ideal"])
+        rows.append(("mirror over the link grid: worst cell / link rate", "near the link's limit (capstone)",
+                     worst["of_ideal"], f"{worst['rate_mbit']} Mbit, {worst['delay_ms']} ms", None))  # fmt: skip
+    met = {True: "met", False: "**not met**", None: "(reference)"}
+    return [
+        "| what | target (seed) | this run | | |",
+        "|---|---|---|---|---|",
+        *(
+            f"| {what} | {target} | {value:.2f} | {detail} | {met[ok]} |"
+            for what, target, value, detail, ok in rows
+        ),
+    ]
+
+
+def grid_table(grid: list[dict[str, Any]]) -> list[str]:
+    cell = {(g["through"], g["rate_mbit"], g["delay_ms"]): g for g in grid}
+    rows = [
+        "| link | delay each way | ideal MB/s | mirror MB/s | of ideal | iSCSI alone MB/s | of ideal | mirror / iSCSI"
+        " | capstone's iSCSI MB/s (of ideal) |",
+        "|---|---|---|---|---|---|---|---|---|",
+    ]
+    for rate, delay in sorted({(g["rate_mbit"], g["delay_ms"]) for g in grid}):
+        m, i = cell.get(("mirror", rate, delay)), cell.get(("iSCSI", rate, delay))
+        ideal = (m or i or {}).get("ideal_mb_per_s", 0)
+        rows.append(
+            f"| {rate} Mbit | {delay} ms | {ideal:.3f}"
+            + (f" | {m['mb_per_s']:.3f} | {m['of_ideal']:.2f}" if m else " | | ")
+            + (f" | {i['mb_per_s']:.3f} | {i['of_ideal']:.2f}" if i else " | | ")
+            + (f" | {m['mb_per_s'] / i['mb_per_s']:.2f}" if m and i and i["mb_per_s"] else " | ")
+            + _capstone(rate, delay, ideal)
+        )
+    return rows
+
+
+def _capstone(rate: int, delay: int, ideal: float) -> str:
+    kb = CAPSTONE_KB_PER_S.get((rate, delay))
+    return f" | {kb * 1024 / 1e6:.3f} ({kb * 1024 / 1e6 / ideal:.2f}) |" if kb and ideal else " | |"
+
+
+def control_table(control: dict[str, Any]) -> list[str]:
+    rows = ["| verb | seconds | exit | site-a requests / commands | site-b requests / commands / answer bytes |",
+            "|---|---|---|---|---|"]  # fmt: skip
+    for verb, c in control.items():
+        a, b = c["sites"].get("site-a", {}), c["sites"].get("site-b", {})
+        rows.append(
+            f"| {verb} | {c['seconds']:.1f} | {c['exit']} | {a.get('requests', 0)} / {a.get('commands', 0)}"
+            f" | {b.get('requests', 0)} / {b.get('commands', 0)} / {b.get('answer_bytes', 0)} |"
+        )
+    return rows
+
+
+def plot_configs(configs: dict[str, Any], out: Path) -> list[str]:
+    names = [n for n in CONFIG_ORDER if n in configs]
+    if "baseline" not in configs:
+        return []
+    base = configs["baseline"]
+    fig, (left, right) = plt.subplots(1, 2, figsize=(13, 4.5))
+    x = range(len(names))
+    left.bar([i - 0.2 for i in x], [configs[n]["qd1"]["mean_ms"] for n in names], 0.4, label="mean")
+    left.bar([i + 0.2 for i in x], [configs[n]["qd1"]["p99_ms"] for n in names], 0.4, label="p99")
+    left.set_xticks(list(x), names, rotation=30)
+    left.set_ylabel("ms")
+    left.set_title("4 KiB random writes, QD1: latency")
+    left.legend()
+    metrics: dict[str, Callable[[dict[str, Any]], float]] = {
+        "4k QD16 IOPS": lambda c: c["qd16"]["iops"],
+        "1M seq MB/s": lambda c: c["seq"]["mb_per_s"],
+        "1 / PostMark time": lambda c: 1 / c["postmark"]["seconds_to_durable"],
+    }
+    width = 0.8 / len(metrics)
+    for k, (label, get) in enumerate(metrics.items()):
+        right.bar(
+            [i - 0.4 + width * (k + 0.5) for i in x],
+            [get(configs[n]) / get(base) for n in names],
+            width,
+            label=label,
+        )
+    right.axhline(1, color="grey", linewidth=0.8)
+    right.set_xticks(list(x), names, rotation=30)
+    right.set_ylabel("relative to the single disk (higher is better)")
+    right.set_title("Throughput against the baseline")
+    right.legend()
+    fig.tight_layout()
+    fig.savefig(out / "configs.png", dpi=100)
+    plt.close(fig)
+    return ["![latency and throughput per configuration](configs.png)"]
+
+
+def plot_grid(grid: list[dict[str, Any]], out: Path) -> list[str]:
+    if not grid:
+        return []
+    fig, axis = plt.subplots(figsize=(7, 4.5))
+    for through, style in (("mirror", "-o"), ("iSCSI", "--x")):
+        for rate in sorted({g["rate_mbit"] for g in grid}):
+            cells = sorted(
+                (g for g in grid if g["through"] == through and g["rate_mbit"] == rate),
+                key=lambda g: g["delay_ms"],
+            )
+            if cells:
+                axis.plot(
+                    [g["delay_ms"] for g in cells],
+                    [g["of_ideal"] for g in cells],
+                    style,
+                    label=f"{through}, {rate} Mbit",
+                )
+    axis.set_xlabel("delay each way (ms)")
+    axis.set_ylabel("throughput / link rate")
+    axis.set_ylim(0, 1.1)
+    axis.set_title("Sequential writes over the link grid")
+    axis.legend(fontsize=8)
+    fig.tight_layout()
+    fig.savefig(out / "grid.png", dpi=100)
+    plt.close(fig)
+    return ["![the link grid](grid.png)"]
+
+
+def render(results: dict[str, Any], out: Path) -> str:
+    meta = results.get("meta", {})
+    configs = results.get("configs", {})
+    lines = [
+        "# remirror benchmarks",
+        "",
+        f"Run {meta.get('date', '?')} in the lab: kernel {meta.get('kernel', '?')}, {meta.get('fio', 'fio')},"
+        f" {meta.get('mdadm', 'mdadm')}. Data disks slowed by {meta.get('slow_disk_ms', 0)} ms per I/O"
+        f" (dm-delay), the cache disks not; {meta.get('fio_seconds', '?')} s per fio job; WAN"
+        f" {meta.get('wan_delay_ms_each_way', 7)} ms each way. Method: docs/performance.md.",
+        "",
+        f"> {CAUTION}",
+        "",
+        "## Targets and the seeds' figures",
+        "",
+        *targets(results),
+        "",
+        "## Configurations",
+        "",
+        *configs_table(configs),
+        "",
+        *plot_configs(configs, out),
+    ]
+    for step, error in results.get("errors", {}).items():
+        lines += ["", f"**{step} did not finish:** {error}"]
+    if "CDP" in configs:
+        lines += ["", f"CDP: {configs['CDP'].get('points_taken', 0)} recovery points taken while measuring."]
+    if results.get("grid"):
+        lines += ["", "## The link grid (1 MiB = 2^20 bytes; MB = 10^6)", "", *grid_table(results["grid"]), "",
+                  *plot_grid(results["grid"], out)]  # fmt: skip
+    resync = results.get("resync")
+    if resync:
+        lines += [
+            "",
+            "## Resync after a link outage",
+            "",
+            f"{resync['writes_during_outage']} random 4 KiB writes ({resync['bytes_written_during_outage']} bytes)"
+            f" over a {resync['hot_region_bytes'] >> 20} MiB working set while the link was down;"
+            f" the bitmap then had {resync['dirty_chunks']} dirty chunks of {resync['chunk_bytes'] >> 10} KiB"
+            f" ({resync['dirty_bytes']} bytes). {resync['bytes_resynced']} bytes were resynced"
+            f" ({(resync['resynced_over_dirty'] or 0):.2f}x the dirty chunks), and the mirror was MIRRORED"
+            f" {resync['seconds_link_back_to_mirrored']:.0f} s after the link came back"
+            f" ({resync['reconcile_passes']} reconcile passes).",
+        ]
+    if results.get("control"):
+        lines += ["", "## Control-plane cost (healthy S-iL mirror)", "", *control_table(results["control"])]
+    return "\n".join(lines) + "\n"
+
+
+def main() -> int:
+    out = Path(sys.argv[1] if len(sys.argv) > 1 else "bench/out")
+    try:
+        results = json.loads((out / "results.json").read_text())
+    except (OSError, ValueError) as error:
+        sys.exit(f"bench/report.py: cannot read {out / 'results.json'}: {error}")
+    (out / "report.md").write_text(render(results, out))
+    sys.stdout.write(f"{out / 'report.md'}\n")
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,325 @@
+"""The benchmark suite: the seeds' experiments on stock parts, in one lab run.
+
+Run it from the checkout (the lab boots, runs this inside, copies results back,
+and bench/report.py writes the report with its plots):
+
+    ./dev bench
+
+Configurations, named like the DCD paper's (docs/performance.md):
+
+    baseline  one data disk, no mirror
+    S-S       md RAID1 over two local data disks (mdadm by hand, as remirror would)
+    S-iL      remirror, sync, the replica over iSCSI on the lab's LAN link
+    S-iW      the same over a WAN: 7 ms each way (14 ms round trip)
+    S-iDL     S-iL with a writecache on the replica's disk (the DCD)
+    S-iDW     S-iDL over the WAN
+    D-iDL     S-iDL with a writecache on the primary's disk too (a DCD at both sites)
+    async-W   remirror, async (write-behind), over the WAN
+    CDP       S-iL with CDP and a recovery point every 10 s (`remirror cdp run`)
+
+Then, on the S-iL mirror: what `status`, `check`, a no-op `apply` and a
+reconcile pass cost; a link outage and its resync; and the capstone's link
+grid, through the mirror and to the iSCSI disk alone.
+
+Results: $LAB_OUT/results.json, rewritten after each step so that a run cut
+off still reports what it finished. BENCH_SECONDS (default 15) sets each fio
+job's length, BENCH_TRACE_SECONDS (60) the part of the trace replayed,
+BENCH_ONLY a comma-separated subset of: configs, control, resync, grid.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import platform
+import re
+import subprocess
+import sys
+import time
+from collections.abc import Callable
+from pathlib import Path
+from typing import Any
+
+from common import (
+    CDP_VOLUME,
+    MD,
+    OUT,
+    REMOTE_LEG,
+    SECONDS,
+    apply,
+    destroy,
+    log,
+    md_sysfs,
+    profile,
+    run,
+    sectors_written,
+    slow_disk_ms,
+    wait_idle,
+    wan,
+    wipe,
+)
+from workloads import REGION_OFFSET, REGION_SIZE, TRACE, TRACE_SECONDS, all_workloads, fio, latency
+
+WAN_DELAY_MS = 7  # each way: the DCD paper's 14 ms round trip
+GRID_RATES_MBIT = (1, 45, 100)
+GRID_DELAYS_MS = (0, 50, 100, 150)
+ONLY = set(filter(None, os.environ.get("BENCH_ONLY", "").split(",")))
+
+results: dict[str, Any] = {}
+
+
+def save() -> None:
+    OUT.mkdir(parents=True, exist_ok=True)
+    (OUT / "results.json").write_text(json.dumps(results, indent=2) + "\n")
+
+
+def wanted(part: str) -> bool:
+    return not ONLY or part in ONLY
+
+
+def measure(name: str, device: str, setup: Callable[[], None] | None = None) -> None:
+    if setup is not None:
+        setup()
+    started = time.monotonic()
+    results["configs"][name] = all_workloads(device, name)
+    log(f"{name}: done in {time.monotonic() - started:.0f}s")
+    save()
+
+
+def local_mirror() -> None:
+    """S-S: md RAID1 over two local data disks, with what remirror gives a mirror (a bitmap
+    with 64 MiB chunks), built by hand: remirror's mirrors always have a remote leg."""
+    wipe(("/dev/lab/a2", "/dev/lab/a3"))
+    run(
+        "mdadm", "--create", "/dev/md/bench-ss", "--run", "--level=1", "--raid-devices=2",
+        "--metadata=1.2", "--bitmap=internal", "--bitmap-chunk=64M", "--assume-clean",
+        "/dev/lab/a2", "/dev/lab/a3",
+    )  # fmt: skip
+    measure("S-S", "/dev/md/bench-ss")
+    run("mdadm", "--stop", "/dev/md/bench-ss")
+    run("mdadm", "--zero-superblock", "/dev/lab/a2", "/dev/lab/a3")
+    wipe(("/dev/lab/a2", "/dev/lab/a3"))
+
+
+def site_costs(stderr: str) -> dict[str, dict[str, int]]:
+    """The per-site cost lines `remirror -v` logs when it closes its connections."""
+    costs = {}
+    for site, requests, commands, answered in re.findall(
+        r"site (\S+): (\d+) agent requests, (\d+) commands run, (\d+) bytes of answers", stderr
+    ):
+        costs[site] = {"requests": int(requests), "commands": int(commands), "answer_bytes": int(answered)}
+    return costs
+
+
+def control_plane(path: Path) -> None:
+    """Wall time and commands per site of the verbs an operator and cron run, on a healthy mirror."""
+    verbs = {
+        "status": ["status", str(path)],
+        "check": ["check", "--timeout", "600", str(path)],
+        "apply (no-op)": ["apply", "--yes", str(path)],
+        "reconcile pass": ["reconcile", str(path)],
+    }
+    cost = {}
+    for name, args in verbs.items():
+        started = time.monotonic()
+        done = subprocess.run(["remirror", "-v", *args], capture_output=True, text=True, check=False)
+        cost[name] = {
+            "seconds": time.monotonic() - started,
+            "exit": done.returncode,
+            "sites": site_costs(done.stderr),
+        }
+        log(f"control: {name} {cost[name]['seconds']:.0f}s, exit {done.returncode}")
+    results["control"] = cost
+    save()
+
+
+def dirty_bitmap(disk: str) -> tuple[int, int]:
+    """Dirty chunks and chunk size (bytes) of the write-intent bitmap on `disk` (mdadm -X)."""
+    out = run("mdadm", "--examine-bitmap", disk)
+    dirty = re.search(r"Bitmap : \d+ bits \(chunks\), (\d+) dirty", out)
+    chunk = re.search(r"Chunksize : (\d+) (KB|MB)", out)
+    if not dirty or not chunk:
+        sys.exit(f"bench: cannot read the bitmap of {disk}: {out[-300:]}")
+    return int(dirty.group(1)), int(chunk.group(1)) << (10 if chunk.group(2) == "KB" else 20)
+
+
+def resync_after_outage(path: Path) -> None:
+    """Cut the link, write while it is down, restore it; what the resync cost."""
+    hot = 32 << 20  # the writes fall on 32 MiB: a working set, not the whole disk
+    writes = 1000
+    run("remirror", "lab", "link", "down")
+    log("resync: link down, writing (the first write waits until md fails the leg)")
+    outage = latency(
+        fio(
+            MD, "randwrite", "4k", 1, seconds=3600, number_ios=str(writes), size=str(hot),
+            time_based="0",
+        )["write"]
+    )  # fmt: skip
+    dirty, chunk = dirty_bitmap("/dev/lab/a0")
+    replica_before = sectors_written("/dev/lab/b0")
+    run("remirror", "lab", "link", "up")
+    link_back = time.monotonic()
+    passes = 0
+    while md_sysfs("degraded") != "0" or md_sysfs("sync_action") != "idle":
+        if passes >= 10:
+            sys.exit("bench: the mirror did not come back within 10 reconcile passes")
+        run("remirror", "reconcile", str(path), ok=(0, 1, 2))
+        passes += 1
+        time.sleep(2)
+    wait_idle()
+    to_mirrored = time.monotonic() - link_back
+    resynced = (sectors_written("/dev/lab/b0") - replica_before) * 512
+    results["resync"] = {
+        "writes_during_outage": writes,
+        "bytes_written_during_outage": writes * 4096,
+        "hot_region_bytes": hot,
+        "dirty_chunks": dirty,
+        "chunk_bytes": chunk,
+        "dirty_bytes": dirty * chunk,
+        "bytes_resynced": resynced,
+        "resynced_over_dirty": resynced / (dirty * chunk) if dirty else None,
+        "seconds_link_back_to_mirrored": to_mirrored,
+        "reconcile_passes": passes,
+        "first_write_stall_ms": outage["max_ms"],  # until md failed the leg
+    }
+    log(f"resync: {resynced} bytes for {dirty} dirty chunks in {to_mirrored:.0f}s")
+    save()
+
+
+def grid(device: str, through: str) -> list[dict[str, Any]]:
+    """Sequential writes over each link of the capstone's grid: 128 KiB writes, enough of
+    them in flight to fill the link (2 at 1 Mbit, where more would only queue)."""
+    cells = []
+    for rate in GRID_RATES_MBIT:
+        for delay in GRID_DELAYS_MS:
+            wan(delay, rate)
+            depth = 2 if rate == 1 else 32
+            # At 1 Mbit one 128 KiB write takes a second: twice as long, for enough of them.
+            seconds = SECONDS * 2 if rate == 1 else SECONDS
+            done = latency(fio(device, "write", "128k", depth, seconds=seconds)["write"])
+            ideal = rate * 1e6 / 8 / 1e6
+            cells.append(
+                {"through": through, "rate_mbit": rate, "delay_ms": delay, "mb_per_s": done["mb_per_s"],
+                 "ideal_mb_per_s": ideal, "of_ideal": done["mb_per_s"] / ideal}
+            )  # fmt: skip
+            log(f"grid {through} {rate}mbit {delay}ms: {done['mb_per_s']:.2f} MB/s of {ideal:.2f}")
+    wan()
+    return cells
+
+
+def link_grid() -> None:
+    """The grid through the mirror, then to the iSCSI disk alone: md stopped, the session
+    kept, and the array assembled again after, so that `remirror destroy` finds what it built."""
+    results["grid"] = grid(MD, "mirror")
+    save()
+    # fio splits file names at ':', which by-path names are full of: the kernel's name.
+    remote = str(Path(REMOTE_LEG).resolve())
+    run("mdadm", "--stop", MD)
+    results["grid"] += grid(remote, "iSCSI")
+    save()
+    run("mdadm", "--assemble", MD, "/dev/lab/a0", remote)
+
+
+def remote_mirror_configs() -> None:
+    """S-iL and S-iW on one mirror, then the control plane, the outage and the grid on it."""
+    sil = profile("sil")
+    apply(sil)
+    if wanted("configs"):
+        measure("S-iL", MD)
+        measure("S-iW", MD, setup=lambda: wan(WAN_DELAY_MS))
+        wan()
+    if wanted("control"):
+        control_plane(sil)
+    if wanted("resync"):
+        resync_after_outage(sil)
+    if wanted("grid"):
+        link_grid()
+    destroy(sil)
+
+
+def replica_cache_configs() -> None:
+    sid = profile("sid", replica_cache=True)
+    apply(sid)
+    measure("S-iDL", MD)
+    measure("S-iDW", MD, setup=lambda: wan(WAN_DELAY_MS))
+    wan()
+    destroy(sid)
+
+
+def both_caches_config() -> None:
+    """The DCD paper's S-iD is bounded by its primary disk for synchronous writes (its
+    table 2): with a cache on both legs neither leg waits for a slow disk."""
+    both = profile("did", replica_cache=True, primary_cache=True)
+    apply(both)
+    measure("D-iDL", MD)
+    destroy(both)
+
+
+def async_config() -> None:
+    asynchronous = profile("async", mode="async")
+    apply(asynchronous)
+    measure("async-W", MD, setup=lambda: wan(WAN_DELAY_MS))
+    wan()
+    destroy(asynchronous)
+
+
+def cdp_config() -> None:
+    cdp = profile("cdp", cdp=True)
+    apply(cdp)
+    # Written once before measuring: the pool's first allocation of a chunk is a
+    # one-time cost; what is measured is copy-on-write after each point.
+    log("CDP: filling the region once")
+    run("dd", "if=/dev/zero", f"of={CDP_VOLUME}", "bs=1M", f"seek={REGION_OFFSET >> 20}",
+        f"count={REGION_SIZE >> 20}", "oflag=direct", "status=none", timeout=900)  # fmt: skip
+    daemon = subprocess.Popen(
+        ["remirror", "cdp", "run", "--profile", str(cdp)], stdout=subprocess.PIPE, text=True
+    )
+    try:
+        measure("CDP", CDP_VOLUME)
+    finally:
+        daemon.terminate()
+        out, _ = daemon.communicate(timeout=300)
+    results["configs"]["CDP"]["points_taken"] = out.count('"event": "point"')
+    save()
+    destroy(cdp)
+
+
+def main() -> int:
+    results.update(
+        meta={
+            "date": time.strftime("%Y-%m-%d %H:%M:%S"),
+            "kernel": platform.release(),
+            "fio": run("fio", "--version").strip(),
+            "mdadm": subprocess.run(
+                ["mdadm", "--version"], capture_output=True, text=True, check=False
+            ).stderr.strip(),
+            "slow_disk_ms": slow_disk_ms(),
+            "fio_seconds": SECONDS,
+            "trace": {"file": TRACE.name, "seconds": TRACE_SECONDS},
+            "region": {"offset": REGION_OFFSET, "size": REGION_SIZE},
+            "wan_delay_ms_each_way": WAN_DELAY_MS,
+        },
+        configs={},
+    )
+    save()
+    steps: list[tuple[str, Callable[[], None]]] = []
+    if wanted("configs"):
+        steps += [("baseline", lambda: measure("baseline", "/dev/lab/a3")), ("S-S", local_mirror)]
+    steps.append(("S-iL", remote_mirror_configs))
+    if wanted("configs"):
+        steps += [("S-iD", replica_cache_configs), ("D-iDL", both_caches_config),
+                  ("async-W", async_config), ("CDP", cdp_config)]  # fmt: skip
+    for name, step in steps:
+        # A step that fails is recorded and the rest still run: each builds from wiped disks.
+        try:
+            step()
+        except (SystemExit, subprocess.SubprocessError, OSError) as error:
+            log(f"{name}: failed: {error}")
+            results.setdefault("errors", {})[name] = str(error)
+            save()
+    log("all done")
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

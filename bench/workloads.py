@@ -1,0 +1,143 @@
+"""The workloads every configuration gets, as the seeds ran them, scaled to the lab.
+
+- fio, O_DIRECT, over a 128 MiB region of the device: 4 KiB random writes at
+  queue depth 1 (latency: mean, p50, p99, p99.9) and 16 (IOPS), a 50/50 random
+  read/write mix at queue depth 16, 1 MiB sequential writes at queue depth 4
+  (throughput; a kernel's writeback keeps several in flight, as dd through
+  the page cache did in the seeds).
+- PostMark (Debian's package) on ext4 made on the device, timed to the end
+  of `sync` and unmount: the time until what it wrote is on both legs.
+- The replay of a real block trace at its own timing (bench/traces/).
+"""
+
+from __future__ import annotations
+
+import csv
+import json
+import os
+import re
+import subprocess
+import tempfile
+import time
+from pathlib import Path
+from typing import Any
+
+from common import SECONDS, log, run
+
+REGION_OFFSET = 64 << 20  # past md's superblock, bitmap and CDP's index
+REGION_SIZE = 128 << 20
+TRACE = Path(__file__).resolve().parent / "traces" / "cloudphysics-w-sample.csv"
+TRACE_SECONDS = int(os.environ.get("BENCH_TRACE_SECONDS", "60"))
+MOUNT = Path("/run/bench-mnt")  # /mnt is on the read-only root in the lab
+POSTMARK = """set size 512 16384
+set number 1000
+set transactions 4000
+set location {location}
+run
+quit
+"""
+
+
+def fio(device: str, rw: str, block: str, depth: int, seconds: int = SECONDS, **extra: str) -> dict[str, Any]:
+    """One fio job on `device`; its JSON report's first job."""
+    engine = "psync" if depth == 1 else "libaio"
+    argv = [
+        "fio", f"--name={rw}", f"--filename={device}", f"--rw={rw}", f"--bs={block}",
+        f"--iodepth={depth}", f"--ioengine={engine}", "--direct=1",
+        f"--offset={REGION_OFFSET}", f"--size={REGION_SIZE}", "--time_based", f"--runtime={seconds}",
+        "--randrepeat=0", "--percentile_list=50:99:99.9", "--output-format=json",
+        *(f"--{key}={value}" for key, value in extra.items()),
+    ]  # fmt: skip
+    job: dict[str, Any] = json.loads(run(*argv))["jobs"][0]
+    return job
+
+
+def latency(side: dict[str, Any]) -> dict[str, float]:
+    """IOPS, MB/s and completion latency (ms) of one direction of a fio job."""
+    clat = side["clat_ns"]
+    percent = clat.get("percentile", {})
+    return {
+        "iops": side["iops"],
+        "mb_per_s": side["bw_bytes"] / 1e6,
+        "mean_ms": clat["mean"] / 1e6,
+        "p50_ms": percent.get("50.000000", 0) / 1e6,
+        "p99_ms": percent.get("99.000000", 0) / 1e6,
+        "p99_9_ms": percent.get("99.900000", 0) / 1e6,
+        "max_ms": clat["max"] / 1e6,
+        "ios": side["total_ios"],
+    }
+
+
+def postmark(device: str) -> dict[str, float]:
+    """PostMark on a fresh ext4 on `device`: seconds to the end of its run, and to durable."""
+    run("mkfs.ext4", "-q", "-F", "-E", "lazy_itable_init=0,lazy_journal_init=0", device)
+    MOUNT.mkdir(parents=True, exist_ok=True)
+    run("mount", device, str(MOUNT))
+    try:
+        started = time.monotonic()
+        out = subprocess.run(
+            ["postmark"], input=POSTMARK.format(location=MOUNT), capture_output=True, text=True, check=True
+        ).stdout
+        ran = time.monotonic() - started
+        run("sync", "-f", str(MOUNT))
+        durable = time.monotonic() - started
+    finally:
+        run("umount", str(MOUNT))
+    transactions = re.search(r"(\d+) seconds of transactions \((\d+) per second\)", out)
+    return {
+        "seconds": ran,
+        "seconds_to_durable": durable,
+        "transactions_per_s": float(transactions.group(2)) if transactions else 0.0,
+    }
+
+
+def trace_iolog(device: str, seconds: int = TRACE_SECONDS) -> str:
+    """The sample trace's first `seconds` as a fio v3 iolog (timestamps in microseconds) for
+    `device`: offsets folded into the benchmark region, rounded out to 4 KiB (a writecache
+    device takes only whole 4 KiB blocks); the time column is in seconds."""
+    lines = ["fio version 3 iolog", f"0 {device} add", f"0 {device} open"]
+    start = None
+    with TRACE.open() as trace:
+        for row in csv.DictReader(trace):
+            at = int(row["time"])
+            start = at if start is None else start
+            if at - start >= seconds:
+                break
+            action = "write" if row["op"] == "2a" else "read"
+            first = int(row["lbn"]) * 512 // 4096
+            last = (int(row["lbn"]) * 512 + int(row["size"]) - 1) // 4096
+            offset = REGION_OFFSET + (first * 4096) % (REGION_SIZE - (1 << 20))
+            lines.append(f"{(at - start) * 1_000_000} {device} {action} {offset} {(last - first + 1) * 4096}")
+    lines.append(f"{seconds * 1_000_000} {device} close")
+    return "\n".join(lines) + "\n"
+
+
+def replay(device: str) -> dict[str, float]:
+    """The trace at its own timing, up to 32 I/Os in flight (a host's queue)."""
+    with tempfile.NamedTemporaryFile("w", suffix=".iolog", delete=False, dir="/run") as log_file:
+        log_file.write(trace_iolog(device))
+    argv = [
+        "fio", "--name=trace", f"--read_iolog={log_file.name}", "--ioengine=libaio", "--iodepth=32",
+        "--direct=1", "--percentile_list=50:99:99.9", "--output-format=json",
+    ]  # fmt: skip
+    started = time.monotonic()
+    job = json.loads(run(*argv))["jobs"][0]
+    Path(log_file.name).unlink()
+    return {**latency(job["write"]), "seconds": time.monotonic() - started}
+
+
+def all_workloads(device: str, what: str) -> dict[str, Any]:
+    """Every workload on `device`, in the order of the report."""
+    log(f"{what}: fio")
+    results: dict[str, Any] = {
+        "qd1": latency(fio(device, "randwrite", "4k", 1)["write"]),
+        "qd16": latency(fio(device, "randwrite", "4k", 16)["write"]),
+    }
+    mix = fio(device, "randrw", "4k", 16, rwmixread="50")
+    results["mix"] = {"read": latency(mix["read"]), "write": latency(mix["write"])}
+    results["seq"] = latency(fio(device, "write", "1M", 4)["write"])
+    log(f"{what}: trace replay")
+    results["trace"] = replay(device)
+    log(f"{what}: postmark")
+    results["postmark"] = postmark(device)
+    return results

@@ -1,0 +1,96 @@
+"""The benchmarks' pure parts: the trace's conversion to a fio replay log, and the report.
+
+The recorded results (fixtures/bench-results-lab.json) come from a short run of
+bench/suite.py in the lab (3 s fio jobs; its `meta` names the kernel, fio and
+mdadm versions): a real run's shape, not its figures.
+"""
+
+from __future__ import annotations
+
+import json
+import sys
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+sys.path.insert(0, str(Path(__file__).resolve().parents[2] / "bench"))  # bench/ is scripts, not a package
+
+import report
+import workloads
+
+RESULTS = Path(__file__).parent / "fixtures" / "bench-results-lab.json"
+
+
+def iolog_rows(text: str) -> list[list[str]]:
+    return [line.split() for line in text.splitlines()[1:]]
+
+
+def test_the_trace_becomes_a_timed_fio_log_of_whole_4k_blocks_inside_the_region() -> None:
+    text = workloads.trace_iolog("/dev/md/x", seconds=30)
+    assert text.startswith("fio version 3 iolog\n0 /dev/md/x add\n0 /dev/md/x open\n")
+    ios = [row for row in iolog_rows(text) if row[2] in ("read", "write")]
+    assert ios, "no I/O replayed"
+    times = [int(row[0]) for row in ios]
+    assert times == sorted(times)
+    assert times[0] == 0
+    assert times[-1] < 30_000_000
+    for _, _, _, offset, length in ios:
+        assert int(offset) % 4096 == 0
+        assert int(length) % 4096 == 0
+        start = int(offset) - workloads.REGION_OFFSET
+        assert start >= 0
+        assert start + int(length) <= workloads.REGION_SIZE
+    assert iolog_rows(text)[-1] == ["30000000", "/dev/md/x", "close"]
+
+
+def test_a_trace_request_is_rounded_out_never_shortened() -> None:
+    # The sample's first request: 512 bytes at sector 42932745 lies in one 4 KiB block.
+    first = next(row for row in iolog_rows(workloads.trace_iolog("/dev/x", seconds=1)) if row[2] == "write")
+    sector_bytes = 42932745 * 512
+    assert int(first[4]) == 4096
+    assert (int(first[3]) - workloads.REGION_OFFSET) == (sector_bytes // 4096 * 4096) % (
+        workloads.REGION_SIZE - (1 << 20)
+    )
+
+
+def test_the_trace_sample_says_where_it_comes_from() -> None:
+    source = (workloads.TRACE.parent / "README.md").read_text()
+    assert "libCacheSim" in source
+    assert "CloudPhysics" in source
+
+
+@pytest.fixture
+def results() -> dict[str, Any]:
+    loaded: dict[str, Any] = json.loads(RESULTS.read_text())
+    return loaded
+
+
+def test_the_report_gives_each_target_its_ratio_and_verdict(results: dict[str, Any], tmp_path: Path) -> None:
+    text = report.render(results, tmp_path)
+    seq = results["configs"]["S-iL"]["seq"]["mb_per_s"] / results["configs"]["baseline"]["seq"]["mb_per_s"]
+    row = next(line for line in text.splitlines() if line.startswith("| S-iL 1M sequential"))
+    assert f"| {seq:.2f} |" in row
+    assert row.endswith("| met |") == (seq >= 0.99)
+    resync = next(line for line in text.splitlines() if line.startswith("| bytes resynced"))
+    assert resync.endswith("| met |")  # 1.00x the dirty chunks in that run
+    assert "kernel 6.1.0-56-amd64" in text
+    assert "QEMU/TCG" in text
+
+
+def test_the_report_tables_the_grid_against_the_link_and_the_capstone(
+    results: dict[str, Any], tmp_path: Path
+) -> None:
+    text = report.render(results, tmp_path)
+    rows = [line for line in text.splitlines() if line.startswith("| 1 Mbit") or "Mbit | " in line]
+    assert len([r for r in rows if r.split("|")[2].strip().endswith("ms")]) == 12
+    one_mbit_150 = next(r for r in rows if r.startswith("| 1 Mbit | 150 ms"))
+    assert "0.107 (0.86)" in one_mbit_150  # the capstone's 104.493 KB/s of 122.07
+    assert (tmp_path / "grid.png").stat().st_size > 0
+    assert (tmp_path / "configs.png").stat().st_size > 0
+
+
+def test_a_partial_run_reports_what_it_has(tmp_path: Path) -> None:
+    text = report.render({"meta": {}, "configs": {}}, tmp_path)
+    assert text.startswith("# remirror benchmarks")
+    assert "| what | target (seed) |" in text
