@@ -46,7 +46,8 @@ def configs_table(configs: dict[str, Any]) -> list[str]:
         c = configs.get(name)
         if c is None:
             continue
-        q1, q16, seq, mix, tr, pm = c["qd1"], c["qd16"], c["seq"], c["mix"], c["trace"], c["postmark"]
+        q1, q16, seq, mix, pm = c["qd1"], c["qd16"], c["seq"], c["mix"], c["postmark"]
+        tr = c.get("trace", {"mean_ms": float("nan"), "p99_ms": float("nan")})  # not in every run
         b = base or c
         rows.append(
             f"| {name} | {q1['mean_ms']:.2f} | {q1['p50_ms']:.2f} | {q1['p99_ms']:.2f} | {q1['p99_9_ms']:.2f}"
@@ -241,6 +242,11 @@ def render(results: dict[str, Any], out: Path) -> str:
         "",
         *configs_table(configs),
         "",
+        *(
+            [f"Trace columns: {meta['trace']['dropped']}.", ""]
+            if meta.get("trace", {}).get("dropped")
+            else []
+        ),
         *plot_configs(configs, out),
     ]
     for step, error in results.get("errors", {}).items():

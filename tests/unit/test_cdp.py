@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import dataclasses
 import re
+from pathlib import Path
 
 import pytest
 
@@ -432,3 +433,15 @@ def test_era_invalidate_lists_blocks_and_ranges_merged() -> None:
     assert parse_era_invalidate(text) == [(3, 6), (9, 10)]
     with pytest.raises(ParseError):
         parse_era_invalidate("era_invalidate: bad metadata")
+
+
+def test_new_metadata_is_zeroed_exactly_in_large_writes(tmp_path: Path) -> None:
+    from remirror.agent.cdp import _zero
+
+    disk = tmp_path / "md"
+    disk.write_bytes(b"\xff" * (4 << 20))
+    _zero(str(disk), start=2048, sectors=3 * 1024)  # 1 MiB in, 1.5 MiB long: a partial last write
+    data = disk.read_bytes()
+    assert data[: 1 << 20] == b"\xff" * (1 << 20)
+    assert data[1 << 20 : (5 << 20) // 2] == bytes(3 << 19)
+    assert data[(5 << 20) // 2 :] == b"\xff" * ((3 << 20) // 2)

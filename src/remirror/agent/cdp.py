@@ -81,9 +81,15 @@ def pool_status(mirror: str) -> ThinPoolStatus:
 
 
 def _zero(md_path: str, start: int, sectors: int) -> None:
-    """Zero a slice (new metadata must start zeroed: the targets format it then)."""
-    argv = ["dd", "if=/dev/zero", f"of={md_path}", "bs=512", f"seek={start}", f"count={sectors}"]
-    _runner.run([*argv, "oflag=direct", "status=none"], timeout=600)
+    """Zero a slice (new metadata must start zeroed: the targets format it then).
+
+    In 1 MiB writes, offsets in bytes: the slices are 28 MiB on a new stack, and one
+    512-byte direct write at a time made that 57344 round trips through a sync mirror
+    (over 8 minutes in the lab with 8 ms disks, far longer over a WAN).
+    """
+    where = [f"of={md_path}", f"seek={start * 512}", f"count={sectors * 512}"]
+    flags = ["oflag=seek_bytes,direct", "iflag=count_bytes", "conv=notrunc", "status=none"]
+    _runner.run(["dd", "if=/dev/zero", "bs=1M", *where, *flags], timeout=600)
 
 
 def activate(mirror: str, md_path: str, plan: Layout, new: bool) -> None:
