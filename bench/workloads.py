@@ -123,8 +123,10 @@ def replay(device: str) -> dict[str, float]:
         "--percentile_list=50:99:99.9", "--output-format=json",
     ]  # fmt: skip
     started = time.monotonic()
-    job = json.loads(run(*argv))["jobs"][0]
-    Path(log_file.name).unlink()
+    try:
+        job = json.loads(run(*argv))["jobs"][0]
+    finally:
+        Path(log_file.name).unlink()
     return {**latency(job["write"]), "seconds": time.monotonic() - started}
 
 

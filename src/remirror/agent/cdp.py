@@ -85,7 +85,7 @@ def _zero(md_path: str, start: int, sectors: int) -> None:
 
     In 1 MiB writes, offsets in bytes: the slices are 28 MiB on a new stack, and one
     512-byte direct write at a time made that 57344 round trips through a sync mirror
-    (over 8 minutes in the lab with 8 ms disks, far longer over a WAN).
+    (over 15 minutes in the lab with 8 ms disks, far longer over a WAN).
     """
     where = [f"of={md_path}", f"seek={start * 512}", f"count={sectors * 512}"]
     flags = ["oflag=seek_bytes,direct", "iflag=count_bytes", "conv=notrunc", "status=none"]
