@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+import re
 
 import pytest
 
@@ -61,10 +62,38 @@ def test_every_shipped_profile_validates(path: object) -> None:
     load_profile(str(path))
 
 
+# The contract marks lines that join it when an issue lands: "(issue N)", in the
+# numbering of the contract's own roadmap (17: production deployment, 18: mirroring
+# a disk that holds data). Add N here when that issue lands.
+LANDED_CONTRACT_ISSUES: frozenset[int] = frozenset()
+
+
+def contract_as_landed(text: str) -> str:
+    """The contract without the lines of issues that have not landed yet."""
+    kept = []
+    for line in text.splitlines(keepends=True):
+        marked = re.search(r"#.*\(issue (\d+)\)", line)
+        if (
+            marked
+            and not line.lstrip().startswith("#")
+            and int(marked.group(1)) not in LANDED_CONTRACT_ISSUES
+        ):
+            continue
+        kept.append(line)
+    return "".join(kept)
+
+
+def test_contract_as_landed_drops_only_the_fields_of_issues_still_open() -> None:
+    text = (
+        "# a line marked (issue 17) in a comment stays\na: 1\nb: 2  # (issue 17) later\nc: 3  # (issue 4)\n"
+    )
+    assert contract_as_landed(text) == "# a line marked (issue 17) in a comment stays\na: 1\n"
+
+
 def test_shipped_two_site_profile_is_the_contract() -> None:
     contract = REPO.parent / "shared" / "contract" / "two-site.yaml"
     assert contract.exists(), "CI runs with ../shared beside the checkout"
-    assert (PROFILES / "two-site.yaml").read_text() == contract.read_text()
+    assert (PROFILES / "two-site.yaml").read_text() == contract_as_landed(contract.read_text())
 
 
 def test_contract_means_what_its_comments_say() -> None:
