@@ -15,6 +15,8 @@ import sys
 import time
 from pathlib import Path
 
+from remirror.lab import md
+
 LAB_PROFILE = Path(__file__).resolve().parent.parent / "profiles" / "lab.yaml"
 OUT = Path(os.environ.get("LAB_OUT", "bench/out"))
 SECONDS = int(os.environ.get("BENCH_SECONDS", "15"))
@@ -87,17 +89,15 @@ def profile(
 
 
 def md_sysfs(name: str, device: str = MD) -> str:
-    kernel = Path(device).resolve().name
-    return Path(f"/sys/block/{kernel}/md/{name}").read_text().strip()
+    return md.md_sysfs(name, device)
 
 
 def wait_idle(device: str = MD, timeout: float = 900) -> None:
     """Until md has nothing to resync and no leg missing."""
-    deadline = time.monotonic() + timeout
-    while md_sysfs("sync_action", device) != "idle" or md_sysfs("degraded", device) != "0":
-        if time.monotonic() > deadline:
-            sys.exit(f"bench: {device} still resyncing or degraded after {timeout:.0f}s")
-        time.sleep(1)
+    try:
+        md.wait_idle(device, timeout)
+    except TimeoutError as error:
+        sys.exit(f"bench: {error}")
 
 
 def apply(path: Path) -> None:
@@ -130,12 +130,6 @@ def wan(delay_ms: float = 0, rate_mbit: int | None = None) -> None:
     if rate_mbit is not None:
         argv += ["--rate", f"{rate_mbit}mbit"]
     run(*argv)
-
-
-def sectors_written(device: str) -> int:
-    """Sectors written to a block device since boot (/sys/block/X/stat, field 7)."""
-    kernel = Path(device).resolve().name
-    return int(Path(f"/sys/block/{kernel}/stat").read_text().split()[6])
 
 
 def slow_disk_ms() -> int:

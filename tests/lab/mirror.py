@@ -2,7 +2,9 @@
 
 from __future__ import annotations
 
+import contextlib
 import hashlib
+import io
 import json
 import mmap
 import os
@@ -15,6 +17,7 @@ from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 from typing import Self
 
+from remirror.lab import md
 from remirror.lab.demo import leg_digest
 from tests.conftest import PROFILES
 from tests.lab.conftest import on_b, sh
@@ -28,6 +31,25 @@ MiB = 1024 * 1024
 
 
 def remirror(*args: str, ok_codes: tuple[int, ...] = (0,)) -> tuple[int, str, str]:
+    """A verb on site A, run in this process: (exit code, stdout, stderr), as `remirror ARGS` gives them.
+
+    The CLI's own code runs (click, the verb, its output), but not a new
+    Python: under emulation a `remirror` process spends seconds starting and
+    importing before it does anything, and these tests are about what the
+    verbs do. What only a process shows (daemons and their signals, a verb
+    on site B, the Ansible module's calls) is run as one: `remirror_process`.
+    """
+    from remirror.cli.app import run
+
+    out, err = io.StringIO(), io.StringIO()
+    with contextlib.redirect_stdout(out), contextlib.redirect_stderr(err):
+        code = run(list(args))
+    assert code in ok_codes, f"remirror {' '.join(args)}: exit {code}\n{out.getvalue()}{err.getvalue()}"
+    return code, out.getvalue(), err.getvalue()
+
+
+def remirror_process(*args: str, ok_codes: tuple[int, ...] = (0,)) -> tuple[int, str, str]:
+    """`remirror ARGS` as a process on site A (see `remirror`)."""
     done = sh("remirror", *args, ok_codes=ok_codes, timeout=SLOW)
     return done.returncode, done.stdout, done.stderr
 
@@ -57,8 +79,7 @@ def reconcile_until_mirrored(timeout: float = 300, profile: str = LAB) -> list[s
 
 
 def md_sysfs(name: str, device: str = MD) -> str:
-    kernel = Path(device).resolve().name
-    return Path(f"/sys/block/{kernel}/md/{name}").read_text().strip()
+    return md.md_sysfs(name, device)
 
 
 def write_random(offset: int, size: int, device: str = MD) -> str:
@@ -85,6 +106,7 @@ class Writer:
         self.offset, self.size, self.block = offset, size, block
         self.written: dict[int, str] = {}
         self.bytes_written = 0
+        self.writes = 0
         self.last_done = time.monotonic()
         self.errors: list[str] = []
         self._random = random.Random(seed)
@@ -108,7 +130,17 @@ class Writer:
                 self.errors.append(f"write at {at}: {error}")
                 return
             self.bytes_written += self.block
+            self.writes += 1
             self.last_done = time.monotonic()
+
+    def wait_writes(self, count: int, timeout: float = SLOW) -> None:
+        """Until `count` more writes have been acknowledged (a workload under way, not a guess in seconds)."""
+        target = self.writes + count
+        deadline = time.monotonic() + timeout
+        while self.writes < target:
+            assert not self.errors, self.errors
+            assert time.monotonic() < deadline, f"{self.writes} writes, waiting for {target}"
+            time.sleep(0.2)
 
     def check(self) -> None:
         assert not self.errors, self.errors
@@ -130,10 +162,10 @@ def md_digest(offset: int, size: int, device: str = MD) -> str:
 
 def wait_in_sync(device: str = MD) -> None:
     """Until md reports nothing to do: write-behind drained, no resync."""
-    deadline = time.monotonic() + SLOW
-    while md_sysfs("sync_action", device) != "idle" or md_sysfs("degraded", device) != "0":
-        assert time.monotonic() < deadline, Path("/proc/mdstat").read_text()
-        time.sleep(1)
+    try:
+        md.wait_idle(device, SLOW)
+    except TimeoutError as error:
+        raise AssertionError(f"{error}\n{Path('/proc/mdstat').read_text()}") from None
 
 
 def start_fio_verify(device: str = MD) -> subprocess.Popen[str]:
@@ -147,6 +179,15 @@ def start_fio_verify(device: str = MD) -> subprocess.Popen[str]:
         stdout=subprocess.PIPE,
         text=True,
     )  # fmt: skip
+
+
+def wait_writing(device: str = MD, size: int = MiB, timeout: float = SLOW) -> None:
+    """Until `size` more bytes have been written to `device` (a workload such as fio is under way)."""
+    target = md.sectors_written(device) + size // 512
+    deadline = time.monotonic() + timeout
+    while md.sectors_written(device) < target:
+        assert time.monotonic() < deadline, f"nothing written to {device} for {timeout:.0f}s"
+        time.sleep(0.2)
 
 
 def fio_verified(fio: subprocess.Popen[str]) -> None:
@@ -173,11 +214,6 @@ def wait_faulty(timeout: float = 120) -> None:
     while "faulty" not in remote_member_state():
         assert time.monotonic() - started < timeout, remote_member_state()
         time.sleep(1)
-
-
-def sectors_written(disk: str) -> int:
-    """Sectors written to a block device since boot (its sysfs stat: field 7)."""
-    return int(Path(f"/sys/class/block/{Path(disk).resolve().name}/stat").read_text().split()[6])
 
 
 def lio_objects() -> set[str]:

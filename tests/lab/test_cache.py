@@ -17,6 +17,7 @@ from pathlib import Path
 
 import pytest
 
+from remirror.lab.md import sectors_written
 from tests.lab import mirror as lab0
 from tests.lab.conftest import on_b, sh
 from tests.lab.mirror import LAB, SLOW, fio_verified, remirror, start_fio_verify
@@ -145,12 +146,12 @@ def test_apply_builds_both_caches_and_the_replica_acknowledges_from_its_fast_dis
     # measurement. Start from a clean cache, as a replica that was idle a while.
     on_b("dmsetup", "message", REPLICA_CACHE, "0", "flush", timeout=SLOW)
     assert replica_dirty_blocks() == 0
-    written_before = int(Path(f"/sys/block/{Path('/dev/lab/b1').resolve().name}/stat").read_text().split()[6])
+    written_before = sectors_written("/dev/lab/b1")
     write_random(32 * MiB, 4 * MiB)
     legs = status_legs(profile)
     # The 4 MiB sit in the replica's cache (sync mode acknowledged them from there), not its disk.
     assert int(legs["site-b"]["cache_dirty_blocks"]) >= 1024, legs  # type: ignore[call-overload]
-    written_after = int(Path(f"/sys/block/{Path('/dev/lab/b1').resolve().name}/stat").read_text().split()[6])
+    written_after = sectors_written("/dev/lab/b1")
     assert written_after - written_before < 4 * MiB // 512
     assert remirror("plan", "--detailed-exitcode", profile)[0] == 0  # adopted as built: nothing to do
 
@@ -228,7 +229,7 @@ def test_data_survives_the_removal_of_the_replica_cache_while_fio_verifies(
     assert dirty > 0
     record_property("replica_cache_dirty_blocks_before_removal", dirty)
     fio = start_fio_verify(MD)
-    time.sleep(3)
+    lab0.wait_writing(MD)
     started = time.monotonic()
     code, out, err = remirror("apply", "--yes", replica_only)
     record_property("replica_cache_drain_and_swap_seconds", round(time.monotonic() - started, 1))

@@ -12,16 +12,16 @@ import json
 import mmap
 import os
 import subprocess
+import threading
 import time
 from collections.abc import Callable, Iterator
 from pathlib import Path
 
 import pytest
 
-from remirror.facts.cdp import decode_index
-from remirror.plan.cdp import INDEX_BYTES, INDEX_SLOT
+from remirror.facts.cdp import INDEX_BYTES, INDEX_SLOT, decode_index
 from tests.lab.conftest import on_b, sh
-from tests.lab.mirror import LAB, SLOW, remirror
+from tests.lab.mirror import LAB, remirror
 
 MD = "/dev/md/lab2"
 VOLUME = "/dev/mapper/remirror-lab2-cdp"
@@ -40,8 +40,8 @@ PROFILE = (
 
 
 def cdp(profile: str, *args: str, ok_codes: tuple[int, ...] = (0,)) -> str:
-    done = sh("remirror", "cdp", *args, "--profile", profile, ok_codes=ok_codes, timeout=SLOW)
-    return done.stdout + done.stderr
+    _, out, err = remirror("cdp", *args, "--profile", profile, ok_codes=ok_codes)
+    return out + err
 
 
 def write_marker(offset: int, text: str) -> None:
@@ -174,11 +174,25 @@ def test_the_daemon_keeps_the_window_and_the_dr_leg_holds_the_points(
     daemon = subprocess.Popen(
         ["remirror", "cdp", "run", "--profile", protected], stdout=subprocess.PIPE, text=True
     )
+    lines: list[str] = []
+
+    def read() -> None:
+        for line in daemon.stdout or ():
+            lines.append(line)  # one at a time: the test watches them arrive
+
+    reader = threading.Thread(target=read, daemon=True)
+    reader.start()
     try:
-        time.sleep(40)  # every 3s, keep 20s: twice the window
+        # Every 3s, keep 20s: until it has taken 8 points and pruned (past the window).
+        deadline = time.monotonic() + 300
+        while sum('"point"' in line for line in lines) < 8 or not any('"pruned"' in line for line in lines):
+            assert time.monotonic() < deadline, "".join(lines)
+            time.sleep(0.5)
     finally:
         daemon.terminate()
-        out, _ = daemon.communicate(timeout=60)
+        daemon.wait(timeout=60)
+        reader.join(timeout=60)
+    out = "".join(lines)
     events = [json.loads(line) for line in out.splitlines() if line.startswith("{")]
     taken = [e for e in events if e["event"] == "point"]
     assert len(taken) >= 8, out

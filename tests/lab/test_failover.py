@@ -84,6 +84,7 @@ class Timed(Writer):
                 return
             self.written[at] = digest
             self.when[at] = time.monotonic()
+            self.writes += 1
 
     def acknowledged_before(self, moment: float) -> dict[int, str]:
         """The blocks whose last write was acknowledged before `moment`."""
@@ -171,7 +172,7 @@ def profile(tmp_path_factory: pytest.TempPathFactory) -> Iterator[str]:
     assert code == 0, out + err
     reconcile_until_mirrored(600, str(path))
     yield str(path)
-    sh("remirror", "lab", "link", "up", ok_codes=(0, 1))
+    remirror("lab", "link", "up", ok_codes=(0, 1))
     remirror("destroy", "--yes", str(path), "lab3", ok_codes=(0, 1))
     for disk in (A_LEG, B_LEG):
         sh("mdadm", "--stop", MD, ok_codes=(0, 1))
@@ -223,7 +224,7 @@ def test_the_old_primary_without_writes_rejoins_as_a_replica(profile: str) -> No
     before = write_blocks(60)
     # Site A goes down (its array stops, as a crash would stop it), then the link with it.
     sh("mdadm", "--stop", MD)
-    sh("remirror", "lab", "link", "down")
+    remirror("lab", "link", "down")
     # On site B, as its operator would: site A cannot be reached.
     on_site_b = str(Path(profile).with_name("site-b.yaml"))
     done = on_b(
@@ -239,7 +240,7 @@ def test_the_old_primary_without_writes_rejoins_as_a_replica(profile: str) -> No
     assert B_IQN not in lio_targets(), "site B's leg is still exported: not fenced"
     assert reads_back(before)
     since = write_blocks(90)  # on site B, while site A is away
-    sh("remirror", "lab", "link", "up")
+    remirror("lab", "link", "up")
     code, out, err = remirror("apply", "--yes", profile)
     assert code == 0, out + err
     reconcile_until_mirrored(600, profile)
@@ -255,9 +256,9 @@ def test_forced_promotion_after_a_cut_keeps_every_write_acknowledged_before_it(
     # Site B runs lab3. An application writes through the cut: md stalls, fails site A's leg
     # (on_link_loss: degrade) and acknowledges the writes after that on site B's leg alone.
     with Timed(offset=150 * MiB, size=16 * MiB) as writer:
-        time.sleep(5)
+        writer.wait_writes(20)
         cut = time.monotonic()  # what was acknowledged before this is on both legs
-        sh("remirror", "lab", "link", "down")  # (the cut itself lands a few seconds later)
+        remirror("lab", "link", "down")  # (the cut itself lands a few seconds later)
         failed = when_a_member_fails()  # after this, writes are acknowledged by site B alone
         while writer.acknowledged_after(failed) < 8:
             assert time.monotonic() - failed < 120, "writes did not go on after md failed the leg"
@@ -285,7 +286,7 @@ def test_both_sides_writing_is_split_brain_and_nothing_is_overwritten(
     # Site B wrote on its own after the cut (previous test); now site A does too.
     a_side = write_blocks(150, count=4)
     b_leg_before = leg_digest(B_LEG, 150 * MiB, 16 * MiB)
-    sh("remirror", "lab", "link", "up")
+    remirror("lab", "link", "up")
     report = status(profile)
     assert report["state"] == "SPLIT_BRAIN", report
     assert report["primary"] == "site-a", report
@@ -341,15 +342,15 @@ def test_async_mode_loses_at_most_write_behind_writes_in_a_forced_promotion(
     code, out, err = remirror("apply", "--yes", str(asynchronous))
     assert code == 0, out + err
     limit = int(Path(f"/sys/block/{Path(MD).resolve().name}/md/bitmap/backlog").read_text())
-    sh("remirror", "lab", "wan", "--delay", "40ms")
+    remirror("lab", "wan", "--delay", "40ms")
     try:
         with Timed(offset=170 * MiB, size=16 * MiB) as writer:
-            time.sleep(10)
+            writer.wait_writes(40)  # over the 40 ms WAN: some are still behind at the cut
             cut = time.monotonic()
-            sh("remirror", "lab", "link", "down")
+            remirror("lab", "link", "down")
         sh("mdadm", "--stop", MD)  # site A goes down at the cut
     finally:
-        sh("remirror", "lab", "wan", "--clear")
+        remirror("lab", "wan", "--clear")
     on_site_b = str(Path(profile).with_name("async-site-b.yaml"))
     on_b("remirror", "promote", on_site_b, "lab3", "--site", "site-b", "--force", "--yes", timeout=900)
     acknowledged = writer.acknowledged_before(cut)
@@ -359,4 +360,4 @@ def test_async_mode_loses_at_most_write_behind_writes_in_a_forced_promotion(
     record_property("async_writes_missing_on_site_b", len(missing))
     assert acknowledged
     assert len(missing) <= limit, f"{len(missing)} acknowledged writes missing, write-behind allows {limit}"
-    sh("remirror", "lab", "link", "up")
+    remirror("lab", "link", "up")

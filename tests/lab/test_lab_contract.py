@@ -48,7 +48,7 @@ def test_site_b_resolves_and_answers_ssh_with_the_lab_key() -> None:
     assert done.stdout.strip() == "site-b"
 
 
-def test_the_lab_profile_reaches_site_b_through_paramiko() -> None:
+def test_the_lab_profile_reaches_site_b_over_ssh() -> None:
     profile = load_profile(PROFILES / "lab.yaml")
     remote = runner_for_site("site-b", profile.sites["site-b"])
     try:

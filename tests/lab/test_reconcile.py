@@ -21,6 +21,7 @@ import pytest
 from remirror.facts.parsers import parse_bitmap_examine
 from remirror.lab import net
 from remirror.lab.demo import leg_digest
+from remirror.lab.md import sectors_written
 from tests.lab.conftest import on_b, sh
 from tests.lab.mirror import (
     LAB,
@@ -35,11 +36,11 @@ from tests.lab.mirror import (
     reconcile_until_mirrored,
     remirror,
     remote_member_state,
-    sectors_written,
     start_fio_verify,
     variant,
     wait_faulty,
     wait_in_sync,
+    wait_writing,
     write_random,
 )
 
@@ -84,10 +85,15 @@ def test_after_a_link_cut_one_pass_re_adds_the_leg_with_a_partial_resync(
 
 
 def start_watch(log: Path, profile: str = LAB) -> subprocess.Popen[bytes]:
-    """`remirror watch` in the background, as its systemd unit would run it, logging to `log`."""
+    """`remirror watch` in the background, as its systemd unit would run it, logging to `log`.
+
+    With the lab's timings: a pass every 5 s at most, also while a site is unreachable (the
+    default backs off to 10 minutes), every 2 s while a resync runs, so the mirror is back a
+    few seconds after the link rather than tens of seconds.
+    """
     with log.open("w") as out:
         return subprocess.Popen(
-            ["remirror", "watch", profile, "--interval", "10", "--busy", "5"],
+            ["remirror", "watch", profile, "--interval", "5", "--busy", "2", "--max-backoff", "5"],
             stdout=out,
             stderr=subprocess.STDOUT,
         )
@@ -121,7 +127,7 @@ def test_watch_brings_the_mirror_back_while_fio_verifies(
     watcher = start_watch(log, profile)
     try:
         fio = start_fio_verify()
-        time.sleep(3)
+        wait_writing()
         net.set_link(False)
         wait_faulty()
         net.set_link(True)
@@ -154,10 +160,11 @@ def test_ten_link_flaps_each_end_mirrored_after_a_bitmap_resync(
     record_property("flap_seed", seed)  # REMIRROR_FLAP_SEED=... replays the same outages
     outages = random.Random(seed)
     # Random lengths on both sides of the time md takes to fail the leg (about
-    # 10-15 s under `degrade`): six blips it rides out, four outages it does not
-    # (each costs a re-add and a resync: about a minute and a half in the lab).
-    lengths = [round(outages.uniform(2, 8), 1) for _ in range(6)]
-    lengths += [round(outages.uniform(18, 30), 1) for _ in range(4)]
+    # 7-12 s under `degrade` with the lab profile's NOP timeouts: 2-7 s to notice
+    # the cut, 5 s of replacement timeout): six blips it rides out, four outages it
+    # does not (each costs a re-add and a resync).
+    lengths = [round(outages.uniform(1, 4), 1) for _ in range(6)]
+    lengths += [round(outages.uniform(14, 20), 1) for _ in range(4)]
     outages.shuffle(lengths)
     wait_in_sync()
     disk_bytes = int(sh("blockdev", "--getsize64", "/dev/lab/b0").stdout)
@@ -226,7 +233,7 @@ def test_under_wait_an_outage_of_20s_or_more_fails_no_leg_and_io_resumes_by_itse
     wait_in_sync()
     try:
         with Writer(176 * MiB, 64 * MiB) as writer:
-            time.sleep(3)
+            writer.wait_writes(10)
             net.set_link(False)
             cut = time.monotonic()
             states = set()
@@ -259,7 +266,7 @@ def test_under_wait_an_outage_of_20s_or_more_fails_no_leg_and_io_resumes_by_itse
                 time.sleep(1)
             record_property("io_resumed_after_link_up_seconds", round(writer.last_done - link_up, 1))
             record_property("io_stalled_seconds", round(writer.last_done - stalled, 1))
-            time.sleep(3)
+            writer.wait_writes(10)  # and go on
         writer.check()
         assert not any("faulty" in state for state in states), states
         assert remote_member_state().startswith("in_sync")

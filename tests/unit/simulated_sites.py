@@ -13,12 +13,12 @@ import re
 from collections.abc import Callable, Mapping
 from typing import Any
 
+from remirror.facts.cdp import stack_names
 from remirror.facts.generations import LegRecord, first_record
 from remirror.facts.model import CacheStatus, IscsiSession, MdArray, MdMember, MdSuperblock, Signature
 from remirror.facts.parsers import parse_dm_table
 from remirror.facts.site import DiskFacts, DmDevice, LioAcl, LioTarget, SiteFacts
 from remirror.plan import Plan
-from remirror.plan.cdp import stack_names
 from remirror.plan.planner import digest
 from remirror.profile.timeouts import REPLACEMENT_TIMEOUT
 

@@ -13,17 +13,24 @@ from remirror.cli.cdp import parse_when
 from remirror.cli.health import status_json, status_text
 from remirror.errors import ProfileError, UsageError
 from remirror.facts.cdp import (
+    INDEX_BYTES,
+    INDEX_SLOT,
     INDEX_SLOTS,
     CdpIndex,
     CdpPoints,
+    MiB,
     RecoveryPoint,
     ThinPoolStatus,
+    changed_bytes,
     decode_index,
     encode_index,
     index_slot_for,
+    layout,
     parse_era_invalidate,
     parse_era_status,
     parse_thin_pool_status,
+    stack_names,
+    tables,
 )
 from remirror.facts.model import Signature
 from remirror.facts.parsers import ParseError
@@ -33,18 +40,7 @@ from remirror.health.check import DEFAULT_CRITICAL, DEFAULT_WARNING, Status, jud
 from remirror.health.metrics import render
 from remirror.health.report import MirrorReport, Seen, report
 from remirror.plan import PlanError, make_plan, make_teardown
-from remirror.plan.cdp import (
-    INDEX_BYTES,
-    INDEX_SLOT,
-    MiB,
-    changed_bytes,
-    layout,
-    point_due,
-    pruning,
-    stack_names,
-    tables,
-    window,
-)
+from remirror.plan.cdp import point_due, pruning, window
 from remirror.profile import Profile, parse_profile
 from remirror.profile.rules import MAX_CDP_POINTS
 from tests.unit.simulated_sites import Sites

@@ -99,16 +99,46 @@ def test_the_contract_is_checked_on_something() -> None:
     assert "subprocess" in _reachable("remirror.runner.local")  # the check can see an import
 
 
-def test_the_cli_starts_without_the_heavy_layers() -> None:
-    # `remirror check` runs from cron and `remirror lab link` inside an
-    # emulated VM where importing pydantic, rich or paramiko costs seconds:
-    # verbs import them when they run.
+def _imported_by(argv: list[str]) -> set[str]:
+    """Every module a `remirror ARGV` process has imported by the time it exits (stdin empty)."""
     import subprocess
     import sys
 
     probe = (
-        "import sys, remirror.cli; "
-        "print(sorted({m.split('.')[0] for m in sys.modules} & {'pydantic', 'rich', 'paramiko', 'ruamel'}))"
+        "import atexit, sys\n"
+        "atexit.register(lambda: sys.__stderr__.write('MODULES ' + ' '.join(sorted(sys.modules)) + '\\n'))\n"
+        "from remirror.cli import main\n"
+        f"main({argv!r})\n"
     )
-    done = subprocess.run([sys.executable, "-c", probe], capture_output=True, text=True, check=True)
-    assert done.stdout.strip() == "[]"
+    done = subprocess.run([sys.executable, "-c", probe], capture_output=True, text=True, input="")
+    (line,) = [line for line in done.stderr.splitlines() if line.startswith("MODULES ")]
+    return set(line.split()[1:])
+
+
+HEAVY = {"pydantic", "rich", "paramiko", "ruamel", "rtslib_fb", "pyudev"}
+
+
+def test_help_imports_click_and_no_verb() -> None:
+    # Each import is paid at every start, and under emulation (the lab) or on a small
+    # host that is seconds: `remirror --help` loads the group, not the verbs.
+    modules = _imported_by(["--help"])
+    assert "click" in modules
+    assert not {m.split(".")[0] for m in modules} & HEAVY
+    assert {m for m in modules if m.startswith("remirror.cli.")} == {"remirror.cli.app"}
+
+
+def test_a_verb_imports_its_own_module_only() -> None:
+    modules = _imported_by(["lab", "link", "--help"])
+    assert "remirror.cli.lab" in modules
+    assert not {"remirror.cli.health", "remirror.cli.mirror", "remirror.cli.cdp"} & modules
+    assert not {m.split(".")[0] for m in modules} & HEAVY
+
+
+def test_the_agent_imports_what_observing_needs_and_nothing_above() -> None:
+    # Every controller command starts one on every remote site: no click, no profile
+    # models, no planner, no health.
+    modules = _imported_by(["agent", "--serve"])
+    assert "remirror.agent.observe" in modules
+    assert not {m.split(".")[0] for m in modules} & (HEAVY | {"click"})
+    above = {"remirror.profile", "remirror.plan", "remirror.health", "remirror.cli.app", "remirror.apply"}
+    assert not {m for m in modules if any(m == a or m.startswith(a + ".") for a in above)}

@@ -211,3 +211,57 @@ def test_a_stream_whose_command_ended_says_how_without_secrets(sshd: Sshd) -> No
             remote.open_stream(["sleep", "30"]).exchange("z", 0.5, [])
     finally:
         remote.close()
+
+
+RECORDED = Path(__file__).parent / "fixtures" / "openssh-9.2"  # README.md there: how they were made
+
+
+@pytest.mark.parametrize(
+    ("fixture", "expected"),
+    [
+        ("unknown-host.txt", "host 192.0.2.2 is not in /k: refusing to connect to an unverified host"),
+        ("changed-host.txt", "host key of 192.0.2.2 does not match /k: refusing to connect"),
+        ("wrong-key.txt", "SSH authentication as root@192.0.2.2:22 failed (key: /id)"),
+        ("refused.txt", "cannot connect to root@192.0.2.2:22: Connection refused"),
+        ("unresolved.txt", "cannot connect to root@192.0.2.2:22: Name or service not known"),
+        ("timed-out.txt", "cannot connect to root@192.0.2.2:22: timed out"),
+        ("remote-exit-255.txt", None),  # the remote command's own exit status
+    ],
+)
+def test_what_ssh_printed_is_read_as_one_line_why(fixture: str, expected: str | None) -> None:
+    from remirror.runner.ssh import ssh_failure
+
+    found = ssh_failure((RECORDED / fixture).read_text(), "root@192.0.2.2:22", "/id", "/k")
+    if expected is None:
+        assert found is None
+    else:
+        assert found is not None
+        assert found.startswith(expected), found
+        assert "\n" not in found
+        assert "\r" not in found
+
+
+def test_a_remote_command_that_exits_255_is_its_own_failure_not_the_links(sshd: Sshd) -> None:
+    remote = runner(sshd)
+    with pytest.raises(CommandError) as caught:
+        remote.run(["sh", "-c", "echo 'mdadm: oops' >&2; exit 255"])
+    assert (caught.value.returncode, caught.value.stderr_tail) == (255, "mdadm: oops")
+
+
+def test_the_ssh_command_line_takes_every_setting_from_the_profile() -> None:
+    argv = SshRunner("dr", host="dr.example", port=2222, identity_file="/id", known_hosts="/k").ssh_argv(
+        ["remirror", "agent", "--serve"]
+    )
+    assert argv[:3] == ["ssh", "-F", "/dev/null"]  # no ssh_config: the profile is the whole truth
+    for option in (
+        "-oBatchMode=yes",
+        "-oStrictHostKeyChecking=yes",
+        "-oUserKnownHostsFile=/k",
+        "-oGlobalKnownHostsFile=/dev/null",
+        "-oIdentityFile=/id",
+        "-oIdentitiesOnly=yes",
+    ):
+        assert option in argv
+    assert argv[-3:-1] == ["--", "dr.example"]
+    assert argv[-1].endswith(" remirror agent --serve")
+    assert argv[-1].startswith("env LC_ALL=C LANG=C ")

@@ -2,9 +2,9 @@
 
 Everything here acts on the local kernel (it runs where md is assembled:
 the `cdp` verbs run on the primary host, apply reaches it through the
-agent). The decisions (layout, due, pruning, byte ranges) are pure, in
-remirror.plan.cdp; the formats in remirror.facts.cdp; the design in
-docs/cdp.md.
+agent). The decisions (when a point is due, pruning) are pure, in
+remirror.plan.cdp; the formats and the stack's layout in remirror.facts.cdp;
+the design in docs/cdp.md.
 """
 
 from __future__ import annotations
@@ -21,24 +21,22 @@ from typing import Any
 from remirror.agent.direct import read_direct, write_direct
 from remirror.errors import CommandError, RemirrorError
 from remirror.facts.cdp import (
+    INDEX_SLOT,
     INDEX_SLOTS,
+    SECTOR,
     CdpIndex,
     EraStatus,
     Layout,
     RecoveryPoint,
     ThinPoolStatus,
+    changed_bytes,
     decode_index,
     encode_index,
     index_slot_for,
+    layout,
     parse_era_invalidate,
     parse_era_status,
     parse_thin_pool_status,
-)
-from remirror.plan.cdp import (
-    INDEX_SLOT,
-    SECTOR,
-    changed_bytes,
-    layout,
     snapshot_table,
     stack_names,
     tables,

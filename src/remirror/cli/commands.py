@@ -7,21 +7,16 @@ from typing import TYPE_CHECKING
 
 import click
 
-from remirror.cli.cdp import cdp
-from remirror.cli.health import check, metrics, status, verify
-from remirror.cli.lab import lab
-from remirror.cli.mirror import agent, apply, destroy, failback, plan, promote, resolve
 from remirror.cli.output import console, emit_json, output_option, profile_argument
-from remirror.cli.reconcile import destage, reconcile, watch
 from remirror.errors import EXIT_BAD_INPUT, ProfileError
 from remirror.units import format_duration, format_size
 
 if TYPE_CHECKING:
     from remirror.profile import Profile
 
-# Verbs import the heavy layers (pydantic models, rich, paramiko) when they
-# run, not when the CLI starts: `remirror check` runs from cron every few
-# minutes and `remirror lab link` inside an emulated VM.
+# Verbs import the heavy layers (pydantic models, rich) when they run, not
+# when the CLI starts: `remirror check` runs from cron every few minutes and
+# `remirror lab link` inside an emulated VM.
 
 
 @click.command()
@@ -101,25 +96,3 @@ def schema() -> int:
 
     click.echo(json.dumps(Profile.model_json_schema(), indent=2))
     return 0
-
-
-ALL = [
-    validate,
-    schema,
-    plan,
-    apply,
-    destroy,
-    promote,
-    failback,
-    resolve,
-    reconcile,
-    watch,
-    destage,
-    status,
-    check,
-    metrics,
-    verify,
-    cdp,
-    agent,
-    lab,
-]

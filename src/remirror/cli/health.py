@@ -48,20 +48,27 @@ def _reports(profile: Profile) -> list[MirrorReport]:
               help="Refresh every SECONDS until interrupted.")  # fmt: skip
 def status(profile_path: str | None, output: str, every: float | None) -> int:
     """Show each mirror's state and, per leg, what it misses, how old its copy is, and the link."""
+    from remirror.apply import Controller
+    from remirror.monitor import snapshot
     from remirror.profile import load_profile
 
     profile = load_profile(_profile_path(profile_path))
-    while True:
-        reports = _reports(profile)
-        if output == "json":
-            emit_json("status", {"profile": profile.name, "mirrors": [status_json(r) for r in reports]})
-        else:
-            if every is not None and sys.stdout.isatty():
-                click.echo("\033[H\033[2J", nl=False)  # refresh in place: cursor home, clear screen
-            click.echo(status_text(reports, time.time()))
-        if every is None:
-            return 0
-        time.sleep(every)
+    # One controller for every refresh: its remote agents stay up between them.
+    controller = Controller(profile)
+    try:
+        while True:
+            reports = snapshot(controller)[0]
+            if output == "json":
+                emit_json("status", {"profile": profile.name, "mirrors": [status_json(r) for r in reports]})
+            else:
+                if every is not None and sys.stdout.isatty():
+                    click.echo("\033[H\033[2J", nl=False)  # refresh in place: cursor home, clear screen
+                click.echo(status_text(reports, time.time()))
+            if every is None:
+                return 0
+            time.sleep(every)
+    finally:
+        controller.close()
 
 
 @click.command()

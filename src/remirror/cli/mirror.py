@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import json
 import sys
 from typing import TYPE_CHECKING
 
@@ -159,35 +158,6 @@ def _carry_out(
     elif outcomes:
         say(f"Done: {len(outcomes)} action(s). " + after.summary())
     return 0 if after.is_empty else 1
-
-
-@click.command(hidden=True)
-@click.option("--serve", is_flag=True, help="Answer one JSON request per line, in order, until stdin closes.")
-def agent(serve: bool) -> int:
-    """Answer JSON requests on stdin (run by the controller over SSH).
-
-    Without --serve: one request, the whole of stdin. With --serve: one
-    request per line and one answer per line, so that a controller command
-    starts one agent per remote site instead of one per request (a Python
-    start costs seconds on a small host).
-    """
-    from remirror.agent import handle
-
-    if not serve:
-        try:
-            request = json.load(sys.stdin)
-        except json.JSONDecodeError as error:
-            raise UsageError(f"agent: the request is not JSON: {error}") from None
-        click.echo(json.dumps(handle(request)))
-        return 0
-    for line in sys.stdin:
-        try:
-            answer = handle(json.loads(line))
-        except json.JSONDecodeError as error:
-            answer = {"error": f"the request is not JSON: {error}"}
-        sys.stdout.write(json.dumps(answer) + "\n")
-        sys.stdout.flush()
-    return 0
 
 
 @click.command()

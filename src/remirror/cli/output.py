@@ -9,8 +9,6 @@ a terminal.
 from __future__ import annotations
 
 import json
-import logging
-import sys
 from typing import TYPE_CHECKING, Any
 
 import click
@@ -39,14 +37,3 @@ def emit_json(kind: str, payload: dict[str, Any]) -> None:
     """Print one JSON document with the schema version and its kind."""
     document = {"schema_version": SCHEMA_VERSION, "kind": kind, **payload}
     click.echo(json.dumps(document, indent=2, sort_keys=False))
-
-
-def setup_logging(verbose: int, debug: bool) -> None:
-    """Logs to stderr: warnings by default, -v info, --debug everything."""
-    level = logging.DEBUG if debug else logging.INFO if verbose else logging.WARNING
-    handler = logging.StreamHandler(sys.stderr)
-    handler.setFormatter(logging.Formatter("remirror: %(levelname)s: %(message)s"))
-    root = logging.getLogger("remirror")
-    root.handlers[:] = [handler]
-    root.setLevel(level)
-    root.propagate = False

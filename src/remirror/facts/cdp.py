@@ -164,6 +164,105 @@ class Layout:
         )
 
 
+# The stack's layout on the mirror: decided once, when the stack is created, and recorded
+# in the index (plan/cdp.py decides when; the agent builds it from these).
+
+SECTOR = 512
+MiB = 1024 * 1024
+INDEX_BYTES = 4 * MiB  # two slots of 2 MiB: room for the 60,000 points a profile may keep
+INDEX_SLOT = INDEX_BYTES // 2
+MIN_POOL_METADATA = 16 * MiB
+MIN_ERA_METADATA = 8 * MiB
+
+
+def stack_names(mirror: str) -> dict[str, str]:
+    """The dm names of a mirror's CDP stack, in build order (the user's volume last).
+
+    The index has no device of its own: it is read and written at the mirror's start.
+    """
+    base = f"remirror-{mirror}-cdp"
+    return {
+        "tmeta": f"{base}-tmeta",
+        "emeta": f"{base}-emeta",
+        "tdata": f"{base}-tdata",
+        "pool": f"{base}-pool",
+        "thin": f"{base}-thin",
+        "volume": base,
+    }
+
+
+def view_name(mirror: str, point: int) -> str:
+    """The read-only device of one point (`cdp restore --view`)."""
+    return f"remirror-{mirror}-cdp-at-{point}"
+
+
+def _round_up(value: int, unit: int) -> int:
+    return -(-value // unit) * unit
+
+
+def layout(md_sectors: int, chunk: int, history: int) -> Layout:
+    """Cut an md device of `md_sectors` for CDP: `chunk` bytes, `history` % of the data for points.
+
+    Metadata sizes follow LVM's rule of thumb for thin pools (64 bytes per
+    data chunk, doubled for snapshots' divergence) and dm-era's needs (a
+    4-byte era per block plus archived writesets), with floors that are
+    ample for small mirrors.
+    """
+    chunks = md_sectors * SECTOR // chunk
+    align = max(chunk, MiB)
+    tmeta = max(MIN_POOL_METADATA, _round_up(chunks * 128, MiB))
+    emeta = max(MIN_ERA_METADATA, _round_up(chunks * 8, MiB))
+    data_start = _round_up(INDEX_BYTES + tmeta + emeta, align)
+    data_bytes = (md_sectors * SECTOR - data_start) // chunk * chunk
+    if data_bytes < 16 * chunk:
+        raise ValueError(
+            f"the mirror ({md_sectors * SECTOR // MiB} MiB) is too small for CDP: its metadata"
+            f" alone takes {data_start // MiB} MiB"
+        )
+    volume = data_bytes * (100 - history) // 100 // chunk * chunk
+    return Layout(
+        chunk=chunk,
+        index=(0, INDEX_BYTES // SECTOR),
+        tmeta=(INDEX_BYTES // SECTOR, tmeta // SECTOR),
+        emeta=((INDEX_BYTES + tmeta) // SECTOR, emeta // SECTOR),
+        data=(data_start // SECTOR, data_bytes // SECTOR),
+        volume_sectors=volume // SECTOR,
+    )
+
+
+def tables(mirror: str, md_path: str, plan: Layout) -> dict[str, str]:
+    """Each stack device's table (by the keys of `stack_names`), in build order."""
+    names = stack_names(mirror)
+    low_water = max(1, plan.data[1] // plan.chunk_sectors // 10)  # chunks free when dm raises an event
+    return {
+        "tmeta": f"0 {plan.tmeta[1]} linear {md_path} {plan.tmeta[0]}",
+        "emeta": f"0 {plan.emeta[1]} linear {md_path} {plan.emeta[0]}",
+        "tdata": f"0 {plan.data[1]} linear {md_path} {plan.data[0]}",
+        # no features: new chunks are zeroed (a partial write never shows old data)
+        "pool": f"0 {plan.data[1]} thin-pool /dev/mapper/{names['tmeta']} /dev/mapper/{names['tdata']}"
+        f" {plan.chunk_sectors} {low_water} 0",
+        "thin": f"0 {plan.volume_sectors} thin /dev/mapper/{names['pool']} 0",
+        "volume": f"0 {plan.volume_sectors} era /dev/mapper/{names['emeta']} /dev/mapper/{names['thin']}"
+        f" {plan.chunk_sectors}",
+    }
+
+
+def snapshot_table(mirror: str, plan: Layout, point: int) -> str:
+    """A point's snapshot as a device (activated read-only)."""
+    return f"0 {plan.volume_sectors} thin /dev/mapper/{stack_names(mirror)['pool']} {point}"
+
+
+def changed_bytes(blocks: list[tuple[int, int]], chunk: int, volume_bytes: int) -> list[tuple[int, int]]:
+    """Era block ranges [begin, end) as byte ranges (offset, length), clipped to the volume."""
+    out = []
+    for begin, end in blocks:
+        offset = begin * chunk
+        length = min(end * chunk, volume_bytes) - offset
+        if length > 0:
+            out.append((offset, length))
+    return out
+
+
 @dataclass(frozen=True)
 class CdpIndex:
     """The points of one mirror, as kept in the index slice on the mirror itself."""

@@ -110,6 +110,7 @@ def main(spec_path: str) -> int:
 def setup(spec: LabSpec) -> None:
     """Everything between a bare VM and two usable sites."""
     _use_cached_root(spec)
+    _clean_login_shells()
     run(["modprobe", "-a", *MODULES])
     if not os.path.ismount("/sys/kernel/config"):
         run(["mount", "-t", "configfs", "none", "/sys/kernel/config"])
@@ -134,7 +135,7 @@ def _use_cached_root(spec: LabSpec) -> None:
 
     virtme mounts the host's root over 9p without caches: under emulation
     each stat or open then costs milliseconds, and a Python start that
-    imports paramiko and pydantic makes thousands of them (half a minute
+    imports pydantic makes thousands of them (half a minute
     for one `remirror status`). The host's trees do not change during a lab
     run, so a second mount of the same tree with cache=loose is safe, and
     bind mounts put it where the programs are looked up. /etc, /var, /tmp
@@ -151,6 +152,24 @@ def _use_cached_root(spec: LabSpec) -> None:
         if tree == "/usr" or not Path(tree).is_dir():
             continue
         run(["mount", "--bind", f"{cached}{tree}", tree])
+
+
+# What bash reads when sshd starts it, even for a command (Debian builds bash so).
+LOGIN_DOTFILES = ("/root/.bashrc", "/root/.profile", "/root/.bash_profile", "/root/.bash_login")
+
+
+def _clean_login_shells() -> None:
+    """Hide the host root's shell dotfiles from the sites' shells.
+
+    The guest's /root is the host's. A development machine's ~/.bashrc may
+    set up its own tools (found here: pyenv's init, 4.5 s of every SSH
+    session under emulation, so of every remote agent and every Ansible
+    task on site B); a site's root has none of that. Masked before site B's
+    namespaces are made, so both sites get it.
+    """
+    for dotfile in LOGIN_DOTFILES:
+        if Path(dotfile).is_file():
+            run(["mount", "--bind", "/dev/null", dotfile])
 
 
 def _put_remirror_on_path(spec: LabSpec) -> None:

@@ -7,7 +7,7 @@ from remirror.runner.base import Runner
 
 
 def runner_for_site(name: str, site: Site) -> Runner:
-    """The runner that reaches a profile site (imports paramiko only for SSH sites)."""
+    """The runner that reaches a profile site."""
     if site.is_local:
         from remirror.runner.local import LocalRunner
 

@@ -1,37 +1,44 @@
-"""Run commands on a remote site over SSH (paramiko).
+"""Run commands on a remote site over SSH, with the system's OpenSSH client.
 
-Host keys are checked against a known_hosts file and an unknown host is
-refused: the controller sends CHAP secrets and root commands down this
-channel. Key authentication only; no passwords are read from anywhere.
+The stock client, not a Python implementation of the protocol: it is what
+the administrator already trusts and configures keys for, its crypto is the
+distribution's, and it costs a process start instead of a library import and
+a handshake in Python (seconds on a small host, half a minute under the
+lab's emulation; docs/lab.md, Cost).
+
+Every setting comes from the profile, none from an ssh_config (`-F
+/dev/null`): what a profile says is what runs, on every controller. Host
+keys are checked against the profile's known_hosts file and an unknown or
+changed host is refused: the controller sends CHAP secrets and root
+commands down this channel. Key authentication only (BatchMode): nothing
+ever prompts.
 """
 
 from __future__ import annotations
 
 import contextlib
+import os
+import re
 import select
 import shlex
-import socket
-import sys
+import subprocess
 import time
 
 from remirror.errors import CommandError, SiteUnreachable
 from remirror.runner.base import BASE_ENV, Runner, redact, stderr_tail
 
-# paramiko imports invoke only to run the `Match exec` lines of an ssh_config,
-# which remirror never reads (every connection setting comes from the profile).
-# That import costs more than all the rest of paramiko's: every `remirror`
-# command that reaches a remote site pays it. None in sys.modules makes the
-# import fail, which paramiko expects and handles.
-sys.modules.setdefault("invoke", None)  # type: ignore[arg-type]
-
-import paramiko  # noqa: E402 - after the line above
-
-KEEPALIVE_SECONDS = 15
+SSH = "ssh"
+# A link that stops answering is noticed within a minute (4 unanswered probes,
+# 15 s apart). Not sooner: on a slow WAN a resync can queue seconds of data in
+# front of the probe's answer (the same reason the `wan` iSCSI preset waits 30 s).
+ALIVE_INTERVAL, ALIVE_COUNT = 15, 4
 _CHUNK = 65536
+# What ssh itself (not the remote command) exits with when it fails.
+SSH_FAILED = 255
 
 
 class SshRunner(Runner):
-    """Runs commands on a remote site through one SSH connection, opened on first use."""
+    """Runs commands on a remote site, each through its own `ssh` process."""
 
     def __init__(
         self,
@@ -51,211 +58,203 @@ class SshRunner(Runner):
         self.identity_file = identity_file
         self.known_hosts = known_hosts
         self.connect_timeout = connect_timeout
-        self._client: paramiko.SSHClient | None = None
 
     @property
     def address(self) -> str:
         """user@host:port, as shown in messages."""
         return f"{self.user}@{self.host}:{self.port}"
 
-    def connect(self) -> None:
-        """Open the connection now (a no-op if open); raise SiteUnreachable on failure."""
-        if self._client is not None:
-            return
-        client = paramiko.SSHClient()
-        try:
-            if self.known_hosts:
-                client.load_host_keys(self.known_hosts)
-            else:
-                client.load_system_host_keys()
-        except OSError as error:
-            raise SiteUnreachable(
-                self.site, f"cannot read known_hosts {self.known_hosts}: {error.strerror}"
-            ) from None
-        client.set_missing_host_key_policy(paramiko.RejectPolicy())
-        use_default_keys = self.identity_file is None
-        try:
-            client.connect(
-                self.host,
-                port=self.port,
-                username=self.user,
-                key_filename=self.identity_file,
-                timeout=self.connect_timeout,
-                banner_timeout=self.connect_timeout,
-                auth_timeout=self.connect_timeout,
-                allow_agent=use_default_keys,
-                look_for_keys=use_default_keys,
-            )
-        except paramiko.BadHostKeyException:
-            client.close()
-            raise SiteUnreachable(
-                self.site,
-                f"host key of {self.host} does not match {self._known_hosts_name()}:"
-                " refusing to connect (the host was reinstalled, or someone is in the middle)",
-            ) from None
-        except paramiko.AuthenticationException:
-            client.close()
-            key = self.identity_file or "default keys"
-            raise SiteUnreachable(
-                self.site, f"SSH authentication as {self.address} failed (key: {key})"
-            ) from None
-        except paramiko.SSHException as error:
-            client.close()
-            if "not found in known_hosts" in str(error):
-                raise SiteUnreachable(
-                    self.site,
-                    f"host {self.host} is not in {self._known_hosts_name()}: refusing to connect"
-                    " to an unverified host (check its fingerprint, then add it with ssh-keyscan)",
-                ) from None
-            raise SiteUnreachable(self.site, f"SSH to {self.address} failed: {error}") from None
-        except (OSError, EOFError) as error:
-            client.close()
-            reason = (
-                "timed out"
-                if isinstance(error, socket.timeout | TimeoutError)
-                else (getattr(error, "strerror", None) or str(error) or type(error).__name__)
-            )
-            raise SiteUnreachable(self.site, f"cannot connect to {self.address}: {reason}") from None
-        transport = client.get_transport()
-        if transport is not None:
-            transport.set_keepalive(KEEPALIVE_SECONDS)
-        self._client = client
-
-    def _known_hosts_name(self) -> str:
-        return self.known_hosts or "~/.ssh/known_hosts"
+    def ssh_argv(self, argv: list[str]) -> list[str]:
+        """The local `ssh` command line that runs `argv` on the site."""
+        options = {
+            "BatchMode": "yes",
+            "StrictHostKeyChecking": "yes",
+            "ConnectTimeout": str(max(1, round(self.connect_timeout))),
+            "ServerAliveInterval": str(ALIVE_INTERVAL),
+            "ServerAliveCountMax": str(ALIVE_COUNT),
+            "ForwardAgent": "no",
+            "ForwardX11": "no",
+            "RequestTTY": "no",
+            "LogLevel": "ERROR",  # refusals and failures, not banners or notices
+        }
+        if self.known_hosts:
+            options |= {"UserKnownHostsFile": self.known_hosts, "GlobalKnownHostsFile": "/dev/null"}
+        if self.identity_file:
+            options |= {"IdentityFile": self.identity_file, "IdentitiesOnly": "yes", "IdentityAgent": "none"}
+        # The remote sshd hands a string to the login shell: quote every
+        # argument, and set the same environment the local runner uses.
+        env = " ".join(f"{k}={shlex.quote(v)}" for k, v in BASE_ENV.items())
+        return [
+            SSH,
+            "-F",
+            "/dev/null",
+            *(f"-o{key}={value}" for key, value in options.items()),
+            "-p",
+            str(self.port),
+            "-l",
+            self.user,
+            "--",
+            self.host,
+            f"env {env} {shlex.join(argv)}",
+        ]
 
     def _execute(
         self, argv: list[str], stdin: str | None, timeout: float, shown: tuple[str, ...]
     ) -> tuple[int, str, str]:
-        self.connect()
         try:
-            channel = self._start(argv)
-            if stdin is not None:
-                channel.sendall(stdin.encode())
-            channel.shutdown_write()
-            return self._collect(channel, timeout, shown)
-        except (paramiko.SSHException, OSError, EOFError) as error:
-            raise self._connection_failed(error) from None
+            proc = subprocess.run(
+                self.ssh_argv(argv),
+                **({"input": stdin} if stdin is not None else {"stdin": subprocess.DEVNULL}),
+                capture_output=True,
+                text=True,
+                errors="replace",
+                timeout=timeout,
+                env=_client_env(),
+                check=False,
+            )
+        except subprocess.TimeoutExpired as expired:
+            stderr = expired.stderr.decode(errors="replace") if isinstance(expired.stderr, bytes) else ""
+            raise self._timed_out(shown, timeout, stderr) from None
+        except FileNotFoundError:
+            raise SiteUnreachable(self.site, f"cannot run {SSH}: install the OpenSSH client") from None
+        self._raise_if_ssh_failed(proc.returncode, proc.stderr)
+        return proc.returncode, proc.stdout, proc.stderr
 
-    def _start(self, argv: list[str]) -> paramiko.Channel:
-        """A channel running `argv` on the site (the connection is open)."""
-        transport = self._client.get_transport() if self._client is not None else None
-        if transport is None or not transport.is_active():
-            self.close()
-            raise SiteUnreachable(self.site, f"SSH connection to {self.address} was lost")
-        # The remote sshd hands a string to the login shell: quote every
-        # argument, and set the same environment the local runner uses.
-        env = " ".join(f"{k}={shlex.quote(v)}" for k, v in BASE_ENV.items())
-        channel = transport.open_session(timeout=self.connect_timeout)
-        channel.exec_command(f"env {env} {shlex.join(argv)}")
-        return channel
+    def _raise_if_ssh_failed(self, returncode: int, stderr: str) -> None:
+        """SiteUnreachable when ssh itself failed (not the remote command)."""
+        if returncode != SSH_FAILED:
+            return
+        reason = ssh_failure(stderr, self.address, self.identity_file, self.known_hosts)
+        if reason is not None:
+            raise SiteUnreachable(self.site, reason)
 
     def open_stream(self, argv: list[str]) -> SshStream:
         """Start `argv` on the site, to exchange lines with it for as long as it runs."""
-        self.connect()
         try:
-            return SshStream(self, self._start(argv), tuple(argv))
-        except (paramiko.SSHException, OSError, EOFError) as error:
-            raise self._connection_failed(error) from None
+            proc = subprocess.Popen(
+                self.ssh_argv(argv),
+                stdin=subprocess.PIPE,
+                stdout=subprocess.PIPE,
+                stderr=subprocess.PIPE,
+                env=_client_env(),
+            )
+        except FileNotFoundError:
+            raise SiteUnreachable(self.site, f"cannot run {SSH}: install the OpenSSH client") from None
+        return SshStream(self, proc, tuple(argv))
 
-    def _connection_failed(self, error: Exception) -> SiteUnreachable:
-        """The connection failed under a command: drop it (the next command reconnects); the error."""
-        self.close()
-        return SiteUnreachable(self.site, f"SSH connection to {self.address} failed: {error}")
 
-    def _collect(
-        self, channel: paramiko.Channel, timeout: float, shown: tuple[str, ...]
-    ) -> tuple[int, str, str]:
-        deadline = time.monotonic() + timeout
-        out: list[bytes] = []
-        err: list[bytes] = []
-        try:
-            while True:
-                while channel.recv_ready():
-                    out.append(channel.recv(_CHUNK))
-                while channel.recv_stderr_ready():
-                    err.append(channel.recv_stderr(_CHUNK))
-                if (
-                    channel.exit_status_ready()
-                    and not channel.recv_ready()
-                    and not channel.recv_stderr_ready()
-                ):
-                    break
-                remaining = deadline - time.monotonic()
-                if remaining <= 0:
-                    raise self._timed_out(shown, timeout, b"".join(err).decode(errors="replace"))
-                select.select([channel], [], [], min(remaining, 1.0))
-            returncode = channel.recv_exit_status()
-        finally:
-            channel.close()
-        return returncode, b"".join(out).decode(errors="replace"), b"".join(err).decode(errors="replace")
+def _client_env() -> dict[str, str]:
+    """The ssh client's environment: the C locale (its messages are matched), HOME for its defaults."""
+    return {**BASE_ENV, "HOME": os.environ.get("HOME", "/root")}
 
-    def close(self) -> None:
-        """Close the SSH connection."""
-        if self._client is not None:
-            self._client.close()
-            self._client = None
+
+# ssh's own failures, as OpenSSH 9.2 (Debian 12) words them on stderr, and what
+# they mean for the operator. Anything else that exits 255 is the remote
+# command's own exit status.
+_UNKNOWN_HOST = re.compile(r"No \S+ host key is known for")
+_CHANGED_HOST = re.compile(r"REMOTE HOST IDENTIFICATION HAS CHANGED")
+_AUTH = re.compile(r"Permission denied \(|Too many authentication failures")
+_CONNECT = re.compile(
+    r"ssh: connect to host \S+ port \d+: (?P<reason>.+)|ssh: Could not resolve hostname \S+: (?P<dns>.+)"
+)
+_LOST = re.compile(
+    r"Connection (?:closed by|reset by|timed out during banner exchange)|kex_exchange_identification|"
+    r"Timeout, server \S+ not responding|client_loop: send disconnect|Broken pipe|"
+    r"Connection to \S+ closed by remote host"
+)
+
+
+def ssh_failure(stderr: str, address: str, identity_file: str | None, known_hosts: str | None) -> str | None:
+    """Why ssh could not run the command, in one line; None when ssh did not fail (pure)."""
+    known = known_hosts or "~/.ssh/known_hosts"
+    host = address.split("@", 1)[1].rsplit(":", 1)[0]
+    if _CHANGED_HOST.search(stderr):
+        return (
+            f"host key of {host} does not match {known}:"
+            " refusing to connect (the host was reinstalled, or someone is in the middle)"
+        )
+    if _UNKNOWN_HOST.search(stderr) or "Host key verification failed" in stderr:
+        return (
+            f"host {host} is not in {known}: refusing to connect to an unverified host"
+            " (check its fingerprint, then add it with ssh-keyscan)"
+        )
+    if _AUTH.search(stderr):
+        return f"SSH authentication as {address} failed (key: {identity_file or 'default keys'})"
+    connect = _CONNECT.search(stderr)
+    if connect is not None:
+        reason = (connect.group("reason") or connect.group("dns") or "").strip().rstrip(".")
+        return f"cannot connect to {address}: {'timed out' if 'timed out' in reason else reason}"
+    if _LOST.search(stderr):
+        return f"SSH connection to {address} failed: {stderr_tail(stderr, 1)}"
+    return None
 
 
 class SshStream:
     """A remote command that answers each line it is sent with one line (`remirror agent --serve`).
 
     One process for many requests: the controller's requests to a site
-    (observe, each batch of steps, observe again) cost one remote start.
+    (observe, each batch of steps, observe again) cost one connection and
+    one remote start.
     """
 
-    def __init__(self, runner: SshRunner, channel: paramiko.Channel, argv: tuple[str, ...]) -> None:
+    def __init__(self, runner: SshRunner, proc: subprocess.Popen[bytes], argv: tuple[str, ...]) -> None:
+        if proc.stdin is None or proc.stdout is None or proc.stderr is None:
+            raise TypeError("an SshStream needs a process with pipes for stdin, stdout and stderr")
         self._runner = runner
-        self._channel = channel
+        self._proc = proc
+        self._stdin, self._stdout, self._stderr = proc.stdin, proc.stdout, proc.stderr
         self._argv = argv
         self._pending = b""
-        self._err = b""  # the tail of its stderr, drained as it comes (a full window would stall it)
+        self._err = b""  # the tail of its stderr, drained as it comes (a full pipe would stall it)
 
     def exchange(self, line: str, timeout: float, secrets: list[str]) -> str:
-        """Send `line`, return the answer line; CommandTimeout, or CommandError if the command ended."""
+        """Send `line`, return the answer line; CommandTimeout, or how the command ended."""
         try:
-            self._send(line, secrets)
-            deadline = time.monotonic() + timeout
-            while b"\n" not in self._pending:
-                if self._channel.recv_stderr_ready():
-                    self._stderr()
-                    continue
-                if self._channel.recv_ready():
-                    self._pending += self._channel.recv(_CHUNK)
-                    continue
-                if self._channel.exit_status_ready() or self._channel.closed:
+            self._stdin.write(line.encode() + b"\n")
+            self._stdin.flush()
+        except (BrokenPipeError, ValueError):  # it ended before this request: say how it ended
+            raise self._ended(secrets) from None
+        out, err = self._stdout.fileno(), self._stderr.fileno()
+        deadline = time.monotonic() + timeout
+        while b"\n" not in self._pending:
+            remaining = deadline - time.monotonic()
+            if remaining <= 0:
+                raise self._runner._timed_out(self._argv, timeout, self._err.decode(errors="replace"))
+            ready, _, _ = select.select([out, err], [], [], min(remaining, 1.0))
+            if err in ready:
+                self._drain_stderr(err)
+            if out in ready:
+                data = os.read(out, _CHUNK)
+                if not data:  # it ended without an answer
                     raise self._ended(secrets)
-                remaining = deadline - time.monotonic()
-                if remaining <= 0:
-                    raise self._runner._timed_out(self._argv, timeout, self._stderr())
-                select.select([self._channel], [], [], min(remaining, 1.0))
-        except (paramiko.SSHException, OSError, EOFError) as error:
-            raise self._runner._connection_failed(error) from None
+                self._pending += data
         answer, self._pending = self._pending.split(b"\n", 1)
         return answer.decode(errors="replace")
 
-    def _send(self, line: str, secrets: list[str]) -> None:
-        try:
-            self._channel.sendall(line.encode() + b"\n")
-        except (paramiko.SSHException, OSError):
-            # The command ended before this request (its channel is closed): say how it
-            # ended, as when it ends while we wait, rather than that the connection failed.
-            if self._channel.exit_status_ready():
-                raise self._ended(secrets) from None
-            raise
+    def _drain_stderr(self, fd: int) -> None:
+        data = os.read(fd, _CHUNK)
+        if data:
+            self._err = (self._err + data)[-_CHUNK:]
 
-    def _stderr(self) -> str:
-        """Its stderr's tail, with whatever has arrived drained."""
-        while self._channel.recv_stderr_ready():
-            self._err = (self._err + self._channel.recv_stderr(_CHUNK))[-_CHUNK:]
-        return self._err.decode(errors="replace")
-
-    def _ended(self, secrets: list[str]) -> CommandError:
-        code = self._channel.recv_exit_status()
-        return CommandError(self._runner.site, self._argv, code, redact(stderr_tail(self._stderr()), secrets))
+    def _ended(self, secrets: list[str]) -> CommandError | SiteUnreachable:
+        """How the command ended: ssh's own failure, or the command's exit and stderr."""
+        with contextlib.suppress(OSError, ValueError):
+            self._err = (self._err + self._stderr.read())[-_CHUNK:]
+        code = self._proc.wait()
+        stderr = self._err.decode(errors="replace")
+        runner = self._runner
+        if code == SSH_FAILED:
+            reason = ssh_failure(stderr, runner.address, runner.identity_file, runner.known_hosts)
+            if reason is not None:
+                return SiteUnreachable(runner.site, reason)
+        return CommandError(runner.site, self._argv, code, redact(stderr_tail(stderr), secrets))
 
     def close(self) -> None:
-        """Close its stdin (it ends) and the channel."""
-        with contextlib.suppress(paramiko.SSHException, OSError, EOFError):  # gone already: as good
-            self._channel.shutdown_write()
-        self._channel.close()
+        """Close its pipes: the remote command reads the end of its input and ends, and ssh with it.
+
+        Not waited for: a command's last request has been answered, and the
+        far side's exit costs the controller nothing it needs to see.
+        """
+        for pipe in (self._stdin, self._stdout, self._stderr):
+            with contextlib.suppress(OSError, ValueError):
+                pipe.close()

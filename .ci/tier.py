@@ -1,0 +1,81 @@
+"""Run one tier of `./dev test`, print its time, and hold it to a budget.
+
+    python3 .ci/tier.py NAME [--budget MINUTES] -- COMMAND [ARGS...]
+
+CI stops a run at 90 minutes, and a run cut off there says nothing about
+why. A tier with a budget is stopped when it passes it, with one line that
+says so, so that a slow change is caught by its own CI run, with a message.
+The decision is `verdict`, which tests/unit/test_ci_tier.py checks.
+Standard library only: it runs before and beside the venv.
+"""
+
+from __future__ import annotations
+
+import argparse
+import os
+import signal
+import subprocess
+import sys
+import time
+
+
+def minutes(seconds: float) -> str:
+    """12m03s."""
+    whole = round(seconds)
+    return f"{whole // 60}m{whole % 60:02d}s"
+
+
+def verdict(name: str, returncode: int | None, seconds: float, budget: float | None) -> tuple[int, str]:
+    """The tier's exit code and the line that reports it.
+
+    `returncode` None: the tier was stopped at its budget. A tier that ends
+    past its budget (it was not stopped in time) fails too: the budget is
+    what keeps the whole run inside CI's limit.
+    """
+    took = f"tier {name}: {minutes(seconds)}"
+    if budget is None:
+        return (1 if returncode is None else returncode), f"{took}, exit {returncode}"
+    allowed = f"budget {minutes(budget)}"
+    if returncode is None or seconds > budget:
+        return 1, (
+            f"{took}: FAILED: the {name} tier passed its {allowed} (CI stops a run at 90m):"
+            " make the product or the tests cheaper (docs/lab.md, Cost), or raise the budget in ./dev"
+        )
+    return returncode, f"{took} of its {allowed}, exit {returncode}"
+
+
+def run(command: list[str], budget: float | None) -> tuple[int | None, float]:
+    """Run `command` in its own process group; (exit code or None if stopped at the budget, seconds)."""
+    started = time.monotonic()
+    proc = subprocess.Popen(command, start_new_session=True)
+    try:
+        returncode: int | None = proc.wait(timeout=budget)
+    except subprocess.TimeoutExpired:
+        returncode = None
+        os.killpg(proc.pid, signal.SIGTERM)
+        try:
+            proc.wait(timeout=30)
+        except subprocess.TimeoutExpired:
+            os.killpg(proc.pid, signal.SIGKILL)
+            proc.wait()
+    except KeyboardInterrupt:
+        os.killpg(proc.pid, signal.SIGTERM)
+        raise
+    return returncode, time.monotonic() - started
+
+
+def main(argv: list[str]) -> int:
+    parser = argparse.ArgumentParser(prog="tier.py", description=__doc__.splitlines()[0])
+    parser.add_argument("name")
+    parser.add_argument("--budget", type=float, metavar="MINUTES", help="stop the tier and fail past this")
+    parser.add_argument("command", nargs="+")
+    args = parser.parse_args(argv)
+    budget = args.budget * 60 if args.budget is not None else None
+    returncode, seconds = run(args.command, budget)
+    code, line = verdict(args.name, returncode, seconds, budget)
+    sys.stderr.write(f"ci: {line}\n")
+    return code
+
+
+if __name__ == "__main__":
+    sys.exit(main(sys.argv[1:]))

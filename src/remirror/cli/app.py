@@ -1,0 +1,153 @@
+"""The click application: the top-level group, which loads a verb's module only when that verb runs.
+
+Under emulation (the lab) or on a small host, every module imported costs
+time at every start: `remirror --help` imports click and this module, a
+verb imports its own module and what it needs when it runs. The one-line
+summaries `--help` shows are kept here, so that listing the verbs imports
+none of them; a unit test holds them equal to the verbs' own docstrings.
+"""
+
+from __future__ import annotations
+
+import importlib
+import traceback
+
+import click
+
+from remirror import __version__
+from remirror.errors import EXIT_BAD_INPUT, EXIT_FAILURE, ProfileError, RemirrorError
+from remirror.logs import setup_logging
+
+EXIT_BUG = 70  # EX_SOFTWARE from sysexits.h
+
+# verb -> (module, attribute, the summary `remirror --help` shows)
+VERBS: dict[str, tuple[str, str, str]] = {
+    "validate": ("remirror.cli.commands", "validate", "Check a profile without touching any site."),
+    "schema": ("remirror.cli.commands", "schema", "Print the profile's JSON Schema."),
+    "plan": ("remirror.cli.mirror", "plan", "Show what apply would change, without changing anything."),
+    "apply": (
+        "remirror.cli.mirror",
+        "apply",
+        "Make the sites match the profile: show the plan, run it, report what changed.",
+    ),
+    "destroy": (
+        "remirror.cli.mirror",
+        "destroy",
+        "Take MIRROR apart (array, sessions, targets), leaving the data on its disks.",
+    ),
+    "promote": ("remirror.cli.mirror", "promote", "Make SITE run MIRROR (failover; docs/failover.md)."),
+    "failback": (
+        "remirror.cli.mirror",
+        "failback",
+        "Hand MIRROR back to its home primary (the profile's `primary`): a planned promotion,"
+        " refused unless every leg is in sync.",
+    ),
+    "resolve": (
+        "remirror.cli.mirror",
+        "resolve",
+        "End MIRROR's split brain: keep SITE's data, rebuild the other legs from it (docs/failover.md).",
+    ),
+    "reconcile": (
+        "remirror.cli.reconcile",
+        "reconcile",
+        "Bring the mirrors back to what the profile wants, one safe step per pass.",
+    ),
+    "watch": (
+        "remirror.cli.reconcile",
+        "watch",
+        "Reconcile continuously: on udev block and iSCSI events, and on a timer.",
+    ),
+    "destage": (
+        "remirror.cli.reconcile",
+        "destage",
+        "Write caches back when their device is idle (legs with `destage: idle`).",
+    ),
+    "status": (
+        "remirror.cli.health",
+        "status",
+        "Show each mirror's state and, per leg, what it misses, how old its copy is, and the link.",
+    ),
+    "check": (
+        "remirror.cli.health",
+        "check",
+        "Monitoring-plugins check: exit 0 OK, 1 WARNING, 2 CRITICAL, 3 UNKNOWN; perfdata after `|`.",
+    ),
+    "metrics": (
+        "remirror.cli.health",
+        "metrics",
+        "Prometheus text format, on stdout or into node_exporter's textfile directory.",
+    ),
+    "verify": (
+        "remirror.cli.health",
+        "verify",
+        "Compare a mirror's legs online: each site hashes its own leg, only digests cross the link.",
+    ),
+    "cdp": ("remirror.cli.cdp", "cdp", "Recovery points of a mirror with `cdp` (run on its primary host)."),
+    "lab": ("remirror.cli.lab", "lab", "A throwaway VM with two sites, for trying, rehearsing and testing."),
+}
+
+
+class LazyGroup(click.Group):
+    """A group whose verbs are imported when one is looked up, not when the group is built."""
+
+    def list_commands(self, ctx: click.Context) -> list[str]:
+        return sorted(VERBS)
+
+    def get_command(self, ctx: click.Context, cmd_name: str) -> click.Command | None:
+        if cmd_name not in VERBS:
+            return None
+        module, attribute, _ = VERBS[cmd_name]
+        command: click.Command = getattr(importlib.import_module(module), attribute)
+        return command
+
+    def format_commands(self, ctx: click.Context, formatter: click.HelpFormatter) -> None:
+        width = formatter.width - 6 - max(len(name) for name in VERBS)
+        rows = [(name, _shortened(VERBS[name][2], width)) for name in sorted(VERBS)]
+        with formatter.section("Commands"):
+            formatter.write_dl(rows)
+
+
+def _shortened(text: str, width: int) -> str:
+    """`text` cut at a word to fit `width`, as click shortens a verb's help."""
+    if len(text) <= width:
+        return text
+    return text[: max(width - 3, 1)].rsplit(" ", 1)[0] + "..."
+
+
+@click.group(cls=LazyGroup, context_settings={"help_option_names": ["-h", "--help"]})
+@click.version_option(__version__, "--version", prog_name="remirror")
+@click.option("-v", "--verbose", count=True, help="Log what is being done (to stderr).")
+@click.option("--debug", is_flag=True, help="Log every command run; show tracebacks of bugs.")
+def cli(verbose: int, debug: bool) -> None:
+    """Mirror disks to a second site with stock Linux parts."""
+    setup_logging(verbose, debug)
+
+
+def run(args: list[str]) -> int:
+    """Run the CLI on `args`; every outcome as an exit code."""
+    try:
+        result = cli.main(args=args, prog_name="remirror", standalone_mode=False)
+    except click.exceptions.Exit as done:  # --help, --version
+        return done.exit_code
+    except click.ClickException as error:  # usage errors: bad flag, missing argument
+        error.show()
+        return EXIT_BAD_INPUT
+    except click.Abort:
+        click.echo("remirror: interrupted", err=True)
+        return EXIT_FAILURE
+    except ProfileError as error:
+        click.echo(error.one_line(), err=True)
+        return error.exit_code
+    except RemirrorError as error:
+        click.echo(f"remirror: {error.one_line()}", err=True)
+        return error.exit_code
+    except Exception as error:  # noqa: BLE001 - the last line of defence against bugs
+        if "--debug" in args:
+            traceback.print_exc()
+        click.echo(
+            f"remirror: internal error: {type(error).__name__}: {error}"
+            " (a bug: run with --debug for the traceback and report it)",
+            err=True,
+        )
+        return EXIT_BUG
+    return result if isinstance(result, int) else 0
