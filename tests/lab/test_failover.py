@@ -300,11 +300,37 @@ def test_both_sides_writing_is_split_brain_and_nothing_is_overwritten(
     assert leg_digest(B_LEG, 150 * MiB, 16 * MiB) == b_leg_before, "site B's own writes were overwritten"
 
 
+def test_split_brain_with_both_arrays_stopped_is_held_until_resolve(
+    profile: str, record_property: Callable[[str, object], None]
+) -> None:
+    # Both sites restart: site A's array stops and its session to site B's leg ends (site B's
+    # array is not running: it stopped when site B went down). docs/safety.md, flow 2.
+    legs_before = {leg: leg_digest(leg, 150 * MiB, 16 * MiB) for leg in (A_LEG, B_LEG)}
+    sh("mdadm", "--stop", MD)
+    sh("iscsiadm", "-m", "node", "-T", B_IQN, "--logout", ok_codes=(0, 21))
+    # What boot runs: open-iscsi logs in to the node records marked automatic. remirror's are
+    # manual, so no remote leg is there for udev's incremental assembly to put together.
+    sh("iscsiadm", "-m", "node", "--loginall=automatic", ok_codes=(0, 15, 21))
+    assert B_IQN not in sh("iscsiadm", "-m", "session", ok_codes=(0, 21)).stdout
+    report = status(profile)
+    assert report["state"] == "SPLIT_BRAIN", report
+    record_property("split_brain_stopped_reason", report["reason"])
+    _, out, err = remirror("plan", profile, ok_codes=(1,))
+    assert "split brain" in err, out + err
+    _, out, err = remirror("apply", "--yes", profile, ok_codes=(1,))
+    assert "split brain" in err, out + err
+    _, out, _ = remirror("check", profile, ok_codes=(2,))
+    assert "SPLIT_BRAIN" in out, out
+    assert not Path(MD).exists(), "an array was assembled from legs in split brain"
+    assert {leg: leg_digest(leg, 150 * MiB, 16 * MiB) for leg in (A_LEG, B_LEG)} == legs_before
+
+
 def test_resolve_keeps_one_side_rebuilds_the_other_and_saves_its_writes(
     profile: str, record_property: Callable[[str, object], None]
 ) -> None:
+    # From the previous test's state: both arrays stopped, the split brain held.
     save = "/var/tmp/remirror-resolve-lab3"  # on site B: its writes are set aside there
-    a_side = {at: md_digest(at, 64 * 1024, MD) for at in range(150 * MiB, 154 * MiB, MiB)}
+    a_side = {at: leg_digest(A_LEG, at, 64 * 1024) for at in range(150 * MiB, 154 * MiB, MiB)}
     record_property("site_b_bitmap_before_resolve", dirty_chunks(B_LEG))
     started = time.monotonic()
     code, out, err = remirror("resolve", profile, "lab3", "--keep", "site-a", "--save", save, "--yes")

@@ -16,6 +16,7 @@ from pathlib import Path
 
 import pytest
 
+from remirror.agent.generations import read_record
 from remirror.apply import ApplyError, Controller, read_secrets
 from remirror.lab import net
 from remirror.lab.spec import INITIATOR_NAMES
@@ -250,6 +251,36 @@ def test_destroy_keeps_the_data_and_apply_adopts_it(mirror: dict[str, str]) -> N
     assert "CreateArray" not in out
     assert md_sysfs("uuid").replace("-", "") == uuid.replace(":", "")
     assert md_digest(48 * MiB, 4 * MiB) == written
+    assert remirror("plan", "--detailed-exitcode", LAB)[0] == 0
+
+
+def test_a_blank_disk_in_the_primarys_place_is_rebuilt_from_the_replica(mirror: dict[str, str]) -> None:
+    # docs/safety.md, flow 1: site A's disk dies; a new, blank one takes its place and site A
+    # restarts. The replica on site B holds the mirror: it must be the source, never overwritten.
+    written = write_random(80 * MiB, 4 * MiB)
+    wait_in_sync()
+    size = int(sh("blockdev", "--getsize64", MD).stdout)
+    sh("mdadm", "--stop", MD)
+    sh("iscsiadm", "-m", "node", "-T", IQN, "-p", PORTAL, "--logout")
+    sh("blkdiscard", "--zeroout", "/dev/lab/a0")  # the new disk: zeros, no superblock, no leg record
+    replica = read_record("/dev/lab/b0")
+    assert replica is not None
+    _, out, _ = remirror("status", LAB)
+    assert "DEFUNCT" in out, out
+    assert "holds no copy" in out, out
+    code, out, err = remirror("plan", "--detailed-exitcode", LAB, ok_codes=(2,))
+    assert "AssembleArray" in out, out + err
+    assert "RebuildLeg" in out, out + err
+    assert "CreateArray" not in out, out
+    assert "DESTROYS" not in out, out
+    code, out, err = remirror("apply", "--yes", LAB)
+    assert code == 0, out + err
+    wait_in_sync()
+    assert md_digest(80 * MiB, 4 * MiB) == written  # read from site A's new disk (site B's is write-mostly)
+    assert legs_match(size)
+    rebuilt = read_record("/dev/lab/a0")
+    assert rebuilt is not None
+    assert rebuilt.generations == replica.generations
     assert remirror("plan", "--detailed-exitcode", LAB)[0] == 0
 
 

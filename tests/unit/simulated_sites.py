@@ -38,7 +38,17 @@ class Sites:
         """Run every step of the plan; the facts afterwards."""
         for action in plan.actions:
             for step in action.steps:
-                if step["kind"] == "run" and step["argv"][0] == "mdadm":
+                if step["kind"] == "assemble_array":  # the agent's step: `mdadm --assemble --run`
+                    argv = [
+                        "mdadm",
+                        "--assemble",
+                        step["md"],
+                        f"--uuid={step['uuid']}",
+                        "--run",
+                        *step["devices"],
+                    ]
+                    self.facts = _mdadm(self.facts, action.site, argv, self.on_disk)
+                elif step["kind"] == "run" and step["argv"][0] == "mdadm":
                     self.facts = _mdadm(self.facts, action.site, step["argv"], self.on_disk)
                 elif step["kind"] == "run" and step["argv"][0] in ("dmsetup", "dd"):
                     self.facts = _dm_run(self.facts, action.site, step["argv"])

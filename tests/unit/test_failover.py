@@ -209,7 +209,7 @@ def test_a_forced_promotion_fences_first_and_records_on_its_own_leg_only() -> No
     ]
     step = plan.actions[3].steps[0]
     assert (step["devices"], step["site"], step["how"]) == (["/dev/b0"], "b", "forced")
-    assert plan.actions[4].steps[0]["argv"][-1] == "/dev/b0"  # the array from site B's leg alone
+    assert plan.actions[4].steps[0]["devices"] == ["/dev/b0"]  # the array from site B's leg alone
     # ARRAY line for the new primary; the unreached site's file waits for it.
     assert "b WriteMdadmConf" in verbs(plan)
     assert not any(a.site == "a" for a in plan.actions)
@@ -241,7 +241,7 @@ def test_after_a_promotion_apply_builds_the_mirror_the_other_way_round() -> None
     assert "b LoginSession" in verbs(plan)
     assemble = next(a for a in plan.actions if a.verb == "AssembleArray")
     assert assemble.site == "b"
-    assert assemble.steps[0]["argv"][-2:] == [
+    assert assemble.steps[0]["devices"] == [
         "/dev/b0",
         by_path(
             as_run(MIRROR, "b").replicas[0], PROFILE.replica_iqn(MIRROR, as_run(MIRROR, "b").replicas[0])

@@ -56,7 +56,7 @@ def converged() -> dict[str, SiteFacts]:
         "node.session.auth.username_in": "lab0",
         "node.session.auth.password_in": digest(SECRETS["/etc/remirror/lab/lab0.chap.mutual"]),
     }
-    node = {"node.startup": "automatic", **MIRROR.iscsi.node_settings("degrade"), **chap}
+    node = {"node.startup": "manual", **MIRROR.iscsi.node_settings("degrade"), **chap}
     array = MdArray(
         "md127", "lab0", UUID, "raid1", 2,
         (MdMember("dm-0", 0, frozenset({"in_sync"})), MdMember("sda", 1, frozenset({"in_sync", "write_mostly"}))),
@@ -152,14 +152,23 @@ def test_an_lvm_replica_disk_makes_its_export_destructive() -> None:
     ]
 
 
-def test_a_replica_disk_with_this_arrays_superblock_is_adopted_not_destroyed() -> None:
+def test_a_replica_disk_with_this_arrays_superblock_is_exported_and_the_array_run_from_it() -> None:
+    # The replica holds the mirror; the primary's disk nothing: never `mdadm --create` (its
+    # initial sync would copy the blank disk over the replica). docs/safety.md, flow 1.
     facts = fresh()
     ours = MdSuperblock(UUID, "lab0", "f4da7c83:e34a24c7:d8a7bc9d:8442c3a3", 18, 0)
     member = Signature("linux_raid_member", 0x1000, UUID, "lab0")
     facts["site-b"] = site(
         "site-b", disks={"/dev/lab/b0": disk("/dev/lab/b0", "dm-4", member, superblock=ours)}
     )
-    assert make_plan(PROFILE, facts, SECRETS).destructive == ()
+    plan = make_plan(PROFILE, facts, SECRETS)
+    assert plan.destructive == ()
+    assert verbs(facts)[-4:] == [
+        "site-a AssembleArray",
+        "site-a RebuildLeg",
+        "site-a WriteMdadmConf",
+        "site-b WriteMdadmConf",
+    ]
 
 
 def test_the_local_disk_with_this_arrays_superblock_is_assembled() -> None:

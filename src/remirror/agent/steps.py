@@ -6,6 +6,7 @@ A step is a small JSON object, so that the controller can ship it over SSH:
 `lio` (an rtslib operation), `dm_reload` (a live table swap) and
 `drain_cache` (write a cache back, then swap it for a linear mapping),
 `cdp_stack` and `cdp_deactivate` (a mirror's CDP stack, remirror.agent.cdp),
+`assemble_array` (md's assemble, past what udev's incremental assembly took meanwhile),
 `leg_record_create`, `leg_record_promote` and `leg_record_join` (generations on the legs)
 and `save_ranges` (a discarded leg's writes, kept aside), remirror.agent.generations.
 Secrets arrive inside steps and are redacted wherever a step is logged or
@@ -15,6 +16,7 @@ reported.
 from __future__ import annotations
 
 import logging
+import os
 import time
 from pathlib import Path
 from typing import Any
@@ -103,6 +105,32 @@ def _wait_path(step: dict[str, Any]) -> None:
             raise RemirrorError(f"{step['path']} did not appear within {step.get('timeout', 60)}s")
         _runner.run(["udevadm", "settle", "--timeout=5"], ok_codes=(0, 1))
         time.sleep(0.2)
+
+
+def _assemble_array(step: dict[str, Any]) -> None:
+    """`mdadm --assemble --run` of `devices` into `md` (array `uuid`).
+
+    A leg that appears in the middle of a plan (an iSCSI login) is taken at
+    once by udev's incremental assembly into an inactive array, and `mdadm
+    --assemble` then skips it as busy (seen in the lab). What incremental
+    assembly builds stays inactive until every leg is there: it never ran
+    and holds no write, so it is stopped (the planner's
+    `release_partial_assembly` does the same for what it saw before the
+    plan). An array udev did start from every leg is the array wanted.
+    """
+    _runner.run(["udevadm", "settle", "--timeout=10"], ok_codes=(0, 1))
+    wanted = {Path(os.path.realpath(device)).name for device in step["devices"]}
+    for md in sorted(Path("/sys/block").glob("md*")):
+        members = {p.name for p in (md / "slaves").iterdir()} if (md / "slaves").is_dir() else set()
+        if not members & wanted:
+            continue
+        state = (md / "md" / "array_state").read_text().strip()
+        if state == "inactive":
+            _runner.run(["mdadm", "--stop", f"/dev/{md.name}"])
+        elif Path(step["md"]).exists() and Path(os.path.realpath(step["md"])).name == md.name:
+            return
+    argv = ["mdadm", "--assemble", step["md"], f"--uuid={step['uuid']}", "--run", *step["devices"]]
+    _runner.run(argv, timeout=120)
 
 
 def _write_file(step: dict[str, Any]) -> None:
@@ -235,6 +263,7 @@ def _drain_cache(step: dict[str, Any]) -> None:
 _STEPS = {
     "run": _run,
     "wait_path": _wait_path,
+    "assemble_array": _assemble_array,
     "node_secrets": _node_secrets,
     "write_file": _write_file,
     "write_sysfs": _write_sysfs,

@@ -24,9 +24,9 @@ from enum import StrEnum
 
 from remirror.facts.model import MdArray, MdMember
 from remirror.facts.site import SiteFacts
-from remirror.plan.roles import leg_records, roles
+from remirror.plan.roles import leg_records, ran_without_primary, roles, superblock_of
 from remirror.profile.model import Mirror, Profile
-from remirror.profile.names import array_uuid, by_path, leg_device
+from remirror.profile.names import array_uuid, leg_device
 
 
 class State(StrEnum):
@@ -82,19 +82,12 @@ def assess(profile: Profile, mirror: Mirror, facts: Mapping[str, SiteFacts | Non
         return MirrorHealth(mirror.name, State.SPLIT_BRAIN, conflict)
     array = primary.array_named(mirror.name, uuid_)
     if array is None:
-        # The disk itself when its cache device is gone too (a reboot): it carries the superblock.
-        seen = [
-            primary.disks.get(p)
-            for p in (leg_device(mirror, mirror.primary, primary.dm), mirror.primary.disk)
-        ]
-        if any(d is not None and d.superblock is not None and d.superblock.array_uuid == uuid_ for d in seen):
-            reason = f"{mirror.md_device} is not running on {primary.name}"
-            return MirrorHealth(mirror.name, State.DEFUNCT, reason)
-        reason = f"{mirror.md_device} was never built: run remirror apply"
-        return MirrorHealth(mirror.name, State.ABSENT, reason)
+        return _stopped(profile, mirror, facts, primary)
     legs = _legs(profile, mirror, primary, array)
     local, replicas = legs[0], legs[1:]
-    diverged = _diverged(profile, mirror, facts, replicas, uuid_)
+    # Only a leg out of the array is judged (a member is the array's again: see ran_without_primary).
+    members = frozenset(r.site for r in replicas if r.status in (IN_SYNC, SYNCING))
+    diverged = ran_without_primary(profile, mirror, facts, members)
     if diverged:
         return MirrorHealth(mirror.name, State.SPLIT_BRAIN, diverged, legs)
     progress = array.sync_completed if array.sync_action in ("resync", "recover") else None
@@ -141,63 +134,32 @@ def assess(profile: Profile, mirror: Mirror, facts: Mapping[str, SiteFacts | Non
     return MirrorHealth(mirror.name, State.MIRRORED, "every leg is in sync", legs)
 
 
-def _diverged(
-    profile: Profile,
-    mirror: Mirror,
-    facts: Mapping[str, SiteFacts | None],
-    replicas: tuple[LegHealth, ...],
-    uuid_: str,
-) -> str:
-    """Why a replica leg out of the array must not come back into it, or "".
-
-    Two signs, read from the returning disk's own superblock, that it was
-    assembled and written elsewhere (a DR site ran on it):
-
-    * its Array State records the primary's slot as missing. A leg that was
-      only cut off keeps the state it last shared with the array (`AA`); the
-      primary's own superblock says where the primary sits.
-    * it counts more events than the array.
-
-    md itself checks neither: recorded in the lab (fixtures/lab-6.1), a leg
-    that ran on its own counted *fewer* events than the array, and md took
-    it back with `--re-add` at once, leaving its writes on one leg only.
-
-    Only a leg out of the array is judged. One that md is recovering onto
-    is the array's again and md writes its superblock with the others': read
-    a moment after the primary's (they are read one after the other), it
-    can count an event more, a false SPLIT_BRAIN in the middle of a resync
-    (the likely cause of a lab check that said CRITICAL mid-resync).
-    """
-    primary = facts.get(mirror.primary.site)
-    if primary is None:
-        return ""
-    own = primary.disks.get(leg_device(mirror, mirror.primary, primary.dm))
-    if own is None or own.superblock is None:
-        return ""
-    for replica, leg in zip(mirror.replicas, replicas, strict=True):
-        if leg.status in (IN_SYNC, SYNCING):  # a member of the array (see above)
-            continue
-        seen = primary.disks.get(by_path(replica, profile.replica_iqn(mirror, replica)))
-        if seen is None or seen.superblock is None:
-            # Not exported (yet): a former primary after a promotion. Its own site's view.
-            site = facts.get(replica.site)
-            seen = site.disks.get(leg_device(mirror, replica, site.dm)) if site is not None else None
-        theirs = seen.superblock if seen is not None else None
-        if theirs is None or theirs.array_uuid != uuid_:
-            continue
-        why = ""
-        if own.superblock.slot is not None and theirs.recorded_missing(own.superblock.slot):
-            why = (
-                f"its superblock records an array without the primary leg (Array State {theirs.array_state})"
-            )
-        elif theirs.events > own.superblock.events:
-            why = f"it counts {theirs.events} events, the array {own.superblock.events}"
-        if why:
-            return (
-                f"the replica leg on {replica.site} ran without the primary: {why}; it took writes the"
-                " array does not know: not re-adding it until someone decides which side wins"
-            )
-    return ""
+def _stopped(
+    profile: Profile, mirror: Mirror, facts: Mapping[str, SiteFacts | None], primary: SiteFacts
+) -> MirrorHealth:
+    """A mirror whose array does not run on its primary: judged from the legs' superblocks,
+    before anything would assemble them (after both sites restarted, split brain first)."""
+    uuid_ = array_uuid(profile, mirror)
+    diverged = ran_without_primary(profile, mirror, facts)
+    if diverged:
+        return MirrorHealth(mirror.name, State.SPLIT_BRAIN, diverged)
+    if superblock_of(mirror, mirror.primary, primary, uuid_) is not None:
+        return MirrorHealth(
+            mirror.name, State.DEFUNCT, f"{mirror.md_device} is not running on {primary.name}"
+        )
+    holders = [
+        r.site for r in mirror.replicas if superblock_of(mirror, r, facts.get(r.site), uuid_) is not None
+    ]
+    if holders:
+        # A new (blank) disk in the primary's place: the replica holds the mirror's data.
+        return MirrorHealth(
+            mirror.name,
+            State.DEFUNCT,
+            f"the primary leg {mirror.primary.disk} on {primary.name} holds no copy of {mirror.md_device}"
+            f" (a new disk?); the replica leg on {', '.join(holders)} holds its data: remirror apply"
+            f" runs the mirror from it and copies it onto {mirror.primary.disk}",
+        )
+    return MirrorHealth(mirror.name, State.ABSENT, f"{mirror.md_device} was never built: run remirror apply")
 
 
 def _session_words(leg: LegHealth) -> str:

@@ -100,13 +100,11 @@ def _create(site: SiteFacts, name: str, cache: Cache, disk: DiskFacts, fast: Dis
     _refuse_busy(site, fast, where)
     sectors = disk.size // SECTOR
     steps: list[dict[str, Any]] = []
-    destroys = ""
     # A writecache superblock is kept: it is this leg's cache from before a
     # crash or restart, with writes the disk may not have yet (the profile
     # names this fast disk for this leg). Anything else but zeroes is data.
-    if fast.first_sector == "other" or fast.signatures:
-        found = ", ".join(dict.fromkeys(s.describe() for s in fast.signatures)) or "data in its first sector"
-        destroys = f"site {site.name}: cache disk {fast.path} holds {found}"
+    destroys = _fast_disk_data(site, fast)
+    if destroys:
         steps.append(_zero_head(fast.path))
     if cache.type == "writecache":
         steps.append(_dmsetup_create(name, writecache_table(sectors, disk.path, fast.path, cache)))
@@ -167,7 +165,8 @@ def _retune(
         _refuse_busy(site, fast, where)
         steps = []
         if fast.first_sector != "zero":
-            # What a drained cache leaves is clean: nothing on it the disk lacks.
+            # What a drained writecache leaves is clean: nothing on it the disk lacks. Anything
+            # else is checked like a new cache disk's (the disk may have been reused since).
             steps.append(_zero_head(fast.path))
         steps.append(_dmsetup_reload(name, writecache_table(sectors, disk.path, fast.path, cache)))
         return [
@@ -177,6 +176,7 @@ def _retune(
                 f"{name}: linear -> writecache, fast {fast.path}, live",
                 CHANGE,
                 tuple(steps),
+                destructive=_fast_disk_data(site, fast),
             )
         ]
     wanted_target = "writecache" if cache.type == "writecache" else "cache"
@@ -303,6 +303,14 @@ def _cleaner_table(table: DmTable) -> str:
 def _origin(table: DmTable) -> str:
     """The slow disk a cache table maps (MAJ:MIN): writecache names it first, dm-cache last."""
     return table.devices[-1 if table.target == "cache" else 0]
+
+
+def _fast_disk_data(site: SiteFacts, fast: DiskFacts) -> str:
+    """What a cache built on `fast` writes over: "" for zeroes or a writecache superblock."""
+    if fast.first_sector != "other" and not fast.signatures:
+        return ""
+    found = ", ".join(dict.fromkeys(s.describe() for s in fast.signatures)) or "data in its first sector"
+    return f"site {site.name}: cache disk {fast.path} holds {found}"
 
 
 def _refuse_busy(site: SiteFacts, fast: DiskFacts, where: str) -> None:

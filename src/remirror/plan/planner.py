@@ -18,7 +18,7 @@ from remirror.facts.site import DiskFacts, SiteFacts
 from remirror.plan.actions import CHANGE, CREATE, DELETE, Action, Plan
 from remirror.plan.cache import CacheError, cache_actions
 from remirror.plan.cdp import CdpPlanError, cdp_actions, volume_path
-from remirror.plan.roles import as_run, md_size
+from remirror.plan.roles import as_run, md_size, ran_without_primary
 from remirror.profile.model import Chap, Mirror, PrimaryLeg, Profile, ReplicaLeg
 from remirror.profile.names import array_uuid, backstore_name, by_path, export_backstore_name, leg_device
 from remirror.profile.timeouts import REPLACEMENT_TIMEOUT
@@ -49,6 +49,12 @@ def make_plan(profile: Profile, facts: Mapping[str, SiteFacts], secrets: Mapping
                 f"site {primary.name}: no initiator name in /etc/iscsi/initiatorname.iscsi"
                 " (is open-iscsi installed?)"
             )
+        if primary.array_named(mirror.name, uuid_) is None:
+            # Decided before anything would assemble the legs: `mdadm --assemble` of legs that
+            # each ran alone keeps the one with more events and drops the other's writes.
+            split = ran_without_primary(profile, mirror, facts)
+            if split:
+                raise PlanError(f"mirror {mirror.name} is in split brain: {split}")
         remote_paths = []
         replica_disks: list[DiskFacts] = []
         for r, replica in enumerate(mirror.replicas):
@@ -567,8 +573,15 @@ def lio_removal_actions(
 
 
 def _node_settings(mirror: Mirror, secrets: Mapping[str, str]) -> tuple[dict[str, str], list[str]]:
-    """The node record remirror wants, and the secrets in it."""
-    settings = {"node.startup": "automatic", **mirror.iscsi.node_settings(mirror.replication.on_link_loss)}
+    """The node record remirror wants, and the secrets in it.
+
+    `node.startup=manual`: boot never logs in to a replica leg (docs/safety.md, "Boot"). With
+    the remote leg there at boot, udev's incremental assembly would put it together with the
+    local leg before anyone judged them, and md keeps the leg with more events: after a split
+    brain, one side's writes gone. remirror logs in itself (`watch`, `reconcile`, `apply`),
+    after judging the legs.
+    """
+    settings = {"node.startup": "manual", **mirror.iscsi.node_settings(mirror.replication.on_link_loss)}
     chap = mirror.iscsi.chap
     if chap is None:
         return settings, []
@@ -626,7 +639,8 @@ def _initiator_actions(
     # The replacement timeout (what `on_link_loss` chooses) is the one setting a
     # running session takes live, through sysfs. Any other change needs a new
     # login, and a logout fails the leg under md: so none is made for it alone.
-    relogin = any(k != REPLACEMENT_TIMEOUT for k in changed)
+    # node.startup only matters at boot: no new login for it either.
+    relogin = any(k not in (REPLACEMENT_TIMEOUT, "node.startup") for k in changed)
     if session is not None and logged_in and not relogin:
         timeout = wanted[REPLACEMENT_TIMEOUT]
         if session.recovery_tmo is not None and str(session.recovery_tmo) != timeout:
@@ -686,24 +700,24 @@ def _array_actions(
                     "AssembleArray",
                     f"{mirror.md_device} from {local.path} and {len(remote_paths)} replica(s)",
                     steps=(
-                        {
-                            "kind": "run",
-                            "argv": [
-                                "mdadm",
-                                "--assemble",
-                                mirror.md_device,
-                                f"--uuid={uuid_}",
-                                "--run",
-                                local.path,
-                                *remote_paths,
-                            ],
-                        },
+                        assemble_step(mirror.md_device, uuid_, [local.path, *remote_paths]),
                         {"kind": "wait_path", "path": mirror.md_device, "timeout": 30},
                     ),
                 )
             ]
-        destroys = [d for d in [_destroys(primary.name, local, uuid_)] if d]
-        destroys += [_destroys(r.path, r, uuid_) for r in replica_disks if _foreign(r, uuid_)]
+        holders = [
+            (disk, path)
+            for disk, path in zip(replica_disks, remote_paths, strict=True)
+            if disk.superblock is not None and disk.superblock.array_uuid == uuid_
+        ]
+        if holders:
+            return _rebuild_primary_leg(mirror, primary, local, holders, uuid_)
+        if local.users():
+            raise PlanError(f"site {primary.name}: {local.path} is in use ({'; '.join(local.users())})")
+        # Nothing of this mirror on any leg (else it is assembled or rebuilt above): every
+        # signature, an md superblock of this mirror's too, is data a new array writes over.
+        destroys = [d for d in [_destroys(primary.name, local, "")] if d]
+        destroys += [_destroys(r.path, r, "") for r in replica_disks if r.signatures]
         argv = [
             "mdadm",
             "--create",
@@ -826,6 +840,63 @@ def _array_actions(
                 )
             )
     return actions
+
+
+def assemble_step(md: str, uuid_: str, devices: list[str]) -> dict[str, Any]:
+    """The agent's `assemble_array`: `mdadm --assemble --run` past udev's partial assemblies."""
+    return {"kind": "assemble_array", "md": md, "uuid": uuid_, "devices": devices}
+
+
+def _rebuild_primary_leg(
+    mirror: Mirror,
+    primary: SiteFacts,
+    local: DiskFacts,
+    holders: list[tuple[DiskFacts, str]],
+    uuid_: str,
+) -> list[Action]:
+    """The primary's leg holds nothing of the mirror (a new disk in a dead one's place) while
+    replica legs hold its data: run the array from them and copy it all onto the new disk.
+
+    Never a new array: `mdadm --create` with its initial sync would copy the blank disk over
+    the replicas. The legs used are those whose leg record knows the newest generation.
+    """
+    newest = max((d.leg_record.current.n for d, _ in holders if d.leg_record is not None), default=None)
+    if newest is not None:
+        holders = [
+            (d, p) for d, p in holders if d.leg_record is not None and d.leg_record.current.n == newest
+        ]
+    if local.users():
+        raise PlanError(f"site {primary.name}: {local.path} is in use ({'; '.join(local.users())})")
+    smallest = min(d.size for d, _ in holders)
+    if local.size < smallest:
+        raise PlanError(
+            f"site {primary.name}: {local.path} ({local.size} bytes) is smaller than the replica leg"
+            f" holding {mirror.md_device} ({smallest} bytes): it cannot take the mirror's data"
+        )
+    sources = [p for _, p in holders]
+    return [
+        Action(
+            primary.name,
+            "AssembleArray",
+            f"{mirror.md_device} from the replica leg(s) alone ({', '.join(sources)}):"
+            f" {local.path} holds no copy of the mirror (a new disk?)",
+            steps=(
+                assemble_step(mirror.md_device, uuid_, sources),
+                {"kind": "wait_path", "path": mirror.md_device, "timeout": 30},
+            ),
+        ),
+        Action(
+            primary.name,
+            "RebuildLeg",
+            f"{local.path} into {mirror.md_device} (in full: every block copied from the replica leg)",
+            CHANGE,
+            (
+                {"kind": "run", "argv": ["mdadm", mirror.md_device, "--add", local.path]},
+                {"kind": "leg_record_join", "source": sources[0], "device": local.path},
+            ),
+            destructive=_destroys(primary.name, local, ""),
+        ),
+    ]
 
 
 def managed_conf(current: str, lines: list[str]) -> str:

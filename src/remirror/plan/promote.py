@@ -21,6 +21,7 @@ from remirror.plan.actions import CHANGE, CREATE, Action, Plan
 from remirror.plan.cdp import deactivation_actions
 from remirror.plan.planner import (
     PlanError,
+    assemble_step,
     export_removal_actions,
     leg_export_removal,
     logout_actions,
@@ -171,10 +172,7 @@ def assemble_action(site: str, mirror: Mirror, uuid_: str, own: str) -> Action:
         f"{mirror.md_device} from {own} (degraded until the other legs rejoin)",
         CREATE,
         (
-            {
-                "kind": "run",
-                "argv": ["mdadm", "--assemble", mirror.md_device, f"--uuid={uuid_}", "--run", own],
-            },
+            assemble_step(mirror.md_device, uuid_, [own]),
             {"kind": "wait_path", "path": mirror.md_device, "timeout": 30},
         ),
     )

@@ -31,6 +31,7 @@ _NOT_REPAIRS = frozenset(
     {
         "CreateArray",
         "AssembleArray",
+        "RebuildLeg",  # a full copy onto a new primary disk (docs/safety.md, flow 1)
         "ChangeBitmap",
         "WriteMdadmConf",
         "TuneCache",

@@ -64,9 +64,12 @@ def make_resolution(
         raise PlanError(f"{name} is {health.state}, not in split brain: nothing to resolve ({health.reason})")
     kept = as_run(home, keep)
     kept_site = reached[keep]
-    # Legs in the kept side's running array stay; every other leg is discarded.
+    # Legs in the kept side's running array stay; every other leg is discarded. The kept side's
+    # own leg always stays: when the legs' generations conflict, assess reports no legs at all.
     array = kept_site.array_named(name, uuid_) if keep == now.primary else None
-    members = {leg.site for leg in health.legs if leg.status == IN_SYNC} if array is not None else {keep}
+    members = {keep}
+    if array is not None:
+        members |= {leg.site for leg in health.legs if leg.status == IN_SYNC}
     everyone: list[PrimaryLeg | ReplicaLeg] = [kept.primary, *kept.replicas]
     discarded = [leg for leg in everyone if leg.site not in members]
     actions: list[Action] = []

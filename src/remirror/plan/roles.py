@@ -13,9 +13,10 @@ from collections.abc import Mapping
 from dataclasses import dataclass
 
 from remirror.facts.generations import Generation, LegRecord, MiB
-from remirror.facts.site import SiteFacts
+from remirror.facts.model import MdSuperblock
+from remirror.facts.site import DiskFacts, SiteFacts
 from remirror.profile.model import Mirror, PrimaryLeg, Profile, ReplicaLeg
-from remirror.profile.names import leg_device
+from remirror.profile.names import array_uuid, by_path, leg_device
 
 
 @dataclass(frozen=True)
@@ -50,8 +51,7 @@ def leg_records(
         site = facts.get(leg.site)
         record = None
         if site is not None:
-            used = site.disks.get(leg_device(mirror, leg, site.dm))
-            seen = used if used is not None and used.exists else site.disks.get(leg.disk)
+            seen = own_leg(mirror, leg, site)
             if (
                 seen is not None
                 and seen.leg_record is not None
@@ -62,6 +62,84 @@ def leg_records(
                 record = seen.leg_record
         records[leg.site] = record
     return records
+
+
+def own_leg(mirror: Mirror, leg: PrimaryLeg | ReplicaLeg, site: SiteFacts) -> DiskFacts | None:
+    """A leg as its own site sees it: through its cache device when there is one, else the disk
+    (after a restart the cache device may not exist yet; the disk carries the superblock)."""
+    used = site.disks.get(leg_device(mirror, leg, site.dm))
+    if used is not None and used.exists:
+        return used
+    return site.disks.get(leg.disk)
+
+
+def superblock_of(
+    mirror: Mirror, leg: PrimaryLeg | ReplicaLeg, site: SiteFacts | None, uuid_: str
+) -> MdSuperblock | None:
+    """This mirror's md superblock on a leg, read on the leg's own site; None without one."""
+    disk = own_leg(mirror, leg, site) if site is not None else None
+    if disk is None or disk.superblock is None or disk.superblock.array_uuid != uuid_:
+        return None
+    return disk.superblock
+
+
+def ran_without_primary(
+    profile: Profile,
+    mirror: Mirror,
+    facts: Mapping[str, SiteFacts | None],
+    members: frozenset[str] = frozenset(),
+) -> str:
+    """Why a replica leg of `mirror` (as it runs) must not be put together with the primary's, or "".
+
+    Two signs, read from the replica leg's own superblock, that it was
+    assembled and written without the primary leg (a DR site ran on it, or
+    the old primary did after a forced promotion):
+
+    * its Array State records the primary's slot as missing. A leg that was
+      only cut off keeps the state it last shared with the array (`AA`); the
+      primary's own superblock says where the primary sits.
+    * it counts more events than the primary's leg.
+
+    md itself checks neither: recorded in the lab (fixtures/lab-6.1), a leg
+    that ran on its own counted *fewer* events than the array, and md took
+    it back with `--re-add` at once, leaving its writes on one leg only; and
+    `mdadm --assemble` of two such legs keeps the one with more events.
+
+    The same judgement whether the array runs or not: before a re-add, and
+    before any assemble (after both sites restarted). `members`: sites whose
+    leg is a member of the running array; they are the array's again and
+    md writes their superblocks with the primary's (read a moment after it,
+    one can count an event more: not a sign of anything).
+    """
+    uuid_ = array_uuid(profile, mirror)
+    primary = facts.get(mirror.primary.site)
+    own = superblock_of(mirror, mirror.primary, primary, uuid_)
+    if primary is None or own is None:
+        return ""
+    for replica in mirror.replicas:
+        if replica.site in members:
+            continue
+        # The primary's view through iSCSI when it has one (what md would take), else the site's own.
+        seen = primary.disks.get(by_path(replica, profile.replica_iqn(mirror, replica)))
+        theirs = seen.superblock if seen is not None else None
+        if theirs is None or theirs.array_uuid != uuid_:
+            theirs = superblock_of(mirror, replica, facts.get(replica.site), uuid_)
+        if theirs is None:
+            continue
+        why = ""
+        if own.slot is not None and theirs.recorded_missing(own.slot):
+            why = (
+                f"its superblock records an array without the primary leg (Array State {theirs.array_state})"
+            )
+        elif theirs.events > own.events:
+            why = f"it counts {theirs.events} events, the array {own.events}"
+        if why:
+            return (
+                f"the replica leg on {replica.site} ran without the primary: {why};"
+                " both sides took writes the other lacks: nothing is put together until someone decides"
+                f" which side wins (remirror resolve PROFILE {mirror.name} --keep SITE)"
+            )
+    return ""
 
 
 def roles(mirror: Mirror, records: Mapping[str, LegRecord | None]) -> Roles:

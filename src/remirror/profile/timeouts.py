@@ -50,7 +50,8 @@ REPLACEMENT_FOR: Mapping[OnLinkLoss, str] = {
 }
 
 # Keys a custom mapping may not set: remirror owns them (secrets come from
-# files; node.startup must stay automatic for the mirror to come back at boot).
+# files; node.startup stays manual so that boot never brings a remote leg, see
+# docs/safety.md).
 RESERVED_PREFIXES = ("node.session.auth.", "node.conn[0].auth.", "node.startup", "node.discovery")
 
 

@@ -1,0 +1,196 @@
+"""Data safety (docs/safety.md): the planner's decisions where remirror could destroy or hide
+the data a mirror protects. Each test names the flow of docs/safety.md it pins."""
+
+from __future__ import annotations
+
+import dataclasses
+
+import pytest
+
+from remirror.facts.generations import first_record
+from remirror.facts.model import Signature
+from remirror.facts.site import SiteFacts
+from remirror.health import State, assess
+from remirror.plan import make_plan
+from remirror.plan.planner import PlanError
+from remirror.plan.resolve import make_resolution
+from remirror.plan.roles import as_run, profile_as_run
+from remirror.profile import parse_profile
+from remirror.profile.names import by_path
+from tests.unit.test_cache import WRITECACHE, converged
+from tests.unit.test_failover import MIRROR, PROFILE, UUID, applied, split
+from tests.unit.test_plan_properties import SECRETS, bare_sites, profile_text
+
+REPLICA = MIRROR.replicas[0]
+REMOTE = by_path(REPLICA, PROFILE.replica_iqn(MIRROR, REPLICA))
+EXT4 = Signature("ext4", 0x438, "bebbbe10-27ae-439b-8c3f-662cb952909d", "data")
+
+
+def with_disk(facts: dict[str, SiteFacts], site: str, path: str, **changes: object) -> dict[str, SiteFacts]:
+    """`facts` with one disk of one site changed."""
+    old = facts[site]
+    disk = dataclasses.replace(old.disks[path], **changes)  # type: ignore[arg-type]
+    return {**facts, site: dataclasses.replace(old, disks={**old.disks, path: disk})}
+
+
+def blank_primary(*signatures: Signature) -> dict[str, SiteFacts]:
+    """The mirror built, then site a's disk replaced by a new one and site a restarted: no
+    array, no session; the replica's leg on site b still holds the mirror's data."""
+    facts = dict(applied().facts)
+    facts["a"] = dataclasses.replace(facts["a"], arrays=(), array_links={}, sessions=())
+    return with_disk(facts, "a", "/dev/a0", signatures=signatures, superblock=None, leg_record=None)
+
+
+# --- 1. the primary's disk replaced by a blank one ----------------------------------------
+
+
+def test_a_blank_primary_disk_is_rebuilt_from_the_replica_never_created_over_it() -> None:
+    plan = make_plan(PROFILE, blank_primary(), SECRETS)
+    verbs = [f"{a.site} {a.verb}" for a in plan.actions]
+    assert "a CreateArray" not in verbs
+    assemble = next(a for a in plan.actions if a.verb == "AssembleArray")
+    rebuild = next(a for a in plan.actions if a.verb == "RebuildLeg")
+    assert verbs.index("a LoginSession") < verbs.index("a AssembleArray") < verbs.index("a RebuildLeg")
+    # md runs from the replica's leg alone, then copies all of it onto the new disk.
+    assert assemble.steps[0] == {
+        "kind": "assemble_array",
+        "md": "/dev/md/m0",
+        "uuid": UUID,
+        "devices": [REMOTE],
+    }
+    assert rebuild.steps[0]["argv"] == ["mdadm", "/dev/md/m0", "--add", "/dev/a0"]
+    assert rebuild.steps[1] == {"kind": "leg_record_join", "source": REMOTE, "device": "/dev/a0"}
+    assert "holds no copy of the mirror (a new disk?)" in assemble.line()
+    assert "in full: every block copied from the replica leg" in rebuild.line()
+    assert plan.destructive == ()  # the replica is read, the blank disk written: nothing is lost
+
+
+def test_a_new_primary_disk_with_data_of_its_own_needs_consent() -> None:
+    plan = make_plan(PROFILE, blank_primary(EXT4), SECRETS)
+    (rebuild,) = plan.destructive
+    assert rebuild.verb == "RebuildLeg"
+    assert "/dev/a0 holds ext4 filesystem labelled 'data'" in rebuild.destructive
+
+
+def test_a_new_primary_disk_smaller_than_the_replica_leg_is_refused() -> None:
+    facts = with_disk(blank_primary(), "a", "/dev/a0", size=512 * 1024**2)
+    with pytest.raises(PlanError, match="smaller than the replica leg"):
+        make_plan(PROFILE, facts, SECRETS)
+
+
+def test_status_says_the_replica_holds_the_data_not_never_built() -> None:
+    health = assess(PROFILE, MIRROR, blank_primary())
+    assert health.state is State.DEFUNCT
+    assert "holds no copy" in health.reason
+    assert "the replica leg on b holds its data" in health.reason
+    assert "never built" not in health.reason
+
+
+def test_a_new_array_counts_any_md_superblock_as_data() -> None:
+    # Nothing of the mirror on the replica, but an md superblock of this mirror's name on the
+    # primary's new disk that does not carry the mirror's UUID is someone's data.
+    facts = dict(applied().facts)
+    facts["a"] = dataclasses.replace(facts["a"], arrays=(), array_links={}, sessions=())
+    facts = with_disk(facts, "a", "/dev/a0", superblock=None, leg_record=None)
+    facts = with_disk(facts, "b", "/dev/b0", superblock=None, leg_record=None, signatures=())
+    facts["b"] = dataclasses.replace(facts["b"], backstores={}, targets={})
+    member = Signature("linux_raid_member", 0x1000, "11111111:22222222:33333333:44444444", "m0")
+    facts = with_disk(facts, "a", "/dev/a0", signatures=(member,))
+    (create,) = make_plan(PROFILE, facts, SECRETS).destructive
+    assert create.verb == "CreateArray"
+    assert "md RAID member" in create.destructive
+
+
+# --- 2. split brain found with the arrays stopped ------------------------------------------
+
+
+def stopped_split() -> dict[str, SiteFacts]:
+    """The lab's split brain (b promoted by force and wrote; a wrote on alone), then both sites
+    restarted: no array runs anywhere, each leg's superblock says the other was missing."""
+    facts = split(applied())
+    return {
+        name: dataclasses.replace(f, arrays=(), array_links={}, sessions=())
+        for name, f in facts.items()
+        if f is not None
+    }
+
+
+def test_split_brain_with_the_arrays_stopped_is_reported_before_any_assemble() -> None:
+    facts = stopped_split()
+    running = profile_as_run(PROFILE, {"m0": "b"})
+    health = assess(running, as_run(MIRROR, "b"), facts)
+    assert health.state is State.SPLIT_BRAIN, health
+    assert "ran without the primary" in health.reason
+    with pytest.raises(PlanError, match="split brain"):
+        make_plan(running, facts, SECRETS)
+
+
+def test_legs_that_stopped_in_step_are_assembled_together() -> None:
+    facts = dict(applied().facts)
+    facts["a"] = dataclasses.replace(facts["a"], arrays=(), array_links={}, sessions=())
+    assert assess(PROFILE, MIRROR, facts).state is State.DEFUNCT
+    assert [a.verb for a in make_plan(PROFILE, facts, SECRETS).actions][-2:] == [
+        "LoginSession",
+        "AssembleArray",
+    ]
+
+
+def test_a_split_brain_with_the_arrays_stopped_resolves_without_touching_the_kept_leg() -> None:
+    plan = make_resolution(PROFILE, "m0", "a", stopped_split(), None)
+    assert [a.verb for a in plan.actions if a.site == "b"].count("ForgetArray") == 1
+    assert not any(a.site == "a" and a.verb == "ForgetArray" for a in plan.actions)
+    assert any(a.site == "a" and a.verb == "AssembleArray" for a in plan.actions)
+
+
+# --- 3. resolve when the legs' generations conflict ----------------------------------------
+
+
+def test_resolve_with_conflicting_generations_never_forgets_the_kept_leg() -> None:
+    facts = dict(applied().facts)
+    for site, disk, who in (("a", "/dev/a0", "a"), ("b", "/dev/b0", "b")):
+        claimed = first_record("m0", UUID, "a", 0.0).then(who, 1.0, "forced")
+        facts = with_disk(facts, site, disk, leg_record=claimed)
+    assert assess(PROFILE, MIRROR, facts).state is State.SPLIT_BRAIN
+    for keep, other, leg in (("a", "b", "/dev/b0"), ("b", "a", "/dev/a0")):
+        plan = make_resolution(PROFILE, "m0", keep, facts, None)
+        forgotten = [a for a in plan.actions if a.verb == "ForgetArray"]
+        assert [(a.site, a.steps[0]["argv"][-1]) for a in forgotten] == [(other, leg)], keep
+
+
+# --- 4. a cache added back after a drain ----------------------------------------------------
+
+
+def test_a_fast_disk_reused_since_the_drain_is_checked_like_a_new_cache_disk() -> None:
+    sites = converged(WRITECACHE)
+    plain = parse_profile(profile_text("sync", "mutual", 1, False, "wan"))
+    drained = sites.run(make_plan(plain, sites.facts, SECRETS))
+    (add,) = make_plan(WRITECACHE, drained, SECRETS).actions
+    assert (add.verb, add.destructive) == ("AddCache", "")  # what the drain left: clean, ours
+    reused = with_disk(drained, "b", "/dev/b-fast", signatures=(EXT4,), first_sector="other")
+    (add,) = make_plan(WRITECACHE, reused, SECRETS).actions
+    assert add.verb == "AddCache"
+    assert "cache disk /dev/b-fast holds ext4 filesystem" in add.destructive
+
+
+# --- 5. a disk in use without a signature ---------------------------------------------------
+
+
+def test_a_new_array_on_a_disk_a_process_holds_open_is_refused() -> None:
+    facts = with_disk(dict(bare_sites()), "a", "/dev/a0", openers=("pid 42 (qemu-system-x86)",))
+    with pytest.raises(PlanError, match=r"/dev/a0 is in use \(open by pid 42 \(qemu-system-x86\)\)"):
+        make_plan(PROFILE, facts, SECRETS)
+
+
+# --- boot: no remote leg at boot -------------------------------------------------------------
+
+
+def test_node_records_are_manual_and_switching_an_old_one_needs_no_new_login() -> None:
+    facts = dict(applied().facts)
+    ((key, node),) = facts["a"].nodes.items()
+    assert node["node.startup"] == "manual"  # boot's open-iscsi logs in to `automatic` records only
+    # A record from an older remirror: updated in place, the running session kept (a logout
+    # would fail the leg under md).
+    facts["a"] = dataclasses.replace(facts["a"], nodes={key: {**node, "node.startup": "automatic"}})
+    plan = make_plan(PROFILE, facts, SECRETS)
+    assert [a.verb for a in plan.actions] == ["UpdateIscsiNode"]
+    assert plan.actions[0].steps[0]["argv"][-4:] == ["-n", "node.startup", "-v", "manual"]
