@@ -14,6 +14,7 @@ from remirror.errors import RemirrorError, SiteUnreachable
 from remirror.facts.site import SiteFacts, site_facts
 from remirror.plan import Action, Plan, make_plan, make_teardown
 from remirror.plan.cdp import volume_path
+from remirror.plan.distinct import refuse_names_for_the_same_thing
 from remirror.plan.roles import as_run, leg_records, profile_as_run, roles
 from remirror.profile.model import Mirror, PrimaryLeg, Profile, ReplicaLeg
 from remirror.profile.names import array_uuid, by_path, cache_name
@@ -146,7 +147,9 @@ class Controller:
 
     def observe(self) -> dict[str, SiteFacts]:
         """Facts of every site (remote ones first: an unreachable site fails before anything else)."""
-        return {name: result.result() for name, result in self._observe_all().items()}
+        facts = {name: result.result() for name, result in self._observe_all().items()}
+        refuse_names_for_the_same_thing(self.profile, facts)
+        return facts
 
     def observe_reachable(self) -> dict[str, SiteFacts | None]:
         """Facts of every site that can be reached; None for the others (the reconciler waits for them)."""
@@ -157,6 +160,7 @@ class Controller:
             except SiteUnreachable as error:
                 log.info("%s", error.one_line())
                 facts[name] = None
+        refuse_names_for_the_same_thing(self.profile, facts)
         return facts
 
     def _observe_all(self) -> dict[str, Future[SiteFacts]]:

@@ -8,10 +8,14 @@ from pathlib import Path
 
 
 def write_atomically(path: str | Path, content: str, mode: int = 0o644) -> None:
-    """Write to a temporary file in the same directory, fsync, chmod, rename over `path`.
+    """Write to a temporary file in the same directory, fsync, chmod, rename over `path`, fsync
+    the directory.
 
     The same directory keeps the rename atomic (one filesystem); a reader
     (node_exporter, iscsid, a boot script) never sees a half-written file.
+    The directory's fsync makes the rename itself durable: without it a
+    power cut right after can leave the old file (mdadm.conf without the
+    new `<ignore>` line) for the next boot to act on.
     """
     path = Path(path)
     path.parent.mkdir(parents=True, exist_ok=True)
@@ -26,3 +30,13 @@ def write_atomically(path: str | Path, content: str, mode: int = 0o644) -> None:
     except BaseException:
         Path(temp).unlink(missing_ok=True)
         raise
+    fsync_directory(path.parent)
+
+
+def fsync_directory(directory: str | Path) -> None:
+    """Make the entries of `directory` (a rename, a new file) durable."""
+    fd = os.open(directory, os.O_RDONLY | os.O_DIRECTORY)
+    try:
+        os.fsync(fd)
+    finally:
+        os.close(fd)

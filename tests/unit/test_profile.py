@@ -148,11 +148,19 @@ def test_wait_on_link_loss_queues_instead_of_failing() -> None:
 
 
 def test_custom_timeouts_override_the_lan_preset() -> None:
-    text = BASE + "    iscsi:\n      timeouts:\n        node.session.timeo.replacement_timeout: 30\n"
+    text = BASE + "    iscsi:\n      timeouts:\n        node.conn[0].timeo.noop_out_timeout: 30\n"
     mirror = parse_profile(text).mirrors[0]
     settings = mirror.iscsi.node_settings("degrade")
-    assert settings["node.session.timeo.replacement_timeout"] == "30"
+    assert settings["node.conn[0].timeo.noop_out_timeout"] == "30"
+    assert settings["node.session.timeo.replacement_timeout"] == "5"  # on_link_loss's
     assert settings["node.session.cmds_max"] == PRESETS["lan"]["node.session.cmds_max"]
+
+
+def test_custom_timeouts_cannot_override_on_link_loss() -> None:
+    # Safety, flow 10: a custom replacement timeout would turn `degrade` into `wait` unseen.
+    text = BASE + "    iscsi:\n      timeouts:\n        node.session.timeo.replacement_timeout: 86400\n"
+    with pytest.raises(ProfileError, match=r"chosen by replication\.on_link_loss"):
+        parse_profile(text, "p.yaml")
 
 
 def test_where_points_at_profile_lines() -> None:
@@ -456,3 +464,23 @@ def test_missing_file_is_one_line(tmp_path: object) -> None:
     assert (
         str(caught.value) == "/nonexistent/profile.yaml:1:1: cannot read profile: No such file or directory"
     )
+
+
+@pytest.mark.parametrize(
+    ("old", "new", "where"),
+    [
+        ("  - name: finance\n", '  - name: finance\n    device: "/dev/md/x\\nARRAY /dev/md/y"\n', "device"),
+        ("disk: /dev/sda", 'disk: "/dev/sda\\r"', "disk"),
+        (
+            "      mode: sync\n",
+            '      mode: sync\n    iscsi:\n      timeouts: {"node.x\\u0001": 1}\n',
+            "timeouts",
+        ),
+    ],
+)
+def test_control_characters_never_reach_a_config_file(old: str, new: str, where: str) -> None:
+    # Safety, flow 10: names and paths are written one per line into mdadm.conf and node records.
+    (problem,) = problems(edited(old, new))
+    assert problem.startswith("p.yaml:")
+    assert where in problem
+    assert "control character" in problem

@@ -4,6 +4,7 @@ the data a mirror protects. Each test names the flow of docs/safety.md it pins."
 from __future__ import annotations
 
 import dataclasses
+from pathlib import Path
 
 import pytest
 
@@ -194,3 +195,162 @@ def test_node_records_are_manual_and_switching_an_old_one_needs_no_new_login() -
     plan = make_plan(PROFILE, facts, SECRETS)
     assert [a.verb for a in plan.actions] == ["UpdateIscsiNode"]
     assert plan.actions[0].steps[0]["argv"][-4:] == ["-n", "node.startup", "-v", "manual"]
+
+
+# --- 8. the reconciler's policy: an allow-list decided where each action is built -----------
+
+# What a daemon may do on its own: re-create what apply made (LIO objects and their saved
+# config, node records, sessions, caches and CDP stacks of a restarted host) and set what md
+# or iSCSI forgot (write-mostly, write-behind, the session timeout). Reviewed by a person:
+# a verb joins this list in the change that marks it `repair=True`.
+REPAIR_VERBS = {
+    "ActivateCdp",
+    "ClearWriteMostly",
+    "CreateBackstore",
+    "CreateCache",
+    "CreateIscsiNode",
+    "CreateLun",
+    "CreateNodeAcl",
+    "CreatePortal",
+    "CreateTarget",
+    "LoginAfresh",
+    "LoginSession",
+    "ReAddLeg",
+    "ResumeResync",
+    "SaveLioConfig",
+    "SetSessionTimeout",
+    "SetWriteBehind",
+    "SetWriteMostly",
+    "UpdateIscsiNode",
+    "UpdateNodeAcl",
+}
+
+
+def test_only_actions_built_as_repairs_reach_the_reconciler() -> None:
+    from remirror.plan.repair import make_repair
+    from tests.unit.simulated_sites import Sites
+    from tests.unit.test_plan_properties import PERTURBATIONS, PROFILES, converge
+
+    seen: set[str] = set()
+    for name in sorted(PROFILES)[::4]:
+        profile = PROFILES[name]
+        sites = Sites(bare_sites())
+        converge(profile, sites)
+        for disturb in PERTURBATIONS.values():
+            facts = disturb(dict(sites.facts))
+            mirror = profile.mirrors[0]
+            planned = make_plan(profile, facts, SECRETS).actions
+            done = make_repair(profile, mirror, facts, SECRETS, assess(profile, mirror, facts)).actions
+            assert {a.verb for a in done} <= REPAIR_VERBS
+            # Apply's own that the daemon leaves alone: built without `repair`.
+            left = {a.verb for a in planned if not a.repair}
+            assert not left & {a.verb for a in done}
+            seen |= {a.verb for a in planned if a.repair}
+    assert seen <= REPAIR_VERBS
+
+
+def test_a_verb_not_marked_as_a_repair_is_left_to_apply() -> None:
+    from remirror.plan.repair import make_repair
+
+    # The array's bitmap chunk changed in the profile: apply drops and re-adds the bitmap
+    # (ChangeBitmap), which no daemon should do by itself; write-behind is restored with it.
+    facts = dict(applied().facts)
+    bigger = PROFILE.model_copy(
+        update={
+            "mirrors": [
+                MIRROR.model_copy(
+                    update={"replication": MIRROR.replication.model_copy(update={"bitmap_chunk": 2 << 20})}
+                )
+            ]
+        }
+    )
+    planned = make_plan(bigger, facts, SECRETS).actions
+    assert "ChangeBitmap" in [a.verb for a in planned]
+    mirror = bigger.mirrors[0]
+    done = make_repair(bigger, mirror, facts, SECRETS, assess(bigger, mirror, facts))
+    assert "ChangeBitmap" not in [a.verb for a in done.actions]
+
+
+# --- 10. crash safety and bad input ------------------------------------------------------------
+
+
+def test_a_file_written_atomically_has_its_rename_made_durable(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    from remirror import files
+
+    synced: list[Path] = []
+    real = files.fsync_directory
+
+    def fsync_directory(directory: str | Path) -> None:
+        synced.append(Path(directory))
+        real(directory)
+
+    monkeypatch.setattr(files, "fsync_directory", fsync_directory)
+    files.write_atomically(tmp_path / "mdadm.conf", "ARRAY <ignore> UUID=x\n")
+    assert (tmp_path / "mdadm.conf").read_text() == "ARRAY <ignore> UUID=x\n"
+    assert synced == [tmp_path]
+
+
+def test_resolve_save_creates_a_private_directory_and_never_writes_over_a_file(tmp_path: Path) -> None:
+    import os
+
+    from remirror.agent.generations import _create_private, open_save_directory
+    from remirror.errors import RemirrorError
+
+    fd = open_save_directory(str(tmp_path / "saved"))
+    try:
+        assert (tmp_path / "saved").stat().st_mode & 0o777 == 0o700
+        with _create_private("m0-b.json", fd) as out:
+            out.write(b"{}")
+        assert (tmp_path / "saved" / "m0-b.json").stat().st_mode & 0o777 == 0o600
+        with pytest.raises(RemirrorError, match="already in the --save directory"):
+            _create_private("m0-b.json", fd)
+        # A symlink planted where the file goes is not followed.
+        (tmp_path / "saved" / "m0-b.img").symlink_to(tmp_path / "elsewhere")
+        with pytest.raises(RemirrorError, match="already in the --save directory"):
+            _create_private("m0-b.img", fd)
+        assert not (tmp_path / "elsewhere").exists()
+    finally:
+        os.close(fd)
+
+
+@pytest.mark.parametrize("what", ["symlink", "group-writable"])
+def test_resolve_save_refuses_a_directory_it_does_not_own_alone(tmp_path: Path, what: str) -> None:
+    from remirror.agent.generations import open_save_directory
+    from remirror.errors import RemirrorError
+
+    target = tmp_path / "real"
+    target.mkdir(mode=0o700)
+    path = tmp_path / "saved"
+    if what == "symlink":
+        path.symlink_to(target)
+    else:
+        path.mkdir()
+        path.chmod(0o770)
+    with pytest.raises(RemirrorError, match=f"--save {path}: "):
+        open_save_directory(str(path))
+
+
+def test_one_disk_under_two_names_is_refused() -> None:
+    from remirror.plan.distinct import SameThingTwice, refuse_names_for_the_same_thing
+
+    facts = dict(applied().facts)
+    # The replica's cache disk is, under another name, the leg's own disk.
+    profile = parse_profile(profile_text("sync", "none", 1, False, "lan", cache="replica-writecache"))
+    fast = dataclasses.replace(
+        facts["b"].disks["/dev/b-fast"], kernel_name=facts["b"].disks["/dev/b0"].kernel_name
+    )
+    facts["b"] = dataclasses.replace(facts["b"], disks={**facts["b"].disks, fast.path: fast})
+    with pytest.raises(SameThingTwice, match="site b: /dev/b0 and /dev/b-fast are the same disk"):
+        refuse_names_for_the_same_thing(profile, facts)
+    refuse_names_for_the_same_thing(PROFILE, applied().facts)  # distinct disks and hosts pass
+
+
+def test_one_host_under_two_site_names_is_refused() -> None:
+    from remirror.plan.distinct import SameThingTwice, refuse_names_for_the_same_thing
+
+    facts = dict(applied().facts)
+    facts["b"] = dataclasses.replace(facts["b"], hostname=facts["a"].hostname, initiator=facts["a"].initiator)
+    with pytest.raises(SameThingTwice, match="sites a and b are one host"):
+        refuse_names_for_the_same_thing(PROFILE, facts)

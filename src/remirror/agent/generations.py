@@ -12,7 +12,7 @@ import os
 import time
 from dataclasses import replace
 from pathlib import Path
-from typing import Any
+from typing import Any, BinaryIO
 
 from remirror.agent.digest import data_offset
 from remirror.agent.direct import read_direct, write_direct
@@ -108,16 +108,61 @@ def save_ranges_step(step: dict[str, Any]) -> None:
     bitmap = read_direct(leg, start - start % 4096, 4096 + 1024 * 1024)  # header + 8M chunks' bits
     ranges = parse_bitmap_dirty(bitmap[start % 4096 :])
     base = data_offset(leg)
-    directory = Path(step["dir"])
-    directory.mkdir(parents=True, exist_ok=True, mode=0o700)
     name = f"{step['mirror']}-{step['site']}"
-    image = directory / f"{name}.img"
-    with image.open("wb") as out:
-        os.fchmod(out.fileno(), 0o600)
-        for offset, length in ranges:
-            out.seek(offset)
-            for at in range(offset, offset + length, 1024 * 1024):
-                size = min(1024 * 1024, offset + length - at)
-                out.write(read_direct(leg, base + at, size))
-    manifest = {"mirror": step["mirror"], "site": step["site"], "leg": leg, "ranges": ranges}
-    (directory / f"{name}.json").write_text(json.dumps(manifest, indent=1) + "\n")
+    directory = open_save_directory(step["dir"])
+    try:
+        with _create_private(f"{name}.img", directory) as out:
+            for offset, length in ranges:
+                out.seek(offset)
+                for at in range(offset, offset + length, 1024 * 1024):
+                    size = min(1024 * 1024, offset + length - at)
+                    out.write(read_direct(leg, base + at, size))
+            out.flush()
+            os.fsync(out.fileno())
+        manifest = {"mirror": step["mirror"], "site": step["site"], "leg": leg, "ranges": ranges}
+        with _create_private(f"{name}.json", directory) as out:
+            out.write((json.dumps(manifest, indent=1) + "\n").encode())
+            out.flush()
+            os.fsync(out.fileno())
+        os.fsync(directory)
+    finally:
+        os.close(directory)
+
+
+def open_save_directory(path: str) -> int:
+    """A file descriptor of `resolve --save`'s directory, created 0700 if it is not there.
+
+    The saved writes are the only copy of what a discarded leg held: never
+    through a symlink (somebody else's idea of where they go), never into a
+    directory another user owns or can write (they could swap the files).
+    """
+    try:
+        Path(path).mkdir(mode=0o700)
+    except FileExistsError:
+        pass
+    except OSError as error:
+        raise RemirrorError(f"--save {path}: cannot create it: {error.strerror}") from None
+    try:
+        fd = os.open(path, os.O_RDONLY | os.O_DIRECTORY | os.O_NOFOLLOW)
+    except OSError as error:
+        why = "a symlink" if Path(path).is_symlink() else error.strerror
+        raise RemirrorError(f"--save {path}: not a directory remirror writes into ({why})") from None
+    info = os.fstat(fd)
+    if info.st_uid != os.geteuid() or info.st_mode & 0o022:
+        os.close(fd)
+        raise RemirrorError(
+            f"--save {path}: owned by uid {info.st_uid} with mode {info.st_mode & 0o777:o}: it must be"
+            f" {os.geteuid()}'s and writable by nobody else"
+        )
+    return fd
+
+
+def _create_private(name: str, directory: int) -> BinaryIO:
+    """A new file `name` in `directory`, 0600; never an existing file or a symlink's target."""
+    try:
+        fd = os.open(name, os.O_WRONLY | os.O_CREAT | os.O_EXCL | os.O_NOFOLLOW, 0o600, dir_fd=directory)
+    except FileExistsError:
+        raise RemirrorError(
+            f"{name} is already in the --save directory (an earlier save?): move it aside first"
+        ) from None
+    return os.fdopen(fd, "wb")

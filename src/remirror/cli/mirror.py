@@ -157,6 +157,13 @@ def _carry_out(
         )
     elif outcomes:
         say(f"Done: {len(outcomes)} action(s). " + after.summary())
+    rewritten = sorted({o.action.site for o in outcomes if o.action.verb == "WriteMdadmConf"})
+    if rewritten:
+        # Early boot reads the initramfs's copy of mdadm.conf (docs/safety.md, "Boot").
+        say(
+            f"mdadm.conf changed on {', '.join(rewritten)}:"
+            " `update-initramfs -u` there gives early boot the same"
+        )
     return 0 if after.is_empty else 1
 
 

@@ -24,6 +24,11 @@ class Action:
     symbol: str = CREATE
     steps: tuple[dict[str, Any], ...] = field(default=(), compare=False)
     destructive: str = ""  # what it would destroy; empty when nothing
+    # The reconciler may carry it out on its own (remirror.plan.repair): decided
+    # where the action is built, so that a new verb is apply's alone until someone
+    # decides a daemon may run it. Only re-creating what apply made, never what
+    # assembles, rebuilds, reshapes, removes or stops.
+    repair: bool = False
 
     def line(self) -> str:
         """One line for `remirror plan`."""

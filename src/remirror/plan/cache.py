@@ -139,6 +139,7 @@ def _create(site: SiteFacts, name: str, cache: Cache, disk: DiskFacts, fast: Dis
         CREATE,
         tuple(steps),
         destructive=destroys,
+        repair=True,  # a DR host's restart loses the dm table; the disks keep the cache
     )
 
 

@@ -128,7 +128,9 @@ def cdp_actions(
         "fresh": new_array,
         "allow_data": bool(destructive),
     }
-    return [Action(primary.name, verb, subject, CREATE, (step,), destructive=destructive)]
+    # Activating the stack of an array that runs again is a repair; creating one is apply's.
+    repair = verb == "ActivateCdp"
+    return [Action(primary.name, verb, subject, CREATE, (step,), destructive=destructive, repair=repair)]
 
 
 def deactivation_actions(mirror: Mirror, primary: SiteFacts) -> list[Action]:

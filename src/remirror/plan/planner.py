@@ -362,6 +362,7 @@ def _target_actions(export: Export, secrets: Mapping[str, str], destructive: str
                 f"{name} (block) on {disk.path}",
                 steps=({"kind": "lio", "op": "create_backstore", "name": name, "dev": disk.path},),
                 destructive=destructive,
+                repair=True,  # a DR host's restart loses LIO's objects; the disk is checked above
             )
         )
     elif site.backstores[name] != disk.path:
@@ -377,6 +378,7 @@ def _target_actions(export: Export, secrets: Mapping[str, str], destructive: str
                 "CreateTarget",
                 f"{iqn} (TPG 1, CHAP {'on' if chap else 'off'})",
                 steps=({"kind": "lio", "op": "create_target", "iqn": iqn, "chap": chap is not None},),
+                repair=True,
             )
         )
     portal = export.portal
@@ -395,6 +397,7 @@ def _target_actions(export: Export, secrets: Mapping[str, str], destructive: str
                         "port": portal.port,
                     },
                 ),
+                repair=True,
             )
         )
     if target is None or 0 not in target.luns:
@@ -404,6 +407,7 @@ def _target_actions(export: Export, secrets: Mapping[str, str], destructive: str
                 "CreateLun",
                 f"LUN 0 -> {name} on {iqn}",
                 steps=({"kind": "lio", "op": "create_lun", "iqn": iqn, "lun": 0, "backstore": name},),
+                repair=True,
             )
         )
     wanted_chap: dict[str, str] = {}
@@ -431,7 +435,9 @@ def _target_actions(export: Export, secrets: Mapping[str, str], destructive: str
             acl_step["secrets"] = [v for k, v in wanted_chap.items() if "password" in k]
         acl = target.acls.get(initiator) if target else None
         if acl is None:
-            actions.append(Action(site.name, "CreateNodeAcl", f"{initiator} on {iqn}", steps=(acl_step,)))
+            actions.append(
+                Action(site.name, "CreateNodeAcl", f"{initiator} on {iqn}", steps=(acl_step,), repair=True)
+            )
         elif (
             acl.chap_userid,
             acl.chap_password,
@@ -439,7 +445,14 @@ def _target_actions(export: Export, secrets: Mapping[str, str], destructive: str
             acl.chap_mutual_password,
         ) != wanted_acl or 0 not in acl.mapped_luns:
             actions.append(
-                Action(site.name, "UpdateNodeAcl", f"{initiator} on {iqn} (CHAP)", CHANGE, (acl_step,))
+                Action(
+                    site.name,
+                    "UpdateNodeAcl",
+                    f"{initiator} on {iqn} (CHAP)",
+                    CHANGE,
+                    (acl_step,),
+                    repair=True,
+                )
             )
     if actions:
         actions.append(save_lio_action(site))
@@ -505,6 +518,7 @@ def save_lio_action(site: SiteFacts) -> Action:
         site.lio_save_path,
         CHANGE,
         ({"kind": "lio", "op": "save", "path": site.lio_save_path},),
+        repair=True,  # what the DR host's target service restores after its next restart
     )
 
 
@@ -633,7 +647,9 @@ def _initiator_actions(
     if steps:
         verb, symbol = ("CreateIscsiNode", CREATE) if current is None else ("UpdateIscsiNode", CHANGE)
         keys = ", ".join(k.removeprefix("node.") for k in changed)
-        actions.append(Action(primary.name, verb, f"{iqn} at {portal} ({keys})", symbol, tuple(steps)))
+        actions.append(
+            Action(primary.name, verb, f"{iqn} at {portal} ({keys})", symbol, tuple(steps), repair=True)
+        )
     session = primary.session_for(iqn, portal.address, portal.port)
     logged_in = session is not None and session.state == "LOGGED_IN"
     # The replacement timeout (what `on_link_loss` chooses) is the one setting a
@@ -658,6 +674,7 @@ def _initiator_actions(
                             "value": timeout,
                         },
                     ),
+                    repair=True,
                 )
             )
     if not logged_in or relogin:
@@ -677,7 +694,9 @@ def _initiator_actions(
             }
         )
         login.append({"kind": "wait_path", "path": by_path(replica, iqn), "timeout": 60})
-        actions.append(Action(primary.name, "LoginSession", f"{iqn} at {portal}", steps=tuple(login)))
+        actions.append(
+            Action(primary.name, "LoginSession", f"{iqn} at {portal}", steps=tuple(login), repair=True)
+        )
     return actions
 
 
@@ -802,6 +821,7 @@ def _array_actions(
                         "value": str(replication.effective_write_behind),
                     },
                 ),
+                repair=True,
             )
         )
     for member in array.members:
@@ -821,6 +841,7 @@ def _array_actions(
                             "value": "-writemostly",
                         },
                     ),
+                    repair=True,
                 )
             )
         if member.device != local.kernel_name and not member.is_write_mostly and not member.is_faulty:
@@ -837,6 +858,7 @@ def _array_actions(
                             "value": "writemostly",
                         },
                     ),
+                    repair=True,
                 )
             )
     return actions

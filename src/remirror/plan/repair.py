@@ -23,23 +23,6 @@ from remirror.plan.planner import make_plan
 from remirror.profile.model import Mirror, Profile, ReplicaLeg
 from remirror.profile.names import array_uuid, by_path, leg_device
 
-# Apply's actions that a reconciler must leave to apply (and its operator): building
-# or reshaping the array, and changing a cache (a drain can take an hour). Re-creating
-# a cache from its disks after a DR host restart (CreateCache) is a repair.
-# Stopping a former primary's array (after a promotion) is apply's too: an operator's call.
-_NOT_REPAIRS = frozenset(
-    {
-        "CreateArray",
-        "AssembleArray",
-        "RebuildLeg",  # a full copy onto a new primary disk (docs/safety.md, flow 1)
-        "ChangeBitmap",
-        "WriteMdadmConf",
-        "TuneCache",
-        "AddCache",
-        "DrainCache",
-        "StopArray",
-    }
-)
 # States in which nothing is touched: a person decides.
 _HANDS_OFF = {
     State.LOCAL_DEFUNCT: "the primary leg is down: remirror repairs nothing while it is",
@@ -84,7 +67,11 @@ def make_repair(
             f"site {former[0].site} still runs {mirror.md_device} from before {mirror.primary.site} was"
             " promoted: `remirror apply` stops it there so that its leg can rejoin",
         )
-    actions = [a for a in planned if a.verb not in _NOT_REPAIRS and not a.destructive]
+    # An allow-list, decided where each action is built (Action.repair): building or
+    # reshaping the array, stopping one, changing a cache (a drain can take an hour) and
+    # every removal are apply's and its operator's; so is any verb added later until
+    # someone decides otherwise.
+    actions = [a for a in planned if a.repair and not a.destructive]
     primary = observed[mirror.primary.site]
     blocked = []
     recovering = set()  # targets whose session exists but is down: iscsid is retrying them
@@ -136,6 +123,7 @@ def make_repair(
                 f"{mirror.md_device} (auto-read-only: its pending resync starts)",
                 CHANGE,
                 ({"kind": "run", "argv": ["mdadm", "--readwrite", mirror.md_device]},),
+                repair=True,
             )
         )
     return Repair(mirror.name, tuple(actions), "; ".join(blocked))
@@ -148,7 +136,7 @@ def _login_afresh(actions: list[Action], iqn: str) -> Action:
     steps = ({"kind": "run", "argv": logout, "ok_codes": [0, 21]}, *login.steps)
     if login.steps[0]["argv"][-1] == "--logout":
         steps = login.steps
-    return Action(login.site, "LoginAfresh", login.subject, CHANGE, steps)
+    return Action(login.site, "LoginAfresh", login.subject, CHANGE, steps, repair=True)
 
 
 def _sites(mirror: Mirror) -> list[str]:
@@ -189,4 +177,5 @@ def _readd(profile: Profile, mirror: Mirror, replica: ReplicaLeg, faulty: str, p
         f"{path} into {mirror.md_device} (resyncs only what {replica.site} missed)",
         CHANGE,
         tuple(steps),
+        repair=True,  # only after ran_without_primary cleared the leg (health: not SPLIT_BRAIN)
     )

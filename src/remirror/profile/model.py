@@ -12,7 +12,13 @@ from typing import Any, Literal
 
 from pydantic import BaseModel, ConfigDict, Field, PrivateAttr, field_validator, model_validator
 
-from remirror.profile.timeouts import OnLinkLoss, is_reserved_key, node_settings
+from remirror.profile.timeouts import (
+    REPLACEMENT_FOR,
+    REPLACEMENT_TIMEOUT,
+    OnLinkLoss,
+    is_reserved_key,
+    node_settings,
+)
 from remirror.profile.types import (
     AbsolutePath,
     BitmapChunk,
@@ -40,6 +46,29 @@ DEFAULT_WRITE_BEHIND = 256
 
 class _Model(BaseModel):
     model_config = ConfigDict(extra="forbid", frozen=True)
+
+    @field_validator("*", mode="after")
+    @classmethod
+    def _no_control_characters(cls, value: Any) -> Any:
+        """Names and paths end up in mdadm.conf, node records and LIO's saved config, one per
+        line: a newline in one (`device: "/dev/md/x\\nARRAY ..."`) would write a line of its own."""
+        for text in _strings(value):
+            bad = next((c for c in text if ord(c) < 0x20 or 0x7F <= ord(c) < 0xA0), None)
+            if bad is not None:
+                raise ValueError(f"{text!r} holds a control character ({bad!r}): not allowed in a profile")
+        return value
+
+
+def _strings(value: Any) -> list[str]:
+    """Every string in a field's value: itself, or in its lists and mappings (keys too); a
+    nested model checks its own fields."""
+    if isinstance(value, str):
+        return [value]
+    if isinstance(value, dict):
+        return [s for k, v in value.items() for s in (*_strings(k), *_strings(v))]
+    if isinstance(value, list | tuple):
+        return [s for v in value for s in _strings(v)]
+    return []
 
 
 class SshOptions(_Model):
@@ -252,6 +281,12 @@ class Iscsi(_Model):
         for key, setting in value.items():
             if not isinstance(key, str) or not key.startswith("node."):
                 raise ValueError(f"{key!r} is not an iscsiadm node key (they start with 'node.')")
+            if key == REPLACEMENT_TIMEOUT:
+                raise ValueError(
+                    f"{key} is chosen by replication.on_link_loss (degrade: fail the leg after"
+                    f" {REPLACEMENT_FOR['degrade']} s, wait: queue writes for {REPLACEMENT_FOR['wait']} s):"
+                    " set that instead"
+                )
             if is_reserved_key(key):
                 raise ValueError(f"{key} is managed by remirror and cannot be set here")
             if isinstance(setting, bool) or not isinstance(setting, int | str):

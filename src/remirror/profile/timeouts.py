@@ -22,8 +22,10 @@ Two separate questions decide an initiator's node settings:
   application blocks for as long as the outage lasts.
 
 A custom mapping replaces the preset: its keys are iscsiadm node keys and are
-merged over the `lan` values and the `on_link_loss` choice. Keys that
-remirror manages itself (CHAP, `node.startup`) cannot be set there.
+merged over the `lan` values. Keys that remirror manages itself (CHAP,
+`node.startup`) cannot be set there, nor can the replacement timeout: it is
+`on_link_loss`'s, and a mapping that set it would quietly turn `degrade`
+into `wait` (or the reverse).
 """
 
 from __future__ import annotations
