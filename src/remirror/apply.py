@@ -4,12 +4,14 @@ from __future__ import annotations
 
 import logging
 import stat
-from collections.abc import Callable, Mapping
+from collections.abc import Callable, Iterator, Mapping
 from concurrent.futures import Future, ThreadPoolExecutor
+from contextlib import contextmanager
 from dataclasses import dataclass
 from pathlib import Path
 
 from remirror.agent.client import AgentClient
+from remirror.agent.lock import SITE_LOCK, holder, operator_wait
 from remirror.errors import RemirrorError, SiteUnreachable
 from remirror.facts.site import SiteFacts, site_facts
 from remirror.plan import Action, Plan, make_plan, make_teardown
@@ -78,12 +80,37 @@ def _read_secret(path: str, where: str) -> str:
     return secret
 
 
-class Controller:
-    """Holds one agent client per site of a profile."""
+# How long a verb an operator runs waits for another's lock on a site (a reconcile pass, a
+# watch's pass: seconds to a minute in the lab) before it says who holds it and gives up;
+# REMIRROR_LOCK_WAIT (seconds) changes it.
+LOCK_WAIT = 90.0
 
-    def __init__(self, profile: Profile) -> None:
+
+class Controller:
+    """Holds one agent client per site of a profile.
+
+    `lock`: the verb, for a controller that changes sites. Each site's lock
+    (remirror.agent.lock) is then taken before the site is first observed
+    and held until `close`, so that what was observed is still so when the
+    plan made of it runs: no other remirror changes the site in between.
+    """
+
+    def __init__(self, profile: Profile, lock: str = "") -> None:
         self.profile = profile
         self.clients = {name: AgentClient(name, site) for name, site in profile.sites.items()}
+        self._lock, self._lock_wait = lock, operator_wait(LOCK_WAIT)
+
+    @contextmanager
+    def locked(self, verb: str, wait: float) -> Iterator[None]:
+        """Lock every site this controller observes in the block, and let go after it (a pass of
+        the reconciler, whose controller lives on between passes)."""
+        self._lock, self._lock_wait = verb, wait
+        try:
+            yield
+        finally:
+            self._lock = ""
+            for client in self.clients.values():
+                client.unlock(SITE_LOCK)
 
     def disks_by_site(self) -> dict[str, list[str]]:
         """The devices to observe on each site: the profile's disks and what remirror made of them,
@@ -169,7 +196,10 @@ class Controller:
         records = self.records_by_site()
 
         def observe(name: str) -> SiteFacts:
-            raw = self.clients[name].observe(disks[name], portals[name], probes[name], records[name])
+            client = self.clients[name]
+            if self._lock:
+                client.lock(SITE_LOCK, holder(self._lock), self._lock_wait)
+            raw = client.observe(disks[name], portals[name], probes[name], records[name])
             return site_facts(name, raw)
 
         # All at once: observing is read-only, and each remote site costs an

@@ -78,6 +78,10 @@ class SiteUnreachable(SiteError):
     """The site could not be connected to or refused our credentials."""
 
 
+class SiteBusy(SiteError):
+    """Another remirror command holds the site's lock (remirror.agent.lock)."""
+
+
 class CommandError(SiteError):
     """A command on a site failed; carries what ran (redacted) and how it ended."""
 

@@ -12,6 +12,7 @@ import json
 import mmap
 import os
 import subprocess
+import sys
 import threading
 import time
 from collections.abc import Callable, Iterator
@@ -21,7 +22,7 @@ import pytest
 
 from remirror.facts.cdp import INDEX_BYTES, INDEX_SLOT, decode_index
 from tests.lab.conftest import on_b, sh
-from tests.lab.mirror import LAB, remirror
+from tests.lab.mirror import LAB, md_digest, remirror
 
 MD = "/dev/md/lab2"
 VOLUME = "/dev/mapper/remirror-lab2-cdp"
@@ -151,6 +152,51 @@ def test_rollback_copies_back_only_what_changed_and_keeps_later_points(
     # And writing goes on.
     write_marker(80 * MiB, "after the rollback")
     cdp(protected, "point", "lab2", "--now")
+
+
+def test_a_rollback_never_runs_beside_a_point_or_a_pruning(
+    protected: str, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    # Safety, flow 6: `cdp run` and `cdp rollback` both read the index, change the pool and
+    # write the index back; side by side, one's write loses the other's points (the undo
+    # point among them). Here another process holds the index, as `cdp run` does mid-point.
+    protected = hour(protected)
+    target = cdp(protected, "point", "lab2", "--now").split("#")[1].split()[0]
+    at_target = digest(VOLUME)
+    write_marker(90 * MiB, "after the target")
+    written = md_digest(90 * MiB, CHUNK, VOLUME)  # what the rollback would undo
+    listed = points(protected)
+    holder = subprocess.Popen(
+        [sys.executable, "-c", HOLD_INDEX, "remirror cdp run (the lab's test)"],
+        stdin=subprocess.PIPE,
+        stdout=subprocess.PIPE,
+        text=True,
+    )
+    assert holder.stdout is not None
+    assert holder.stdout.readline() == "held\n"
+    monkeypatch.setenv("REMIRROR_LOCK_WAIT", "2")
+    try:
+        refused = cdp(protected, "rollback", "lab2", "--at", target, "--yes", ok_codes=(1,))
+        assert "busy: remirror cdp run (the lab's test) since" in refused, refused
+        assert "holds its cdp-lab2 lock" in refused
+        assert md_digest(90 * MiB, CHUNK, VOLUME) == written  # nothing rolled back
+        assert points(protected) == listed  # and the index as it was
+    finally:
+        holder.communicate("")  # it lets go
+    out = cdp(protected, "rollback", "lab2", "--at", target, "--yes")
+    assert digest(VOLUME) == at_target
+    undo = int(out.split("before the rollback is point #")[1].split()[0])
+    assert undo in [int(p["id"]) for p in points(protected)]
+
+
+# Holds lab2's CDP index lock, as another process (`cdp run`) would, until stdin closes.
+HOLD_INDEX = """
+import sys
+from remirror.agent import lock
+lock.take("cdp-lab2", sys.argv[1])
+print("held", flush=True)
+sys.stdin.read()
+"""
 
 
 def test_a_point_is_copied_to_another_device_and_a_disk_with_data_is_refused(protected: str) -> None:

@@ -293,6 +293,38 @@ def test_a_dr_host_restart_is_repaired_from_the_profile(mirror: dict[str, str]) 
     assert legs_match()
 
 
+def test_nothing_changes_a_site_while_another_command_holds_its_lock(
+    mirror: dict[str, str], monkeypatch: pytest.MonkeyPatch
+) -> None:
+    # Safety, flow 6: a reconcile pass (or an apply) that observed site B while, say, a forced
+    # promotion fenced its target would re-create it from what it saw. The promotion holds
+    # site B's lock from its first look to its end: the pass waits, then gives up, touching
+    # no site.
+    from remirror.agent import lock
+    from remirror.agent.client import AgentClient
+    from remirror.profile import load_profile
+
+    wait_in_sync()
+    written = write_random(100 * MiB, MiB)
+    member = next(Path(f"/sys/block/{Path(MD).resolve().name}/md").glob("dev-sd*/state"))
+    member.write_text("-writemostly")  # what a pass would repair, to see that it does not
+    holder = AgentClient("site-b", load_profile(LAB).sites["site-b"])  # an agent over SSH, as promote's
+    monkeypatch.setenv("REMIRROR_LOCK_WAIT", "3")
+    try:
+        holder.lock(lock.SITE_LOCK, "remirror promote (the lab's test)", 0)
+        for verb in (["reconcile", LAB], ["apply", "--yes", LAB]):
+            _, out, err = remirror(*verb, ok_codes=(1,))
+            assert "site site-b: busy: remirror promote (the lab's test) since" in err, out + err
+            assert "holds its site lock" in err
+        assert "write_mostly" not in member.read_text()  # nothing was done on site A either
+        assert lock.held() == []  # and its lock let go with the command
+    finally:
+        holder.close()  # its agent ends, and site B's lock with it
+    lines = reconcile_until_mirrored()
+    assert "write_mostly" in member.read_text(), lines
+    assert md_digest(100 * MiB, MiB) == written
+
+
 def test_with_the_primary_leg_down_nothing_is_touched(mirror: dict[str, str]) -> None:
     sh("mdadm", MD, "--fail", "/dev/lab/a0")
     try:

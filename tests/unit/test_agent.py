@@ -4,8 +4,10 @@ from __future__ import annotations
 
 import importlib
 import json
+import os
 import subprocess
 import sys
+import time
 from pathlib import Path
 
 import pytest
@@ -139,3 +141,102 @@ def test_remirror_agent_serve_answers_one_line_per_request_in_order() -> None:
     assert answers[0] == {"protocol": 1, "results": [{"ok": True}], "commands": 1}
     assert answers[1] == {"protocol": 1, "error": "unknown op 'reboot'", "commands": 0}
     assert answers[2]["error"].startswith("the request is not JSON")
+
+
+# --- locks (docs/safety.md, flow 6) ------------------------------------------------------------
+
+
+def _serve(tmp_path: Path) -> subprocess.Popen[str]:
+    """`remirror agent --serve` as SSH starts it: a session of its own, locks under tmp_path."""
+    return subprocess.Popen(
+        [sys.executable, "-m", "remirror", "agent", "--serve"],
+        stdin=subprocess.PIPE,
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        text=True,
+        start_new_session=True,
+        env={**os.environ, "REMIRROR_LOCK_DIR": str(tmp_path / "locks")},
+    )
+
+
+def _ask(agent: subprocess.Popen[str], request: dict[str, object]) -> dict[str, object]:
+    assert agent.stdin is not None
+    assert agent.stdout is not None
+    agent.stdin.write(json.dumps(request) + "\n")
+    agent.stdin.flush()
+    answer: dict[str, object] = json.loads(agent.stdout.readline())
+    return answer
+
+
+def _gone_within(pid: int, seconds: float) -> bool:
+    """Whether process `pid` ends within `seconds` (it got SIGTERM with its agent's group)."""
+    deadline = time.monotonic() + seconds
+    while time.monotonic() < deadline:
+        try:
+            os.kill(pid, 0)
+        except ProcessLookupError:
+            return True
+        time.sleep(0.1)
+    return False
+
+
+def test_a_site_lock_is_held_while_its_agent_runs_and_named_to_whoever_waits(tmp_path: Path) -> None:
+    from remirror.agent import lock
+
+    agent = _serve(tmp_path)
+    try:
+        assert _ask(agent, {"op": "lock", "name": "site", "holder": "remirror apply (pid 7 on a)"}) == {
+            "protocol": 1,
+            "locked": True,
+            "commands": 0,
+        }
+        # Another command (here this process) is told who holds it, and nothing else happens.
+        with pytest.raises(
+            lock.Busy, match=r"busy: remirror apply \(pid 7 on a\) since .* holds its site lock"
+        ):
+            lock.take("site", "remirror reconcile", wait=0.3)
+        answer = _ask(agent, {"op": "lock", "name": "site"})
+        assert answer["locked"] is False  # the agent holds it already: taking it again is a no-op
+    finally:
+        assert agent.stdin is not None
+        agent.stdin.close()  # the controller ends: its agent, and the lock with it
+        agent.wait(timeout=30)
+    assert lock.take("site", "remirror reconcile", wait=5)
+    lock.release("site")
+
+
+def test_an_agent_whose_controller_goes_mid_request_ends_with_its_commands(tmp_path: Path) -> None:
+    from remirror.agent import lock
+
+    agent = _serve(tmp_path)
+    assert agent.stdin is not None
+    assert _ask(agent, {"op": "lock", "name": "site", "holder": "remirror apply"})["locked"] is True
+    marker = tmp_path / "sleeping"
+    # A step that would run for ten minutes; the controller gives up on it (closes the channel).
+    agent.stdin.write(
+        json.dumps(
+            {
+                "op": "run",
+                "steps": [
+                    {
+                        "kind": "run",
+                        "argv": ["sh", "-c", f"echo $$ > {marker}; exec sleep 600"],
+                        "timeout": 900,
+                    }
+                ],
+            }
+        )
+        + "\n"
+    )
+    agent.stdin.flush()
+    deadline = time.monotonic() + 60
+    while not marker.exists() or not marker.read_text().strip():
+        assert time.monotonic() < deadline, "the step never started"
+        time.sleep(0.1)
+    sleeper = int(marker.read_text())
+    agent.stdin.close()
+    assert agent.wait(timeout=60) == 1
+    assert "the controller went away mid-request" in (agent.stderr.read() if agent.stderr else "")
+    assert _gone_within(sleeper, 10), "the agent's command outlived it"
+    assert lock.take("site", "remirror reconcile", wait=5)  # and the lock with them
+    lock.release("site")

@@ -1,8 +1,9 @@
 """The agent: the only code that looks at and changes a site's storage stack.
 
 A request is a JSON object: `{"op": "observe", "disks": [...]}`,
-`{"op": "run", "steps": [...]}` or `{"op": "digest", "disk": ..., "spans":
-[...]}`; the answer is a JSON object. The local site calls `handle`
+`{"op": "run", "steps": [...]}`, `{"op": "digest", "disk": ..., "spans":
+[...]}`, or `{"op": "lock"|"unlock", "name": "site", ...}` (held for as long
+as the agent runs, remirror.agent.lock); the answer is a JSON object. The local site calls `handle`
 in-process; a remote site runs `remirror agent --serve` over SSH, once per
 controller command, with one request per line on stdin (never in argv:
 steps can carry CHAP secrets), because rtslib, sysfs and mdadm act only on
@@ -13,6 +14,7 @@ from __future__ import annotations
 
 from typing import Any
 
+from remirror.agent import lock
 from remirror.agent.digest import digests
 from remirror.agent.observe import observe
 from remirror.agent.steps import run_steps
@@ -46,6 +48,17 @@ def _answer(request: dict[str, Any]) -> dict[str, Any]:
             return {"protocol": PROTOCOL_VERSION, **digests(request)}
         except (RemirrorError, OSError) as error:
             return {"protocol": PROTOCOL_VERSION, "error": str(error)}
+    if op == "lock":
+        try:
+            taken = lock.take(
+                str(request["name"]), str(request.get("holder", "")), float(request.get("wait", 0))
+            )
+        except lock.Busy as busy:
+            return {"protocol": PROTOCOL_VERSION, "error": str(busy), "busy": True}
+        return {"protocol": PROTOCOL_VERSION, "locked": taken}
+    if op == "unlock":
+        lock.release(str(request["name"]))
+        return {"protocol": PROTOCOL_VERSION}
     if op == "run":
         return {"protocol": PROTOCOL_VERSION, "results": run_steps(list(request.get("steps", [])))}
     return {"protocol": PROTOCOL_VERSION, "error": f"unknown op {op!r}"}

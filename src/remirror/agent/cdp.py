@@ -18,6 +18,7 @@ from dataclasses import dataclass, replace
 from pathlib import Path
 from typing import Any
 
+from remirror.agent import lock
 from remirror.agent.direct import read_direct, write_direct
 from remirror.errors import CommandError, RemirrorError
 from remirror.facts.cdp import (
@@ -318,6 +319,11 @@ def check_target(target: str, allow_destructive: bool, size: int) -> None:
 
 def ensure_stack(step: dict[str, Any]) -> None:
     """The `cdp_stack` step: activate the stack the mirror carries, or create one where that is safe."""
+    with lock.holding(index_lock(step["mirror"]), lock.holder("agent: cdp_stack"), INDEX_LOCK_WAIT):
+        _ensure_stack(step)
+
+
+def _ensure_stack(step: dict[str, Any]) -> None:
     mirror, md_path = step["mirror"], step["md"]
     index = read_index(md_path)
     if index is not None:
@@ -336,4 +342,16 @@ def ensure_stack(step: dict[str, Any]) -> None:
 
 def deactivate_step(step: dict[str, Any]) -> None:
     """The `cdp_deactivate` step."""
-    deactivate(step["mirror"], list(step.get("views", [])))
+    with lock.holding(index_lock(step["mirror"]), lock.holder("agent: cdp_deactivate"), INDEX_LOCK_WAIT):
+        deactivate(step["mirror"], list(step.get("views", [])))
+
+
+# What reads the CDP index, changes the pool and writes the index back (a point, a pruning,
+# a rollback, a restore's view, the stack's set-up) holds this lock: two at once would
+# each write the index they read, and one's points (or an undo point) would be lost.
+INDEX_LOCK_WAIT = 60.0
+
+
+def index_lock(mirror: str) -> str:
+    """The name of the lock on `mirror`'s CDP index (remirror.agent.lock)."""
+    return f"cdp-{mirror}"

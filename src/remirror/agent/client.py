@@ -5,7 +5,7 @@ from __future__ import annotations
 import json
 from typing import TYPE_CHECKING, Any, cast
 
-from remirror.errors import CommandError, RemirrorError, SiteError
+from remirror.errors import CommandError, RemirrorError, SiteBusy, SiteError
 from remirror.profile.model import Site
 from remirror.runner.sites import runner_for_site
 
@@ -28,6 +28,7 @@ class AgentClient:
         self.bytes_received = 0  # answers' size: what crossed the link from a remote site
         self.requests = 0
         self.commands_run = 0  # on the site, as its agent counted them
+        self.locks: set[str] = set()  # held on the site for this command (remirror.agent.lock)
 
     def request(self, request: dict[str, Any], secrets: list[str] | None = None) -> dict[str, Any]:
         """One request and its answer."""
@@ -47,6 +48,8 @@ class AgentClient:
                 ) from None
         self.requests += 1
         self.commands_run += int(answer.get("commands", 0))
+        if answer.get("busy"):
+            raise SiteBusy(self.name, answer["error"])
         if "error" in answer:
             raise SiteError(self.name, f"agent: {answer['error']}")
         return answer
@@ -101,6 +104,28 @@ class AgentClient:
         found: list[str] = answer["digests"]
         return found
 
+    def lock(self, name: str, holder: str, wait: float) -> None:
+        """Hold the site's lock `name` until `unlock` or `close` (SiteBusy if another holds it)."""
+        if name in self.locks:
+            return
+        if self._runner is not None and not self._serve:
+            # One agent per request cannot hold a lock between requests.
+            raise SiteError(
+                self.name, "its remirror is too old to hold a lock (no `agent --serve`): upgrade it"
+            )
+        self.request({"op": "lock", "name": name, "holder": holder, "wait": wait})
+        self.locks.add(name)
+
+    def unlock(self, name: str) -> None:
+        """Let go of the site's lock `name` (a remote site that went away let go of it already)."""
+        if name not in self.locks:
+            return
+        self.locks.discard(name)
+        try:
+            self.request({"op": "unlock", "name": name})
+        except RemirrorError:
+            self._drop_stream()  # its agent ends, and its locks with it
+
     def run(self, steps: list[dict[str, Any]]) -> list[dict[str, Any]]:
         """Run steps; one result per step attempted."""
         secrets = [s for step in steps for s in step.get("secrets", [])]
@@ -108,7 +133,11 @@ class AgentClient:
         return results
 
     def close(self) -> None:
-        """End the remote agent and drop the SSH connection, if any."""
-        self._drop_stream()
+        """Let go of the locks, end the remote agent and drop the SSH connection, if any."""
+        if self._runner is None:
+            for name in sorted(self.locks):
+                self.unlock(name)  # this process holds them: it may live on (the lab tests, watch)
+        self.locks.clear()
+        self._drop_stream()  # a remote agent's end releases its locks
         if self._runner is not None:
             self._runner.close()

@@ -10,6 +10,8 @@ from __future__ import annotations
 
 import json
 import time
+from collections.abc import Iterator
+from contextlib import contextmanager
 from datetime import UTC, datetime
 from typing import TYPE_CHECKING
 
@@ -58,6 +60,21 @@ def _index(mirror: Mirror) -> CdpIndex:
     if index is None or index.mirror != mirror.name:
         raise UsageError(f"cdp: {mirror.md_device} carries no CDP stack of {mirror.name} (apply builds it)")
     return index
+
+
+@contextmanager
+def _index_locked(mirror: Mirror, verb: str) -> Iterator[None]:
+    """Hold the mirror's CDP index lock (remirror.agent.lock): the index is read, then written."""
+    from remirror.agent import lock
+    from remirror.agent.cdp import INDEX_LOCK_WAIT, index_lock
+    from remirror.errors import RemirrorError
+
+    try:
+        wait = lock.operator_wait(INDEX_LOCK_WAIT)
+        with lock.holding(index_lock(mirror.name), lock.holder(f"cdp {verb}"), wait):
+            yield
+    except lock.Busy as busy:
+        raise RemirrorError(f"cdp {verb}: {mirror.name}: {busy}") from None
 
 
 def parse_when(text: str, now: float) -> float:
@@ -134,12 +151,13 @@ def point(profile_path: str | None, mirror_name: str, force: bool) -> int:
     settings = mirror.cdp
     if settings is None:  # _mirror refused it; for the type checker
         return 1
-    index = _index(mirror)
-    if force or point_due(index, time.time(), settings.every):
-        index = local.take_point(mirror.name, mirror.md_device, index)
-        click.echo(f"point #{index.points[-1].id} taken (era {index.points[-1].era})")
-    doomed = pruning(index, time.time(), settings.keep, local.pool_status(mirror.name))
-    local.delete_points(mirror.name, mirror.md_device, index, list(doomed.points))
+    with _index_locked(mirror, "point"):
+        index = _index(mirror)
+        if force or point_due(index, time.time(), settings.every):
+            index = local.take_point(mirror.name, mirror.md_device, index)
+            click.echo(f"point #{index.points[-1].id} taken (era {index.points[-1].era})")
+        doomed = pruning(index, time.time(), settings.keep, local.pool_status(mirror.name))
+        local.delete_points(mirror.name, mirror.md_device, index, list(doomed.points))
     for p in doomed.expired:
         click.echo(f"point #{p.id} pruned: older than the window")
     for p in doomed.for_space:
@@ -184,17 +202,19 @@ def restore(
     if view == (target is not None):
         raise UsageError("cdp restore: give either --view or --to DEVICE")
     mirror = _mirror(profile_path, mirror_name)
-    index = _index(mirror)
-    chosen = _point(index, at)
-    size = index.layout.volume_sectors * 512
-    if target is not None:
-        local.check_target(target, allow_destructive, size)
-    path = local.view(mirror.name, index.layout, chosen)
-    if target is None:
-        click.echo(f"point #{chosen.id} ({_when(chosen)}) is {path} (read-only)")
-        return 0
-    copied = local.copy_ranges(path, target, [(0, size)])
-    local.remove_view(mirror.name, chosen.id)
+    # Held while the copy runs: a pruning meanwhile would delete the point being copied.
+    with _index_locked(mirror, "restore"):
+        index = _index(mirror)
+        chosen = _point(index, at)
+        size = index.layout.volume_sectors * 512
+        if target is not None:
+            local.check_target(target, allow_destructive, size)
+        path = local.view(mirror.name, index.layout, chosen)
+        if target is None:
+            click.echo(f"point #{chosen.id} ({_when(chosen)}) is {path} (read-only)")
+            return 0
+        copied = local.copy_ranges(path, target, [(0, size)])
+        local.remove_view(mirror.name, chosen.id)
     click.echo(f"point #{chosen.id} ({_when(chosen)}) copied to {target}: {format_size(copied)}")
     return 0
 
@@ -209,11 +229,16 @@ def rollback(profile_path: str | None, mirror_name: str, at: str, yes: bool) -> 
     from remirror.agent import cdp as local
 
     mirror = _mirror(profile_path, mirror_name)
-    index = _index(mirror)
-    chosen = _point(index, at)
-    if not yes:
-        raise UsageError(f"cdp rollback: replaces {mirror.name}'s content by point #{chosen.id}: add --yes")
-    index, done = local.rollback(mirror.name, mirror.md_device, index, chosen)
+    # Held from reading the index to writing it with the undo point: a point or a pruning
+    # between would write an index without it (and could reuse its id).
+    with _index_locked(mirror, "rollback"):
+        index = _index(mirror)
+        chosen = _point(index, at)
+        if not yes:
+            raise UsageError(
+                f"cdp rollback: replaces {mirror.name}'s content by point #{chosen.id}: add --yes"
+            )
+        index, done = local.rollback(mirror.name, mirror.md_device, index, chosen)
     click.echo(
         f"{mirror.name} rolled back to point #{chosen.id} ({_when(chosen)}): {format_size(done.bytes_copied)}"
         f" ({done.bytes_copied} bytes) copied; the content before the rollback is point #{done.undo_point.id}"

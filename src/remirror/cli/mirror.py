@@ -19,13 +19,15 @@ if TYPE_CHECKING:
 EXIT_CHANGES = 2  # plan --detailed-exitcode: there is something to do
 
 
-def _load(profile_path: str) -> tuple[Controller, dict[str, str]]:
+def _load(profile_path: str, lock: str = "") -> tuple[Controller, dict[str, str]]:
+    """The profile's controller and secrets; `lock`: the verb, for one that changes the sites
+    (it holds each site's lock from the first look until it ends: docs/safety.md)."""
     from remirror.apply import Controller, read_secrets
     from remirror.profile import load_profile
 
     profile = load_profile(profile_path)
     secrets = read_secrets(profile)
-    return Controller(profile), secrets
+    return Controller(profile, lock=lock), secrets
 
 
 @click.command()
@@ -67,7 +69,7 @@ drain_timeout_option = click.option(
 @output_option
 def apply(profile_path: str, yes: bool, allow_destructive: bool, drain_timeout: int, output: str) -> int:
     """Make the sites match the profile: show the plan, run it, report what changed."""
-    controller, secrets = _load(profile_path)
+    controller, secrets = _load(profile_path, lock="apply")
     try:
         return _carry_out(
             "apply",
@@ -102,7 +104,7 @@ def destroy(profile_path: str, mirror_name: str, yes: bool, drain_timeout: int, 
     except KeyError:
         names = ", ".join(m.name for m in profile.mirrors)
         raise UsageError(f"destroy: {profile_path} has no mirror {mirror_name!r} (it has: {names})") from None
-    controller = Controller(profile)
+    controller = Controller(profile, lock="destroy")
     try:
         return _carry_out(
             "destroy",
@@ -205,7 +207,7 @@ def _promote(
 ) -> int:
     from remirror.failover import carry_out, plan_promotion
 
-    controller, secrets = _load(profile_path)
+    controller, secrets = _load(profile_path, lock=command)
     try:
         mirrors = {m.name: m for m in controller.profile.mirrors}
         if mirror_name not in mirrors:
@@ -260,7 +262,7 @@ def resolve(profile_path: str, mirror_name: str, keep: str, save: str | None, ye
     """End MIRROR's split brain: keep SITE's data, rebuild the other legs from it (docs/failover.md)."""
     from remirror.failover import carry_out_resolution, plan_resolution
 
-    controller, secrets = _load(profile_path)
+    controller, secrets = _load(profile_path, lock="resolve")
     try:
         if mirror_name not in [m.name for m in controller.profile.mirrors]:
             raise UsageError(f"resolve: {profile_path} has no mirror {mirror_name!r}")

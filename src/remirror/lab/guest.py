@@ -18,6 +18,7 @@ import sys
 import time
 from pathlib import Path
 
+from remirror.agent.lock import LOCK_DIR
 from remirror.lab import net
 from remirror.lab.spec import (
     CACHED_ROOT_TAG,
@@ -263,6 +264,11 @@ def _make_site_b() -> None:
         if source.is_dir():
             run(["cp", "-a", f"{source}/.", str(copy)])
         mounts.append(f"mount --bind {copy} {source}")
+    # Its own remirror locks: the two sites share the VM's /run, and a site's lock is its own.
+    locks = private / "locks"
+    locks.mkdir(mode=0o700, parents=True, exist_ok=True)
+    LOCK_DIR.mkdir(mode=0o700, parents=True, exist_ok=True)
+    mounts.append(f"mount --bind {locks} {LOCK_DIR}")
     (private / "iscsi" / "initiatorname.iscsi").write_text(f"InitiatorName={INITIATOR_NAMES['b']}\n")
     # Site B as an initiator (after a promotion it logs in to site A's leg): see _site_b_iscsiadm.
     ifaces = private / "iscsi" / "ifaces"

@@ -19,6 +19,9 @@ from remirror.plan import Action, Plan
 from remirror.plan.repair import make_repair
 
 EXIT_OK, EXIT_REPAIRING, EXIT_CANNOT = 0, 1, 2
+# A pass waits this long for a site another remirror command is changing, then gives up
+# (the next pass tries again): an operator's apply goes first.
+PASS_LOCK_WAIT = 5.0
 
 
 @dataclass(frozen=True)
@@ -50,7 +53,13 @@ class Pass:
 
 
 def reconcile_once(controller: Controller, secrets: dict[str, str], say: Callable[[str], None]) -> list[Pass]:
-    """One pass over every mirror of the controller's profile."""
+    """One pass over every mirror of the controller's profile, holding each site's lock from the
+    first look until the pass ends (nothing else changes a site between observe and repair)."""
+    with controller.locked("reconcile", PASS_LOCK_WAIT):
+        return _pass(controller, secrets, say)
+
+
+def _pass(controller: Controller, secrets: dict[str, str], say: Callable[[str], None]) -> list[Pass]:
     facts = controller.observe_reachable()
     passes = []
     for name in [m.name for m in controller.profile.mirrors]:

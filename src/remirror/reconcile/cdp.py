@@ -14,10 +14,13 @@ from collections.abc import Callable
 from pathlib import Path
 
 from remirror.agent import cdp as local
+from remirror.agent import lock
 from remirror.errors import RemirrorError
 from remirror.plan.cdp import point_due, pruning
-from remirror.profile.model import Mirror
+from remirror.profile.model import Cdp, Mirror
 from remirror.reconcile.watch import notify, watchdog_period
+
+TICK_LOCK_WAIT = 5.0
 
 
 def tick(mirror: Mirror, emit: Callable[[str], None]) -> None:
@@ -28,6 +31,13 @@ def tick(mirror: Mirror, emit: Callable[[str], None]) -> None:
     if not Path(mirror.md_device).exists():
         emit(json.dumps({"event": "no_stack", "mirror": mirror.name, "reason": "mirror not assembled here"}))
         return
+    # A rollback or a restore holds the index for as long as it copies: this tick is then
+    # reported as failed (busy), and the next one takes the point.
+    with lock.holding(local.index_lock(mirror.name), lock.holder("cdp run"), TICK_LOCK_WAIT):
+        _tick(mirror, settings, emit)
+
+
+def _tick(mirror: Mirror, settings: Cdp, emit: Callable[[str], None]) -> None:
     index = local.read_index(mirror.md_device)
     if index is None:
         emit(json.dumps({"event": "no_stack", "mirror": mirror.name}))
