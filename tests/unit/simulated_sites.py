@@ -374,7 +374,10 @@ def _dm_run(sites: dict[str, SiteFacts], name: str, argv: list[str]) -> dict[str
         by_path = {d.path: d.devno for d in disks.values() if d.devno}
         table = " ".join(by_path.get(word, word) for word in table.split())
         dm[device] = _dm_device(site, device, table)
-        origin = disks.get(_path_of(disks, dm[device].table.devices[-1 if "cache" in table else 0]))  # type: ignore[union-attr]
+        parsed = dm[device].table
+        assert parsed is not None
+        # dm-cache names its origin last; writecache and linear, first.
+        origin = disks.get(_path_of(disks, parsed.devices[-1 if parsed.target == "cache" else 0]))
         path = f"/dev/mapper/{device}"
         number = 100 + len(dm)
         disks[path] = DiskFacts(
@@ -385,6 +388,7 @@ def _dm_run(sites: dict[str, SiteFacts], name: str, argv: list[str]) -> dict[str
             origin.signatures if origin else (),
             origin.superblock if origin else None,
             devno=f"254:{number}",
+            leg_record=origin.leg_record if origin else None,  # a cache shows its disk's content
         )
     else:
         assert argv[1] == "remove", argv

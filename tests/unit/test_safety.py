@@ -17,11 +17,12 @@ from remirror.plan.planner import PlanError
 from remirror.plan.resolve import make_resolution
 from remirror.plan.roles import as_run, profile_as_run
 from remirror.profile import parse_profile
-from remirror.profile.names import by_path
+from remirror.profile.names import array_uuid, by_path
 from tests.unit.test_cache import WRITECACHE, converged
 from tests.unit.test_failover import MIRROR, PROFILE, UUID, applied, split
 from tests.unit.test_plan_properties import SECRETS, bare_sites, profile_text
 
+FIXTURES = Path(__file__).parent / "fixtures" / "lab-6.1"
 REPLICA = MIRROR.replicas[0]
 REMOTE = by_path(REPLICA, PROFILE.replica_iqn(MIRROR, REPLICA))
 EXT4 = Signature("ext4", 0x438, "bebbbe10-27ae-439b-8c3f-662cb952909d", "data")
@@ -354,3 +355,119 @@ def test_one_host_under_two_site_names_is_refused() -> None:
     facts["b"] = dataclasses.replace(facts["b"], hostname=facts["a"].hostname, initiator=facts["a"].initiator)
     with pytest.raises(SameThingTwice, match="sites a and b are one host"):
         refuse_names_for_the_same_thing(PROFILE, facts)
+
+
+# --- 7. a promotion cut short; a mirror whose leg records were never written --------------------
+
+
+def test_a_forced_promotion_cut_short_after_its_generation_is_finished_by_running_it_again() -> None:
+    from remirror.plan.promote import make_promotion
+
+    sites = applied()
+    reached = {**sites.facts, "a": None}
+    first = make_promotion(PROFILE, "m0", "b", reached, SECRETS, force=True)
+    # It stopped right after writing the generation: the array never ran on site B.
+    done = sites  # its memory of what the disks hold (bitmap, write-behind) goes on
+    verbs = [a.verb for a in first.actions]
+    done.run(dataclasses.replace(first, actions=first.actions[: verbs.index("RecordGeneration") + 1]))
+    facts = {**done.facts, "a": None}
+    with pytest.raises(PlanError, match=r"did not finish.*--force` finishes it"):
+        make_promotion(PROFILE, "m0", "b", facts, SECRETS, force=False)
+    running = profile_as_run(PROFILE, {"m0": "b"})
+    health = assess(running, running.mirrors[0], facts)
+    assert health.state is State.DEFUNCT
+    assert "a forced promotion that did not finish" in health.reason
+    assert "--site b --force` finishes it" in health.reason
+    again = make_promotion(PROFILE, "m0", "b", facts, SECRETS, force=True)
+    again_verbs = [a.verb for a in again.actions]
+    assert "RecordGeneration" not in again_verbs  # the generation stands; no third one
+    assert "FenceTarget" not in again_verbs  # fenced already
+    assert again_verbs.index("AssembleArray") < len(again_verbs)
+    assert next(a for a in again.actions if a.verb == "AssembleArray").steps[0]["devices"] == ["/dev/b0"]
+    done.run(again)
+    assert assess(running, running.mirrors[0], {**done.facts, "a": None}).state is not State.DEFUNCT
+    with pytest.raises(PlanError, match="already runs on b"):
+        make_promotion(PROFILE, "m0", "b", {**done.facts, "a": None}, SECRETS, force=True)
+
+
+def without_records(data_end: int | None) -> dict[str, SiteFacts]:
+    """The mirror running, its create cut short before the leg records (md's data ending at
+    `data_end` on each leg)."""
+    facts = dict(applied().facts)
+    for site in ("a", "b"):
+        disks = {
+            path: dataclasses.replace(
+                disk,
+                leg_record=None,
+                superblock=None
+                if disk.superblock is None
+                else dataclasses.replace(disk.superblock, data_end=data_end),
+            )
+            for path, disk in facts[site].disks.items()
+        }
+        facts[site] = dataclasses.replace(facts[site], disks=disks)
+    return facts
+
+
+def test_leg_records_never_written_are_written_by_apply_where_md_leaves_room() -> None:
+    from remirror.health.report import Seen, report
+
+    facts = without_records(data_end=512 * 1024**2)  # well short of a 1 GiB leg's last MiB
+    (write,) = [a for a in make_plan(PROFILE, facts, SECRETS).actions if a.verb == "WriteLegRecords"]
+    assert not write.repair  # apply's, not a daemon's
+    step = write.steps[0]
+    assert (step["kind"], step["site"], step["check_room"]) == ("leg_record_create", "a", True)
+    assert step["devices"] == ["/dev/a0", REMOTE]  # the primary's leg and the replica's, a member
+    (mirror,) = report(PROFILE, facts, Seen({}), 0.0)
+    assert mirror.notes == (
+        "no leg of /dev/md/m0 holds a leg record (its create was cut short): it cannot be promoted"
+        " until `remirror apply` writes them",
+    )
+
+
+def test_leg_records_are_never_written_where_md_may_use_the_last_mib() -> None:
+    from remirror.health.check import DEFAULT_CRITICAL, DEFAULT_WARNING, Status, judge
+    from remirror.health.report import Seen, report
+
+    facts = without_records(data_end=1 << 30)  # an array over the whole disk
+    assert "WriteLegRecords" not in [a.verb for a in make_plan(PROFILE, facts, SECRETS).actions]
+    reports = report(PROFILE, facts, Seen({}), 0.0)
+    assert "md uses the legs' last MiB" in reports[0].notes[0]
+    verdict = judge(reports, DEFAULT_WARNING, DEFAULT_CRITICAL)
+    assert verdict.status is Status.WARNING
+    assert "it cannot be promoted" in verdict.text
+
+
+def test_the_agent_checks_for_room_before_writing_a_record() -> None:
+    from remirror.facts.parsers import md_data_end
+
+    # Recorded in the lab (tests/unit/fixtures/lab-6.1): an array made over the whole disk
+    # (no `--size`) ends where the disk does; one apply made stops short.
+    whole = (FIXTURES / "mdadm-examine-clean.txt").read_text()
+    assert md_data_end(whole) == 256 * 1024**2
+    made = (FIXTURES / "mdadm-examine-apply.txt").read_text()
+    end = md_data_end(made)
+    assert end is not None
+    assert end <= 256 * 1024**2 - 1024**2
+
+
+# --- 9. a mirror dropped from the profile ---------------------------------------------------------
+
+
+def test_a_mirror_dropped_from_the_profile_keeps_its_lines_and_is_reported_while_it_runs() -> None:
+    from remirror.health.report import Seen, report
+    from remirror.plan.planner import managed_lines
+
+    facts = dict(applied().facts)
+    two = parse_profile(
+        profile_text("sync", "mutual", 1, False, "lan").replace("  - name: m0\n", "  - name: m1\n", 1)
+    )
+    assert array_uuid(two, two.mirrors[0]) != UUID
+    # The profile now names another mirror, on the same sites: m0's array still runs on site a.
+    plan = make_plan(two, facts, SECRETS)
+    conf = next(a for a in plan.actions if a.verb == "WriteMdadmConf" and a.site == "a").steps[0]["content"]
+    assert UUID in managed_lines(conf)  # m0's ARRAY line kept: nothing unprotected in silence
+    before = managed_lines(facts["a"].mdadm_conf)[UUID]
+    assert managed_lines(conf)[UUID] == before
+    for r in report(two, facts, Seen({}), 0.0):
+        assert any(f"UUID {UUID}" in note and "no longer names" in note for note in r.notes), r.notes

@@ -27,7 +27,7 @@ from remirror.facts.generations import (
     record_offset,
     record_slot_for,
 )
-from remirror.facts.parsers import parse_bitmap_dirty, parse_bitmap_location
+from remirror.facts.parsers import md_data_end, parse_bitmap_dirty, parse_bitmap_location
 from remirror.runner.local import LocalRunner
 
 _runner = LocalRunner("agent")
@@ -55,10 +55,30 @@ def write_record(path: str, record: LegRecord) -> LegRecord:
 
 
 def create_step(step: dict[str, Any]) -> None:
-    """`leg_record_create`: generation 1 (the home primary) on every leg of a new array."""
+    """`leg_record_create`: generation 1 (the home primary) on every leg of a new array.
+
+    `check_room`: the array runs already (its records were never written: a create cut
+    short). Each leg is first checked to end md's data before the record's MiB: an array
+    made otherwise (by hand, by an older tool) may use it, and the record would be written
+    over the mirror's data.
+    """
     now = time.time()
+    if step.get("check_room"):
+        for path in step["devices"]:
+            _check_room(path)
     for path in step["devices"]:
         write_record(path, first_record(step["mirror"], step["array"], step["site"], now))
+
+
+def _check_room(path: str) -> None:
+    examine = _runner.run(["mdadm", "--examine", path]).stdout
+    end = md_data_end(examine)
+    if end is None or end > record_offset(_size(path)):
+        raise RemirrorError(
+            f"{path}: md's data reaches into its last MiB (or its extent is unknown): no room for a"
+            " leg record; this array was not made by remirror's apply, and it cannot be promoted"
+            " safely (copy its data to a mirror apply builds)"
+        )
 
 
 def promote_step(step: dict[str, Any]) -> None:

@@ -232,6 +232,7 @@ def status_text(reports: list[MirrorReport], now: float) -> str:
             lines.append("  " + _cdp_text(r.cdp, format_size, format_duration))
         for leg in r.legs:
             lines.append("  " + _leg_text(leg, format_size, format_duration))
+        lines += [f"  note: {note}" for note in r.notes]
     return "\n".join(lines)
 
 
@@ -285,6 +286,7 @@ def status_json(r: MirrorReport) -> dict[str, Any]:
         "mode": r.mode,
         "state": r.state.value,
         "reason": r.reason,
+        "notes": list(r.notes),
         "out_of_sync_bytes": r.out_of_sync_bytes,
         "rpo_seconds": r.rpo_seconds,
         "resync": None

@@ -107,6 +107,7 @@ class MdSuperblock:
     # slot: `A` active, `R` replacing, `.` missing.
     slot: int | None = None
     array_state: str = ""
+    data_end: int | None = None  # bytes from the device's start where md's data ends (md_data_end)
 
     def recorded_missing(self, slot: int) -> bool:
         """Whether this device last ran in an array where `slot` was missing."""

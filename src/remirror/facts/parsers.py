@@ -419,3 +419,16 @@ def parse_bitmap_location(examine: str) -> tuple[int, int]:
     if sb is None or bitmap is None:
         raise ParseError("mdadm --examine: no internal bitmap (Super Offset / Internal Bitmap)")
     return int(sb.group(1)) * 512, int(bitmap.group(1)) * 512
+
+
+def md_data_end(examine: str) -> int | None:
+    """Where md's data ends on a member, in bytes from the device's start, from plain `mdadm
+    --examine` (1.x metadata): `Data Offset` plus `Used Dev Size` (printed when md uses less than
+    the device offers, as with `--size`), else `Avail Dev Size`. None without them."""
+    offset = re.search(r"^\s*Data Offset : (\d+) sectors", examine, flags=re.M)
+    used = re.search(r"^\s*Used Dev Size : (\d+)", examine, flags=re.M)
+    avail = re.search(r"^\s*Avail Dev Size : (\d+)", examine, flags=re.M)
+    size = used or avail
+    if offset is None or size is None:
+        return None
+    return (int(offset.group(1)) + int(size.group(1))) * 512

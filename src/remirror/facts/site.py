@@ -21,6 +21,7 @@ from remirror.facts.parsers import (
     ParseError,
     build_iscsi_session,
     build_md_array,
+    md_data_end,
     parse_bitmap_examine,
     parse_cache_status,
     parse_dm_table,
@@ -266,4 +267,5 @@ def _superblock(info: dict[str, Any]) -> MdSuperblock | None:
     if superblock is None:
         return None
     slot, array_state = parse_examine_role(info.get("examine_role", ""))
-    return dataclasses.replace(superblock, slot=slot, array_state=array_state)
+    end = md_data_end(info.get("examine_role", ""))
+    return dataclasses.replace(superblock, slot=slot, array_state=array_state, data_end=end)

@@ -122,6 +122,8 @@ def _mirror(report: MirrorReport, warning: Limit, critical: Limit) -> tuple[Stat
             else (f"newest point {format_duration(cdp.newest_age_seconds)} old")
         )
         return Status.WARNING, f"{name} {report.state}: CDP {age}, every {format_duration(cdp.every_seconds)}"
+    if report.notes:
+        return Status.WARNING, f"{name} {report.state}: {'; '.join(report.notes)}"
     return Status.OK, f"{name} MIRRORED"
 
 

@@ -23,12 +23,15 @@ Where the numbers come from:
 
 from __future__ import annotations
 
+import dataclasses
 from collections.abc import Mapping
 from dataclasses import dataclass
 
 from remirror.facts.model import CacheStatus
 from remirror.facts.site import SiteFacts
 from remirror.health.state import IN_SYNC, LegHealth, MirrorHealth, State, assess
+from remirror.plan.planner import managed_lines
+from remirror.plan.roles import has_room_for_record, leg_records, own_leg, roles
 from remirror.profile.model import Mirror, Profile
 from remirror.profile.names import array_uuid, cache_name, leg_device
 
@@ -105,6 +108,7 @@ class MirrorReport:
     write_behind_high_water: int | None = None  # the most writes md held behind at once
     cdp: CdpReport | None = None  # mirrors with `cdp`
     primary: str = ""  # the site running it now (a promotion moves it: docs/failover.md)
+    notes: tuple[str, ...] = ()  # what an operator should know though the mirror works (a WARNING)
 
     @property
     def out_of_sync_bytes(self) -> int | None:
@@ -143,7 +147,34 @@ def report(
     profile: Profile, facts: Mapping[str, SiteFacts | None], seen: Seen, now: float
 ) -> list[MirrorReport]:
     """Every mirror of the profile, as the sites show it now."""
-    return [_mirror(profile, mirror, facts, seen, now) for mirror in profile.mirrors]
+    strays = unmanaged(profile, facts)
+    reports = []
+    for mirror in profile.mirrors:
+        found = _mirror(profile, mirror, facts, seen, now)
+        sites = [mirror.primary.site, *(r.site for r in mirror.replicas)]
+        nearby = tuple(note for site in sites for note in strays.get(site, []))
+        reports.append(dataclasses.replace(found, notes=found.notes + nearby))
+    return reports
+
+
+def unmanaged(profile: Profile, facts: Mapping[str, SiteFacts | None]) -> dict[str, list[str]]:
+    """Per site, the arrays remirror's mdadm.conf block names that the profile no longer does,
+    and which run: dropped from the profile, never taken apart (docs/safety.md, flow 9)."""
+    ours = {array_uuid(profile, m) for m in profile.mirrors}
+    found: dict[str, list[str]] = {}
+    for name, site in facts.items():
+        if site is None:
+            continue
+        for uuid_ in managed_lines(site.mdadm_conf):
+            running = next((a for a in site.arrays if a.uuid == uuid_), None)
+            if uuid_ in ours or running is None:
+                continue
+            found.setdefault(name, []).append(
+                f"site {name} runs {running.kernel_name} ({running.name}, UUID {uuid_}), which remirror"
+                " built but the profile no longer names: remirror leaves it, and its mdadm.conf line,"
+                " alone (`remirror destroy` it with the profile that had it, or stop it yourself)"
+            )
+    return found
 
 
 def _mirror(
@@ -180,7 +211,9 @@ def _mirror(
             out_of_sync, rpo = dirty, (max(0.0, now - last) if last is not None else None)
         rtt = rtts.get(str(replica.portal_address))
         reports.append(_leg(leg, reachable, out_of_sync, rpo, rtt, cache_status))
+    notes = _record_notes(profile, mirror, facts) if array is not None else ()
     return MirrorReport(
+        notes=notes,
         mirror=mirror.name,
         device=mirror.md_device,
         mode=mirror.replication.mode,
@@ -192,6 +225,24 @@ def _mirror(
         write_behind_high_water=array.max_backlog_used if array is not None else None,
         cdp=_cdp(mirror, primary, now),
         primary=mirror.primary.site,
+    )
+
+
+def _record_notes(profile: Profile, mirror: Mirror, facts: Mapping[str, SiteFacts | None]) -> tuple[str, ...]:
+    """A running mirror none of whose legs holds a leg record cannot be promoted (flow 7)."""
+    uuid_ = array_uuid(profile, mirror)
+    if roles(mirror, leg_records(mirror, uuid_, facts)).generation is not None:
+        return ()
+    site = facts.get(mirror.primary.site)
+    own = own_leg(mirror, mirror.primary, site) if site is not None else None
+    if own is not None and has_room_for_record(own):
+        return (
+            f"no leg of {mirror.md_device} holds a leg record (its create was cut short): it cannot be"
+            " promoted until `remirror apply` writes them",
+        )
+    return (
+        f"no leg of {mirror.md_device} holds a leg record, and md uses the legs' last MiB (an array not"
+        " made by remirror's apply): it cannot be promoted",
     )
 
 

@@ -22,6 +22,7 @@ from collections.abc import Mapping
 from dataclasses import dataclass
 from enum import StrEnum
 
+from remirror.facts.generations import Generation
 from remirror.facts.model import MdArray, MdMember
 from remirror.facts.site import SiteFacts
 from remirror.plan.roles import leg_records, ran_without_primary, roles, superblock_of
@@ -77,12 +78,12 @@ def assess(profile: Profile, mirror: Mirror, facts: Mapping[str, SiteFacts | Non
     if primary is None:
         return MirrorHealth(mirror.name, State.UNKNOWN, f"site {mirror.primary.site} could not be observed")
     uuid_ = array_uuid(profile, mirror)
-    conflict = roles(mirror, leg_records(mirror, uuid_, facts)).conflict
-    if conflict:
-        return MirrorHealth(mirror.name, State.SPLIT_BRAIN, conflict)
+    now = roles(mirror, leg_records(mirror, uuid_, facts))
+    if now.conflict:
+        return MirrorHealth(mirror.name, State.SPLIT_BRAIN, now.conflict)
     array = primary.array_named(mirror.name, uuid_)
     if array is None:
-        return _stopped(profile, mirror, facts, primary)
+        return _stopped(profile, mirror, facts, primary, now.generation)
     legs = _legs(profile, mirror, primary, array)
     local, replicas = legs[0], legs[1:]
     # Only a leg out of the array is judged (a member is the array's again: see ran_without_primary).
@@ -135,7 +136,11 @@ def assess(profile: Profile, mirror: Mirror, facts: Mapping[str, SiteFacts | Non
 
 
 def _stopped(
-    profile: Profile, mirror: Mirror, facts: Mapping[str, SiteFacts | None], primary: SiteFacts
+    profile: Profile,
+    mirror: Mirror,
+    facts: Mapping[str, SiteFacts | None],
+    primary: SiteFacts,
+    generation: Generation | None,
 ) -> MirrorHealth:
     """A mirror whose array does not run on its primary: judged from the legs' superblocks,
     before anything would assemble them (after both sites restarted, split brain first)."""
@@ -144,6 +149,16 @@ def _stopped(
     if diverged:
         return MirrorHealth(mirror.name, State.SPLIT_BRAIN, diverged)
     if superblock_of(mirror, mirror.primary, primary, uuid_) is not None:
+        if generation is not None and generation.how == "forced" and generation.site == primary.name:
+            # The legs name it primary, but it does not run the array: the promotion stopped
+            # after writing the generation (docs/safety.md, flow 7).
+            return MirrorHealth(
+                mirror.name,
+                State.DEFUNCT,
+                f"{mirror.md_device} is not running on {primary.name}, which generation {generation.n}"
+                f" made primary (a forced promotion that did not finish): `remirror promote PROFILE"
+                f" {mirror.name} --site {primary.name} --force` finishes it",
+            )
         return MirrorHealth(
             mirror.name, State.DEFUNCT, f"{mirror.md_device} is not running on {primary.name}"
         )

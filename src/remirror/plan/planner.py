@@ -13,12 +13,12 @@ from typing import Any
 
 from remirror.errors import RemirrorError
 from remirror.facts.generations import MiB
-from remirror.facts.model import Signature
+from remirror.facts.model import MdArray, Signature
 from remirror.facts.site import DiskFacts, SiteFacts
 from remirror.plan.actions import CHANGE, CREATE, DELETE, Action, Plan
 from remirror.plan.cache import CacheError, cache_actions
 from remirror.plan.cdp import CdpPlanError, cdp_actions, volume_path
-from remirror.plan.roles import as_run, md_size, ran_without_primary
+from remirror.plan.roles import as_run, has_room_for_record, md_size, ran_without_primary
 from remirror.profile.model import Chap, Mirror, PrimaryLeg, Profile, ReplicaLeg
 from remirror.profile.names import array_uuid, backstore_name, by_path, export_backstore_name, leg_device
 from remirror.profile.timeouts import REPLACEMENT_TIMEOUT
@@ -152,11 +152,15 @@ def mdadm_conf_actions(
     profile: Profile, facts: Mapping[str, SiteFacts], without: Mirror | None = None
 ) -> list[Action]:
     actions = []
+    ours = {array_uuid(profile, m) for m in profile.mirrors}
     for site_name, lines in _mdadm_conf_lines(profile, without).items():
         if site_name not in facts:  # not reached (a forced promotion): its file is written when it is
             continue
         current = facts[site_name].mdadm_conf
-        wanted = managed_conf(current, lines)
+        # A mirror dropped from the profile keeps its lines: its array may still run and its
+        # disks still hold it (docs/safety.md, flow 9). Only a person removes them.
+        kept = [line for uuid_, line in managed_lines(current).items() if uuid_ not in ours]
+        wanted = managed_conf(current, lines + kept)
         if wanted != current:
             actions.append(
                 Action(
@@ -780,7 +784,7 @@ def _array_actions(
                 destructive="; ".join(destroys),
             )
         ]
-    actions = []
+    actions: list[Action] = []
     base = f"/sys/block/{array.kernel_name}/md"
     if array.bitmap_chunk != replication.bitmap_chunk:
         # No way to change a bitmap's chunk in place: drop it and add a new one.
@@ -824,6 +828,9 @@ def _array_actions(
                 repair=True,
             )
         )
+    actions += _missing_leg_records(
+        profile, mirror, primary, array, local, replica_disks, remote_paths, uuid_
+    )
     for member in array.members:
         if member.device == local.kernel_name and member.is_write_mostly:
             # The primary's own leg, write-mostly from when it was a replica (before a promotion):
@@ -862,6 +869,52 @@ def _array_actions(
                 )
             )
     return actions
+
+
+def _missing_leg_records(
+    profile: Profile,
+    mirror: Mirror,
+    primary: SiteFacts,
+    array: MdArray,
+    local: DiskFacts,
+    replica_disks: list[DiskFacts],
+    remote_paths: list[str],
+    uuid_: str,
+) -> list[Action]:
+    """Generation 1 on the legs of a running array none of whose legs holds a leg record: its
+    create was cut short before it wrote them (docs/failover.md). Without them it could never be
+    promoted, and nothing would say so. The agent first checks that md leaves each leg's last
+    MiB alone (an array made by hand may use it)."""
+    if any(d.leg_record is not None and d.leg_record.array_uuid == uuid_ for d in [local, *replica_disks]):
+        return []
+    legs = [local]  # the legs in the array now; one out of it gets its record when it rejoins
+    for replica, path, disk in zip(mirror.replicas, remote_paths, replica_disks, strict=True):
+        portal = replica.portal_address
+        session = primary.session_for(profile.replica_iqn(mirror, replica), portal.address, portal.port)
+        member = array.member(session.disk) if session is not None and session.disk else None
+        if member is not None and not member.is_faulty:
+            legs.append(dataclasses.replace(disk, path=path))  # written through its session
+    if not all(has_room_for_record(d) for d in legs):
+        return []  # made before leg records, over the whole disk: status says it cannot be promoted
+    members = [d.path for d in legs]
+    step = {
+        "kind": "leg_record_create",
+        "mirror": mirror.name,
+        "array": uuid_,
+        "site": mirror.primary.site,
+        "devices": members,
+        "check_room": True,
+    }
+    return [
+        Action(
+            primary.name,
+            "WriteLegRecords",
+            f"{mirror.name} generation 1: {mirror.primary.site} primary, on {len(members)} leg(s) (never"
+            " written: a create cut short; promote needs them)",
+            CHANGE,
+            (step,),
+        )
+    ]
 
 
 def assemble_step(md: str, uuid_: str, devices: list[str]) -> dict[str, Any]:
@@ -919,6 +972,20 @@ def _rebuild_primary_leg(
             destructive=_destroys(primary.name, local, ""),
         ),
     ]
+
+
+def managed_lines(conf: str) -> dict[str, str]:
+    """The ARRAY lines of remirror's block in an mdadm.conf, by the array UUID they name."""
+    if CONF_BEGIN not in conf:
+        return {}
+    block = conf.partition(CONF_BEGIN)[2].partition(CONF_END)[0]
+    found = {}
+    for line in block.splitlines():
+        words = line.split()
+        uuid_ = next((w.removeprefix("UUID=") for w in words if w.startswith("UUID=")), "")
+        if words[:1] == ["ARRAY"] and uuid_:
+            found[uuid_] = line.strip()
+    return found
 
 
 def managed_conf(current: str, lines: list[str]) -> str:

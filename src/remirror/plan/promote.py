@@ -54,9 +54,22 @@ def make_promotion(
     now = roles(home, leg_records(home, uuid_, facts))
     if now.conflict:
         raise PlanError(f"{name}: {now.conflict}")
-    if now.primary == site:
-        raise PlanError(f"{name} already runs on {site}")
     new = facts.get(site)
+    if now.primary == site:
+        if new is None or new.array_named(name, uuid_) is not None or now.generation is None:
+            raise PlanError(f"{name} already runs on {site}")
+        # The legs name `site` primary, but it does not run the array: a forced promotion
+        # that stopped after writing the generation (its agent lost, a step failed). Retried
+        # with --force, it does what is left; the generation is not written again.
+        if not force:
+            raise PlanError(
+                f"{name}: generation {now.generation.n} names {site} primary, but {home.md_device} does"
+                f" not run there (a promotion that did not finish): `remirror promote ... --site {site}"
+                " --force` finishes it"
+            )
+        record = now.records.get(site)
+        before = record.generations[-2].site if record is not None and len(record.generations) > 1 else ""
+        return _finish_forced(profile, home, site, before, new, facts, secrets, uuid_)
     if new is None:
         raise PlanError(f"site {site} cannot be reached: a promotion runs there")
     record = now.records.get(site)
@@ -109,13 +122,58 @@ def make_promotion(
     if force:
         # The array from the promoted site's own leg: the others rejoin when they return. (A
         # planned promotion leaves the assembly to `apply`, from every leg: they are in sync.)
-        if own in new.disks:
-            actions += release_partial_assembly(new, new.disks[own], uuid_)[0]
-        actions.append(assemble_action(site, home, uuid_, own))
-        position = profile.mirrors.index(home)
-        actions += serving_actions(profile, position, promoted, new, secrets)
+        actions += _run_on_own_leg(profile, home, promoted, new, own, secrets, uuid_)
+    return _with_conf(profile, home, site, facts, actions)
+
+
+def _run_on_own_leg(
+    profile: Profile,
+    home: Mirror,
+    promoted: Mirror,
+    new: SiteFacts,
+    own: str,
+    secrets: Mapping[str, str],
+    uuid_: str,
+) -> list[Action]:
+    """The forced promotion's last part: the array assembled from the promoted site's leg, served."""
+    actions: list[Action] = []
+    if own in new.disks:
+        actions += release_partial_assembly(new, new.disks[own], uuid_)[0]
+    actions.append(assemble_action(new.name, home, uuid_, own))
+    return actions + serving_actions(profile, profile.mirrors.index(home), promoted, new, secrets)
+
+
+def _finish_forced(
+    profile: Profile,
+    home: Mirror,
+    site: str,
+    before: str,
+    new: SiteFacts,
+    facts: Mapping[str, SiteFacts | None],
+    secrets: Mapping[str, str],
+    uuid_: str,
+) -> Plan:
+    """What a forced promotion that wrote its generation and then stopped left undone: the fence
+    (if its target is still there: `before` ran the mirror, exporting this leg), the assembly from
+    the site's own leg, the serving."""
+    promoted = as_run(home, site)
+    old_view = as_run(home, before) if before else home
+    leg = next((r for r in old_view.replicas if r.site == site), None)
+    own = leg_device(promoted, promoted.primary, new.dm)
+    actions: list[Action] = []
+    if leg is not None:
+        actions += leg_export_removal(profile, old_view, leg, new, fence=True)
+    actions += _run_on_own_leg(profile, home, promoted, new, own, secrets, uuid_)
+    return _with_conf(profile, home, site, facts, actions)
+
+
+def _with_conf(
+    profile: Profile, home: Mirror, site: str, facts: Mapping[str, SiteFacts | None], actions: list[Action]
+) -> Plan:
+    """The promotion's actions with mdadm.conf written for the new roles on the legs' sites reached."""
+    legs = [home.primary.site, *(r.site for r in home.replicas)]
     reached = {n: f for n, f in facts.items() if f is not None}
-    conf = mdadm_conf_actions(profile_as_run(profile, {name: site}), reached)
+    conf = mdadm_conf_actions(profile_as_run(profile, {home.name: site}), reached)
     return Plan(tuple(with_mdadm_conf(actions, [a for a in conf if a.site in legs])))
 
 

@@ -12,7 +12,7 @@ from __future__ import annotations
 from collections.abc import Mapping
 from dataclasses import dataclass
 
-from remirror.facts.generations import Generation, LegRecord, MiB
+from remirror.facts.generations import Generation, LegRecord, MiB, record_offset
 from remirror.facts.model import MdSuperblock
 from remirror.facts.site import DiskFacts, SiteFacts
 from remirror.profile.model import Mirror, PrimaryLeg, Profile, ReplicaLeg
@@ -71,6 +71,13 @@ def own_leg(mirror: Mirror, leg: PrimaryLeg | ReplicaLeg, site: SiteFacts) -> Di
     if used is not None and used.exists:
         return used
     return site.disks.get(leg.disk)
+
+
+def has_room_for_record(disk: DiskFacts) -> bool:
+    """Whether md's data on this leg ends before the leg record's MiB (apply's `--size`): an
+    array made otherwise (by hand, or before remirror kept records) may use it."""
+    end = disk.superblock.data_end if disk.superblock is not None else None
+    return end is not None and end <= record_offset(disk.size)
 
 
 def superblock_of(
