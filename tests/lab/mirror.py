@@ -208,6 +208,18 @@ def remote_member_state() -> str:
     return "missing"
 
 
+def wait_sessions_back(timeout: float = 120) -> None:
+    """Until every iSCSI session on site A is LOGGED_IN again (after a cut link: iscsid logs in
+    once a NOP shows the link back), so that the next test starts from a healthy mirror."""
+    deadline = time.monotonic() + timeout
+    while True:
+        states = [p.read_text().strip() for p in Path("/sys/class/iscsi_session").glob("*/state")]
+        if all(state == "LOGGED_IN" for state in states):
+            return
+        assert time.monotonic() < deadline, f"sessions still {states} {timeout:.0f}s after the link came back"
+        time.sleep(0.5)
+
+
 def wait_faulty(timeout: float = 120) -> None:
     """Until md has failed the replica leg (a cut link under `degrade`)."""
     started = time.monotonic()

@@ -316,6 +316,7 @@ def test_split_brain_with_both_arrays_stopped_is_held_until_resolve(
     assert report["state"] == "SPLIT_BRAIN", report
     record_property("split_brain_stopped_reason", report["reason"])
     _, out, err = remirror("plan", profile, ok_codes=(1,))
+    record_property("plan_output", out + err)  # quoted in the note
     assert "split brain" in err, out + err
     _, out, err = remirror("apply", "--yes", profile, ok_codes=(1,))
     assert "split brain" in err, out + err
@@ -335,6 +336,7 @@ def test_resolve_keeps_one_side_rebuilds_the_other_and_saves_its_writes(
     started = time.monotonic()
     code, out, err = remirror("resolve", profile, "lab3", "--keep", "site-a", "--save", save, "--yes")
     assert code == 0, out + err
+    record_property("resolve_output", out)
     assert "ForgetArray" in out, out
     reconcile_until_mirrored(900, profile)
     record_property("resolve_to_mirrored_seconds", round(time.monotonic() - started, 1))
