@@ -78,6 +78,7 @@ class AgentClient:
         if self._stream is not None:
             self._stream.close()
             self._stream = None
+            self.locks.clear()  # the remote agent ends with its stream, and its locks with it
 
     def observe(
         self,
