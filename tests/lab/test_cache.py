@@ -129,6 +129,12 @@ def replica_dirty_blocks() -> int:
     return int(fields[4]) - int(fields[5])  # writecache: ERROR BLOCKS FREE WRITEBACK ...
 
 
+def fast_digest() -> str:
+    """sha256 of the first 8 MiB of site B's fast disk (where a cache's set-up writes)."""
+    command = "dd if=/dev/lab/b-fast0 iflag=direct bs=1M count=8 status=none | sha256sum"
+    return on_b("sh", "-c", command).stdout.split()[0]
+
+
 def progress(line: str) -> None:
     print(f"\n  {line}", file=sys.__stderr__, flush=True)
 
@@ -241,6 +247,17 @@ def test_data_survives_the_removal_of_the_replica_cache_while_fio_verifies(
     # The replica's own disk (under the linear mapping) holds everything: checksums match.
     assert legs_match(f"/dev/mapper/{PRIMARY_CACHE}", "/dev/lab/b1")
     assert {offset: md_digest(offset, 8 * MiB) for offset in digests} == digests
+    # docs/safety.md, flow 4: the drained fast disk is used for something else meanwhile.
+    # Adding the cache back would zero its head: refused like any disk that holds data.
+    on_b("mkfs.ext4", "-q", "-L", "reused", "/dev/lab/b-fast0")
+    reused = fast_digest()
+    _, out, err = remirror("apply", "--yes", profile, ok_codes=(1,))
+    assert "refusing to write over data without --allow-destructive" in err, out + err
+    assert "/dev/lab/b-fast0 holds ext4 filesystem labelled 'reused'" in err, err
+    assert fast_digest() == reused
+    assert dm_target(REPLICA_CACHE) == "linear"
+    # The operator frees it again (wipefs alone leaves the rest of ext4's superblock there).
+    on_b("dd", "if=/dev/zero", "of=/dev/lab/b-fast0", "bs=1M", "count=8", "oflag=direct", "status=none")
     # And back on, live, for the next test.
     code, out, err = remirror("apply", "--yes", profile)
     assert code == 0, out + err

@@ -314,6 +314,35 @@ def test_a_disk_with_a_filesystem_is_refused(tmp_path: Path) -> None:
         sh("wipefs", "--all", "--quiet", "/dev/lab/a2")
 
 
+def test_a_disk_a_process_holds_open_is_refused(tmp_path: Path) -> None:
+    # docs/safety.md, flow 5: a raw disk in use (a VM's disk, a database) carries no signature
+    # for wipefs to find; md's initial sync would write over it all the same.
+    profile = variant(
+        tmp_path,
+        "in-use.yaml",
+        **{
+            "name: lab0": "name: lab2",
+            "/dev/lab/a0": "/dev/lab/a2",
+            "/dev/lab/b0": "/dev/lab/b2",
+            "/dev/md/lab0": "/dev/md/lab2",
+        },
+    )
+    written = write_random(MiB, 4 * MiB, "/dev/lab/a2")  # the application's data, no signature
+    with Path("/dev/lab/a2").open("rb") as disk:
+        holder = subprocess.Popen(["sleep", "600"], stdin=disk)
+    try:
+        _, _, err = remirror("apply", "--yes", profile, ok_codes=(1,))
+        assert f"/dev/lab/a2 is in use (open by pid {holder.pid} (sleep))" in err, err
+        # Nothing changed anywhere: no array, no LIO object on site B, the data as it was.
+        assert not Path("/dev/md/lab2").exists()
+        assert not any("lab2" in name for name in lio_objects())
+        assert md_digest(MiB, 4 * MiB, "/dev/lab/a2") == written
+    finally:
+        holder.kill()
+        holder.wait()
+        sh("dd", "if=/dev/zero", "of=/dev/lab/a2", "bs=1M", "count=8", "oflag=direct", "status=none")
+
+
 def test_an_unreachable_site_fails_fast_and_changes_nothing() -> None:
     net.set_link(False)
     try:
