@@ -471,3 +471,16 @@ def test_a_mirror_dropped_from_the_profile_keeps_its_lines_and_is_reported_while
     assert managed_lines(conf)[UUID] == before
     for r in report(two, facts, Seen({}), 0.0):
         assert any(f"UUID {UUID}" in note and "no longer names" in note for note in r.notes), r.notes
+
+
+def test_a_dropped_mirrors_export_is_reported_while_it_runs() -> None:
+    from remirror.health.report import unmanaged
+
+    facts = dict(applied().facts)
+    other = parse_profile(
+        profile_text("sync", "mutual", 1, False, "lan").replace("  - name: m0\n", "  - name: m1\n", 1)
+    )
+    # The profile's own targets are not reported; m0's replica target on site b is.
+    assert unmanaged(PROFILE, facts) == {}
+    (note,) = [n for n in unmanaged(other, facts)["b"] if "exports" in n]
+    assert f"exports {PROFILE.replica_iqn(MIRROR, REPLICA)}," in note

@@ -32,7 +32,7 @@ from remirror.facts.site import SiteFacts
 from remirror.health.state import IN_SYNC, LegHealth, MirrorHealth, State, assess
 from remirror.plan.planner import managed_lines
 from remirror.plan.roles import has_room_for_record, leg_records, own_leg, roles
-from remirror.profile.model import Mirror, Profile
+from remirror.profile.model import DERIVED_IQN_PREFIX, Mirror, Profile
 from remirror.profile.names import array_uuid, cache_name, leg_device
 
 SECTOR = 512
@@ -151,20 +151,30 @@ def report(
     reports = []
     for mirror in profile.mirrors:
         found = _mirror(profile, mirror, facts, seen, now)
-        sites = [mirror.primary.site, *(r.site for r in mirror.replicas)]
+        sites = _sites(mirror)
         nearby = tuple(note for site in sites for note in strays.get(site, []))
         reports.append(dataclasses.replace(found, notes=found.notes + nearby))
     return reports
 
 
 def unmanaged(profile: Profile, facts: Mapping[str, SiteFacts | None]) -> dict[str, list[str]]:
-    """Per site, the arrays remirror's mdadm.conf block names that the profile no longer does,
-    and which run: dropped from the profile, never taken apart (docs/safety.md, flow 9)."""
+    """Per site, what remirror built for this profile that the profile no longer names, still
+    running: arrays its mdadm.conf block names, and targets with the names it derives for this
+    profile (a mirror dropped from the profile, never taken apart: docs/safety.md, flow 9)."""
     ours = {array_uuid(profile, m) for m in profile.mirrors}
+    derived = f"{DERIVED_IQN_PREFIX}:{profile.name}."
+    targets = {f"{derived}{m.name}.{site}" for m in profile.mirrors for site in _sites(m)}
     found: dict[str, list[str]] = {}
     for name, site in facts.items():
         if site is None:
             continue
+        for iqn in sorted(site.targets):
+            if iqn.startswith(derived) and iqn not in targets:
+                found.setdefault(name, []).append(
+                    f"site {name} exports {iqn}, which remirror built for this profile but the profile"
+                    " no longer names: remirror leaves it alone (`remirror destroy` it with the profile"
+                    " that had it)"
+                )
         for uuid_ in managed_lines(site.mdadm_conf):
             running = next((a for a in site.arrays if a.uuid == uuid_), None)
             if uuid_ in ours or running is None:
@@ -226,6 +236,10 @@ def _mirror(
         cdp=_cdp(mirror, primary, now),
         primary=mirror.primary.site,
     )
+
+
+def _sites(mirror: Mirror) -> list[str]:
+    return [mirror.primary.site, *(r.site for r in mirror.replicas)]
 
 
 def _record_notes(profile: Profile, mirror: Mirror, facts: Mapping[str, SiteFacts | None]) -> tuple[str, ...]:
