@@ -18,7 +18,7 @@ from remirror.plan import Action, Plan, make_plan, make_teardown
 from remirror.plan.cdp import volume_path
 from remirror.plan.distinct import refuse_names_for_the_same_thing
 from remirror.plan.roles import as_run, leg_records, profile_as_run, roles
-from remirror.profile.model import Mirror, PrimaryLeg, Profile, ReplicaLeg
+from remirror.profile.model import Mirror, Profile
 from remirror.profile.names import array_uuid, by_path, cache_name
 
 log = logging.getLogger("remirror.apply")
@@ -118,8 +118,7 @@ class Controller:
         disks: dict[str, list[str]] = {name: [] for name in self.profile.sites}
         for home in self.profile.mirrors:
             for mirror in _every_way_run(home):
-                legs: list[PrimaryLeg | ReplicaLeg] = [mirror.primary, *mirror.replicas]
-                for leg in legs:
+                for leg in mirror.legs:
                     disks[leg.site] += [leg.disk, f"/dev/mapper/{cache_name(mirror, leg.site)}"]
                     if leg.cache is not None:
                         disks[leg.site].append(leg.cache.disk)
@@ -139,8 +138,7 @@ class Controller:
         mirrors with CDP (their index of points starts there) wherever they may run."""
         probes: dict[str, list[str]] = {name: [] for name in self.profile.sites}
         for mirror in self.profile.mirrors:
-            legs: list[PrimaryLeg | ReplicaLeg] = [mirror.primary, *mirror.replicas]
-            for leg in legs:
+            for leg in mirror.legs:
                 if leg.cache is not None:
                     probes[leg.site].append(leg.cache.disk)
                 if mirror.cdp is not None:
@@ -152,8 +150,7 @@ class Controller:
         when there is one (remirror.plan.roles.leg_records picks)."""
         records: dict[str, list[str]] = {name: [] for name in self.profile.sites}
         for mirror in self.profile.mirrors:
-            legs: list[PrimaryLeg | ReplicaLeg] = [mirror.primary, *mirror.replicas]
-            for leg in legs:
+            for leg in mirror.legs:
                 records[leg.site] += [leg.disk, f"/dev/mapper/{cache_name(mirror, leg.site)}"]
         return records
 

@@ -23,7 +23,7 @@ from remirror.files import write_atomically
 from remirror.health import MirrorHealth, State, assess
 from remirror.health.report import MirrorReport, Seen, report
 from remirror.health.verify import Span, differing, merged, settle
-from remirror.profile.model import PrimaryLeg, Profile, ReplicaLeg
+from remirror.profile.model import Profile
 from remirror.profile.names import leg_device
 
 log = logging.getLogger("remirror.monitor")
@@ -120,7 +120,7 @@ def verify(
     except ValueError as error:
         raise UsageError(f"verify {mirror.name}: {error}") from None
     # Through the caches, if any: a writecache holds writes its disk does not have yet.
-    every: list[PrimaryLeg | ReplicaLeg] = [mirror.primary, *mirror.replicas]
+    every = mirror.legs
     legs = {leg.site: leg_device(mirror, leg, facts[leg.site].dm) for leg in every}
     chunks = span.chunks(chunk)
     before = {site: controller.clients[site].bytes_received for site in legs}

@@ -17,6 +17,7 @@ from pathlib import Path
 
 import pytest
 
+from remirror.facts.parsers import parse_data_offset
 from remirror.lab.md import sectors_written
 from tests.lab import mirror as lab0
 from tests.lab.conftest import on_b, sh
@@ -91,7 +92,8 @@ def cached(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Path]:
 def data_digest(device: str, site_b: bool) -> str:
     """sha256 of the array's data region on one leg's device (its superblock left out)."""
     examine = (on_b if site_b else sh)("mdadm", "--examine", device).stdout
-    offset = int(examine.split("Data Offset : ")[1].split()[0]) * 512
+    offset = parse_data_offset(examine)
+    assert offset is not None, examine
     size = int(sh("blockdev", "--getsize64", MD).stdout)
     command = (
         f"dd if={device} iflag=direct,skip_bytes,count_bytes skip={offset} count={size} bs=1M status=none"

@@ -21,6 +21,7 @@ from pathlib import Path
 import pytest
 
 from remirror.facts.cdp import INDEX_BYTES, INDEX_SLOT, decode_index
+from remirror.facts.parsers import parse_data_offset
 from tests.lab.conftest import on_b, sh
 from tests.lab.mirror import LAB, md_digest, remirror
 
@@ -252,7 +253,8 @@ def test_the_daemon_keeps_the_window_and_the_dr_leg_holds_the_points(
     assert min(ages) < 10
     # The DR site's leg holds the same index: the history survives the primary.
     examine = on_b("mdadm", "--examine", "/dev/lab/b2").stdout
-    offset = int(examine.split("Data Offset : ")[1].split()[0]) * 512
+    offset = parse_data_offset(examine)
+    assert offset is not None, examine
     raw = on_b(
         "sh", "-c",
         f"dd if=/dev/lab/b2 iflag=direct,skip_bytes skip={offset} bs=1M count={INDEX_BYTES // MiB} status=none"

@@ -10,7 +10,6 @@ from __future__ import annotations
 import json
 import mmap
 import os
-import re
 import time
 from collections.abc import Callable
 from pathlib import Path
@@ -18,6 +17,7 @@ from typing import Any
 
 from prometheus_client.parser import text_string_to_metric_families
 
+from remirror.facts.parsers import parse_data_offset
 from remirror.lab import net
 from remirror.lab.spec import VETH_A
 from tests.lab.conftest import on_b, sh
@@ -196,7 +196,8 @@ def test_verify_finds_exactly_the_bytes_changed_behind_md_moving_only_digests(
     assert over_the_link < size // 100, over_the_link
     # Change 4 KiB on the replica's disk behind md's and LIO's back.
     examined = on_b("mdadm", "--examine", "/dev/lab/b0").stdout
-    data_offset = int(re.search(r"Data Offset : (\d+) sectors", examined).group(1)) * 512  # type: ignore[union-attr]
+    data_offset = parse_data_offset(examined)
+    assert data_offset is not None, examined
     at = 100 * MiB + 8 * 1024
     on_b(
         "dd", "if=/dev/urandom", "of=/dev/lab/b0", "bs=4096", "count=1", f"seek={data_offset + at}",

@@ -90,8 +90,8 @@ def test_kernel_stack_is_ready() -> None:
     ):
         assert re.search(rf"^{module} ", modules, flags=re.M), module
     assert Path("/sys/kernel/config/target").is_dir()
-    # iscsid answers (21: no sessions), rather than 20 (cannot reach iscsid).
-    assert sh("iscsiadm", "-m", "session", ok_codes=(0, 21)).returncode in (0, 21)
+    # iscsid answers (21: no sessions); `sh` raises on anything else, 20 (cannot reach iscsid) too.
+    sh("iscsiadm", "-m", "session", ok_codes=(0, 21))
 
 
 @pytest.fixture

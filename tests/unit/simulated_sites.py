@@ -15,11 +15,18 @@ from typing import Any
 
 from remirror.facts.cdp import stack_names
 from remirror.facts.generations import LegRecord, first_record
-from remirror.facts.model import CacheStatus, IscsiSession, MdArray, MdMember, MdSuperblock, Signature
+from remirror.facts.model import (
+    CacheStatus,
+    IscsiSession,
+    MdArray,
+    MdMember,
+    MdSuperblock,
+    Signature,
+    secret_digest,
+)
 from remirror.facts.parsers import parse_dm_table
 from remirror.facts.site import DiskFacts, DmDevice, LioAcl, LioTarget, SiteFacts
 from remirror.plan import Plan
-from remirror.plan.planner import digest
 from remirror.profile.timeouts import REPLACEMENT_TIMEOUT
 
 _BY_PATH = re.compile(r"^/dev/disk/by-path/ip-(?P<portal>.+)-iscsi-(?P<iqn>.+)-lun-0$")
@@ -150,9 +157,9 @@ def _lio(sites: dict[str, SiteFacts], name: str, step: dict[str, Any]) -> dict[s
         chap = step.get("chap", {})
         acl = LioAcl(
             chap.get("username", ""),
-            digest(chap["password"]) if "password" in chap else "",
+            secret_digest(chap["password"]) if "password" in chap else "",
             chap.get("mutual_username", ""),
-            digest(chap["mutual_password"]) if "mutual_password" in chap else "",
+            secret_digest(chap["mutual_password"]) if "mutual_password" in chap else "",
             (0,),
         )
         targets[step["iqn"]] = dataclasses.replace(target, acls={**target.acls, step["initiator"]: acl})
@@ -214,7 +221,7 @@ def _mark_logged_in(
 def _node_secrets(sites: dict[str, SiteFacts], name: str, step: dict[str, Any]) -> dict[str, SiteFacts]:
     key = (step["target"], f"{step['address']},{step['port']},1")
     nodes = {k: dict(v) for k, v in sites[name].nodes.items()}
-    nodes[key].update({k: digest(v) for k, v in step["values"].items()})
+    nodes[key].update({k: secret_digest(v) for k, v in step["values"].items()})
     return _replace(sites, name, nodes=nodes)
 
 

@@ -61,7 +61,7 @@ def test_wait_path_gives_up_with_a_message(tmp_path: Path) -> None:
 
 
 def test_unknown_requests_are_answered_not_crashed_on() -> None:
-    assert handle({"op": "reboot"}) == {"protocol": 1, "error": "unknown op 'reboot'", "commands": 0}
+    assert handle({"op": "reboot"}) == {"protocol": 2, "error": "unknown op 'reboot'", "commands": 0}
 
 
 def test_each_answer_counts_the_commands_its_request_ran() -> None:
@@ -89,7 +89,7 @@ def test_remirror_agent_speaks_json_on_stdin_and_stdout() -> None:
         text=True,
         check=True,
     )
-    assert json.loads(done.stdout) == {"protocol": 1, "results": [{"ok": True}], "commands": 1}
+    assert json.loads(done.stdout) == {"protocol": 2, "results": [{"ok": True}], "commands": 1}
 
 
 def test_chap_secrets_go_into_the_node_record_file_not_argv(
@@ -138,8 +138,8 @@ def test_remirror_agent_serve_answers_one_line_per_request_in_order() -> None:
         check=True,
     )
     answers = [json.loads(line) for line in done.stdout.splitlines()]
-    assert answers[0] == {"protocol": 1, "results": [{"ok": True}], "commands": 1}
-    assert answers[1] == {"protocol": 1, "error": "unknown op 'reboot'", "commands": 0}
+    assert answers[0] == {"protocol": 2, "results": [{"ok": True}], "commands": 1}
+    assert answers[1] == {"protocol": 2, "error": "unknown op 'reboot'", "commands": 0}
     assert answers[2]["error"].startswith("the request is not JSON")
 
 
@@ -186,7 +186,7 @@ def test_a_site_lock_is_held_while_its_agent_runs_and_named_to_whoever_waits(tmp
     agent = _serve(tmp_path)
     try:
         assert _ask(agent, {"op": "lock", "name": "site", "holder": "remirror apply (pid 7 on a)"}) == {
-            "protocol": 1,
+            "protocol": 2,
             "locked": True,
             "commands": 0,
         }
@@ -240,3 +240,14 @@ def test_an_agent_whose_controller_goes_mid_request_ends_with_its_commands(tmp_p
     assert _gone_within(sleeper, 10), "the agent's command outlived it"
     assert lock.take("site", "remirror reconcile", wait=5)  # and the lock with them
     lock.release("site")
+
+
+def test_an_agent_of_another_protocol_is_refused_naming_both(monkeypatch: pytest.MonkeyPatch) -> None:
+    from remirror.agent.client import AgentClient
+    from remirror.errors import SiteError
+    from remirror.profile.model import Site
+
+    client = AgentClient("dr", Site(host="ssh://root@dr.example"))
+    monkeypatch.setattr(client, "_remote", lambda _request, _secrets: '{"protocol": 1, "facts": {}}')
+    with pytest.raises(SiteError, match="site dr: its remirror agent speaks protocol 1, this controller 2"):
+        client.observe(["/dev/sdb"])

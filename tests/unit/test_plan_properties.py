@@ -14,9 +14,9 @@ from collections.abc import Callable
 
 import pytest
 
+from remirror.facts.model import secret_digest
 from remirror.facts.site import DiskFacts, SiteFacts
 from remirror.plan import Plan, PlanError, make_plan, make_teardown
-from remirror.plan.planner import digest
 from remirror.profile import Profile, parse_profile
 from tests.unit.simulated_sites import Sites, bare_site
 
@@ -149,7 +149,8 @@ PERTURBATIONS: dict[str, Perturbation] = {
             iqn: dataclasses.replace(
                 t,
                 acls={
-                    i: dataclasses.replace(acl, chap_password=digest("stale")) for i, acl in t.acls.items()
+                    i: dataclasses.replace(acl, chap_password=secret_digest("stale"))
+                    for i, acl in t.acls.items()
                 },
             )
             for iqn, t in f["b"].targets.items()

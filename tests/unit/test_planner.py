@@ -7,10 +7,10 @@ from typing import Any
 
 import pytest
 
-from remirror.facts.model import IscsiSession, MdArray, MdMember, MdSuperblock, Signature
+from remirror.facts.model import IscsiSession, MdArray, MdMember, MdSuperblock, Signature, secret_digest
 from remirror.facts.site import DiskFacts, LioAcl, LioTarget, SiteFacts
 from remirror.plan import PlanError, make_plan
-from remirror.plan.planner import digest, managed_conf
+from remirror.plan.planner import managed_conf
 from remirror.profile import load_profile
 from remirror.profile.names import array_uuid, backstore_name, by_path
 from tests.conftest import PROFILES
@@ -52,9 +52,9 @@ def converged() -> dict[str, SiteFacts]:
     chap = {
         "node.session.auth.authmethod": "CHAP",
         "node.session.auth.username": "lab0",
-        "node.session.auth.password": digest(SECRETS["/etc/remirror/lab/lab0.chap"]),
+        "node.session.auth.password": secret_digest(SECRETS["/etc/remirror/lab/lab0.chap"]),
         "node.session.auth.username_in": "lab0",
-        "node.session.auth.password_in": digest(SECRETS["/etc/remirror/lab/lab0.chap.mutual"]),
+        "node.session.auth.password_in": secret_digest(SECRETS["/etc/remirror/lab/lab0.chap.mutual"]),
     }
     node = {"node.startup": "manual", **MIRROR.iscsi.node_settings("degrade"), **chap}
     array = MdArray(
@@ -62,7 +62,7 @@ def converged() -> dict[str, SiteFacts]:
         (MdMember("dm-0", 0, frozenset({"in_sync"})), MdMember("sda", 1, frozenset({"in_sync", "write_mostly"}))),
         "clean", "idle", None, 0, 1024**2, 1024, 0,
     )  # fmt: skip
-    acl = LioAcl("lab0", digest("initiator-secret-1"), "lab0", digest("target-secret-22"), (0,))
+    acl = LioAcl("lab0", secret_digest("initiator-secret-1"), "lab0", secret_digest("target-secret-22"), (0,))
     target = LioTarget(True, ("192.0.2.2:3260",), {0: backstore_name(MIRROR, REPLICA)}, "1", {INITIATOR: acl})
     a = site(
         "site-a",

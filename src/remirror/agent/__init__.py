@@ -17,11 +17,10 @@ from typing import Any
 from remirror.agent import lock
 from remirror.agent.digest import digests
 from remirror.agent.observe import observe
+from remirror.agent.protocol import PROTOCOL_VERSION
 from remirror.agent.steps import run_steps
 from remirror.errors import RemirrorError
 from remirror.runner.base import commands_started
-
-PROTOCOL_VERSION = 1
 
 
 def handle(request: dict[str, Any]) -> dict[str, Any]:

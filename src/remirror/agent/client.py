@@ -5,6 +5,7 @@ from __future__ import annotations
 import json
 from typing import TYPE_CHECKING, Any, cast
 
+from remirror.agent.protocol import PROTOCOL_VERSION
 from remirror.errors import CommandError, RemirrorError, SiteBusy, SiteError
 from remirror.profile.model import Site
 from remirror.runner.sites import runner_for_site
@@ -48,6 +49,12 @@ class AgentClient:
                 ) from None
         self.requests += 1
         self.commands_run += int(answer.get("commands", 0))
+        if "protocol" in answer and answer["protocol"] != PROTOCOL_VERSION:
+            raise SiteError(
+                self.name,
+                f"its remirror agent speaks protocol {answer['protocol']}, this controller"
+                f" {PROTOCOL_VERSION}: install the same remirror on every site",
+            )
         if answer.get("busy"):
             raise SiteBusy(self.name, answer["error"])
         if "error" in answer:

@@ -11,10 +11,10 @@ from __future__ import annotations
 import hashlib
 import mmap
 import os
-import re
 from typing import Any
 
 from remirror.errors import RemirrorError
+from remirror.facts.parsers import parse_data_offset
 from remirror.runner.local import LocalRunner
 
 _run = LocalRunner("agent").run
@@ -23,11 +23,10 @@ DIGEST_BYTES = 16  # blake2b-128: collisions are not a concern between two copie
 
 def data_offset(disk: str) -> int:
     """Where md keeps the array's data on a member disk, in bytes (`mdadm --examine`)."""
-    text = _run(["mdadm", "--examine", disk], ok_codes=(0, 1)).stdout
-    match = re.search(r"^\s*Data Offset : (\d+) sectors", text, flags=re.M)
-    if match is None:
+    offset = parse_data_offset(_run(["mdadm", "--examine", disk], ok_codes=(0, 1)).stdout)
+    if offset is None:
         raise RemirrorError(f"{disk} carries no md superblock with a data offset")
-    return int(match.group(1)) * 512
+    return offset
 
 
 def digests(request: dict[str, Any]) -> dict[str, Any]:

@@ -8,7 +8,6 @@ decided stays testable.
 from __future__ import annotations
 
 import dataclasses
-import hashlib
 import mmap
 import os
 import socket
@@ -21,6 +20,7 @@ from remirror.agent.generations import read_record
 from remirror.errors import CommandError
 from remirror.facts.cdp import INDEX_MAGIC, CdpPoints
 from remirror.facts.generations import record_json
+from remirror.facts.model import secret_digest
 from remirror.runner.local import LocalRunner
 
 _run = LocalRunner("agent").run
@@ -285,7 +285,7 @@ def _nodes() -> dict[str, Any]:
             if not sep:
                 continue
             if ".auth.password" in key:
-                value = _digest(value.strip())
+                value = secret_digest(value.strip())
             settings[key.strip()] = value.strip()
         nodes[f"{record.parent.name} {record.name}"] = settings
     return nodes
@@ -296,10 +296,6 @@ def node_record_files(record: Path) -> list[Path]:
     (a record made without discovery) or a directory with one file per
     interface (`default`)."""
     return [record] if record.is_file() else sorted(f for f in record.iterdir() if f.is_file())
-
-
-def _digest(secret: str) -> str:
-    return "sha256:" + hashlib.sha256(secret.encode()).hexdigest()
 
 
 def _lio_save_path() -> str:
@@ -329,9 +325,9 @@ def _lio() -> dict[str, Any]:
             for acl in tpg.node_acls:
                 acls[acl.node_wwn] = {
                     "chap_userid": acl.chap_userid,
-                    "chap_password": _digest(acl.chap_password) if acl.chap_password else "",
+                    "chap_password": secret_digest(acl.chap_password) if acl.chap_password else "",
                     "chap_mutual_userid": acl.chap_mutual_userid,
-                    "chap_mutual_password": _digest(acl.chap_mutual_password)
+                    "chap_mutual_password": secret_digest(acl.chap_mutual_password)
                     if acl.chap_mutual_password
                     else "",
                     "mapped_luns": sorted(m.mapped_lun for m in acl.mapped_luns),

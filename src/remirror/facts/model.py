@@ -2,12 +2,19 @@
 
 from __future__ import annotations
 
+import hashlib
 from dataclasses import dataclass, field
 
 # wipefs/libblkid type names, grouped the way the safety rule talks about them.
 _MD_TYPES = {"linux_raid_member"}
 _LVM_TYPES = {"LVM2_member", "LVM1_member"}
 _PARTITION_TABLE_TYPES = {"dos", "gpt", "PMBR", "atari", "bsd", "mac", "sgi", "sun"}
+
+
+def secret_digest(secret: str) -> str:
+    """How a site reports a stored secret (a CHAP password in a node record or an ACL): compared
+    with the profile's, never shown. The agent and the planner must agree byte for byte."""
+    return "sha256:" + hashlib.sha256(secret.encode()).hexdigest()
 
 
 @dataclass(frozen=True)

@@ -421,14 +421,21 @@ def parse_bitmap_location(examine: str) -> tuple[int, int]:
     return int(sb.group(1)) * 512, int(bitmap.group(1)) * 512
 
 
+def parse_data_offset(examine: str) -> int | None:
+    """Where md keeps the array's data on a member, in bytes, from plain `mdadm --examine`
+    (`Data Offset : 2048 sectors`); None for a device without a 1.x superblock."""
+    offset = re.search(r"^\s*Data Offset : (\d+) sectors", examine, flags=re.M)
+    return int(offset.group(1)) * 512 if offset else None
+
+
 def md_data_end(examine: str) -> int | None:
     """Where md's data ends on a member, in bytes from the device's start, from plain `mdadm
     --examine` (1.x metadata): `Data Offset` plus `Used Dev Size` (printed when md uses less than
     the device offers, as with `--size`), else `Avail Dev Size`. None without them."""
-    offset = re.search(r"^\s*Data Offset : (\d+) sectors", examine, flags=re.M)
+    offset = parse_data_offset(examine)
     used = re.search(r"^\s*Used Dev Size : (\d+)", examine, flags=re.M)
     avail = re.search(r"^\s*Avail Dev Size : (\d+)", examine, flags=re.M)
     size = used or avail
     if offset is None or size is None:
         return None
-    return (int(offset.group(1)) + int(size.group(1))) * 512
+    return offset + int(size.group(1)) * 512

@@ -239,7 +239,7 @@ def _mirror(
 
 
 def _sites(mirror: Mirror) -> list[str]:
-    return [mirror.primary.site, *(r.site for r in mirror.replicas)]
+    return mirror.sites
 
 
 def _record_notes(profile: Profile, mirror: Mirror, facts: Mapping[str, SiteFacts | None]) -> tuple[str, ...]:

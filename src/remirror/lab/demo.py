@@ -11,7 +11,7 @@ import time
 from collections.abc import Callable
 from pathlib import Path
 
-from remirror.facts.parsers import parse_bitmap_examine
+from remirror.facts.parsers import parse_bitmap_examine, parse_data_offset
 from remirror.lab import md, net
 from remirror.lab.spec import LAB_FILE, Wan
 from remirror.profile import load_profile
@@ -79,8 +79,7 @@ def leg_digest(disk: str, site_b: bool, size: int | None = None) -> str:
 
     `size`: of the array's data, when the array is not running to say it.
     """
-    examined = re.search(r"Data Offset : (\d+) sectors", _run(["mdadm", "--examine", LOCAL]).stdout)
-    offset = int(examined.group(1)) * 512 if examined else 0
+    offset = parse_data_offset(_run(["mdadm", "--examine", LOCAL]).stdout) or 0
     size = size or int(_run(["blockdev", "--getsize64", MD]).stdout)
     command = f"dd if={disk} iflag=direct,skip_bytes,count_bytes skip={offset} count={size} bs=1M status=none"
     argv = ["sh", "-c", f"{command} | sha256sum"]

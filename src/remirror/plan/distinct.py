@@ -13,7 +13,7 @@ from collections.abc import Mapping
 
 from remirror.errors import RemirrorError
 from remirror.facts.site import SiteFacts
-from remirror.profile.model import PrimaryLeg, Profile, ReplicaLeg
+from remirror.profile.model import Profile
 
 
 class SameThingTwice(RemirrorError):
@@ -58,8 +58,7 @@ def _disks_on(profile: Profile, site: str) -> list[str]:
     """The disks the profile gives `site`, legs and cache disks, in profile order."""
     paths: list[str] = []
     for mirror in profile.mirrors:
-        legs: list[PrimaryLeg | ReplicaLeg] = [mirror.primary, *mirror.replicas]
-        for leg in legs:
+        for leg in mirror.legs:
             if leg.site != site:
                 continue
             paths.append(leg.disk)

@@ -6,14 +6,13 @@ The names of what it makes come from `remirror.profile.names`.
 from __future__ import annotations
 
 import dataclasses
-import hashlib
 from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import Any
 
 from remirror.errors import RemirrorError
 from remirror.facts.generations import MiB
-from remirror.facts.model import MdArray, Signature
+from remirror.facts.model import MdArray, Signature, secret_digest
 from remirror.facts.site import DiskFacts, SiteFacts
 from remirror.plan.actions import CHANGE, CREATE, DELETE, Action, Plan
 from remirror.plan.cache import CacheError, cache_actions
@@ -31,11 +30,6 @@ ISCSIADM_AUTH_FAILED = 24
 
 class PlanError(RemirrorError):
     """The sites are in a state the plan cannot reconcile (a missing disk, a name taken by something else)."""
-
-
-def digest(secret: str) -> str:
-    """How the agent reports a stored secret: compared, never shown."""
-    return "sha256:" + hashlib.sha256(secret.encode()).hexdigest()
 
 
 def make_plan(profile: Profile, facts: Mapping[str, SiteFacts], secrets: Mapping[str, str]) -> Plan:
@@ -127,11 +121,7 @@ def _mdadm_conf_lines(profile: Profile, without: Mirror | None = None) -> dict[s
     and a boot must not assemble it until `apply` says so again. So does the
     line of a mirror whose primary leg has a cache (see below).
     """
-    lines: dict[str, list[str]] = {
-        site: []
-        for mirror in profile.mirrors
-        for site in [mirror.primary.site, *(r.site for r in mirror.replicas)]
-    }
+    lines: dict[str, list[str]] = {site: [] for mirror in profile.mirrors for site in mirror.sites}
     for mirror in profile.mirrors:
         uuid_ = array_uuid(profile, mirror)
         for replica in mirror.replicas:
@@ -422,9 +412,9 @@ def _target_actions(export: Export, secrets: Mapping[str, str], destructive: str
             wanted_chap["mutual_password"] = secrets[chap.target_password_file]
     wanted_acl = (
         wanted_chap.get("username", ""),
-        digest(wanted_chap["password"]) if "password" in wanted_chap else "",
+        secret_digest(wanted_chap["password"]) if "password" in wanted_chap else "",
         wanted_chap.get("mutual_username", ""),
-        digest(wanted_chap["mutual_password"]) if "mutual_password" in wanted_chap else "",
+        secret_digest(wanted_chap["mutual_password"]) if "mutual_password" in wanted_chap else "",
     )
     for initiator in export.initiators:
         acl_step: dict[str, Any] = {
@@ -624,7 +614,7 @@ def _initiator_actions(
     current = primary.node_for(iqn, portal.address, portal.port)
 
     def shown(key: str, value: str) -> str:
-        return digest(value) if ".auth.password" in key else value
+        return secret_digest(value) if ".auth.password" in key else value
 
     changed = {k: v for k, v in wanted.items() if current is None or current.get(k) != shown(k, v)}
     steps: list[dict[str, Any]] = []

@@ -47,7 +47,7 @@ def make_promotion(
 ) -> Plan:
     """The hand-over of mirror `name` to `site`; PlanError when it is not safe (or not possible)."""
     home = profile.mirror(name)
-    legs = [home.primary.site, *(r.site for r in home.replicas)]
+    legs = home.sites
     if site not in legs:
         raise PlanError(f"{name} has no leg on site {site} (its legs: {', '.join(legs)})")
     uuid_ = array_uuid(profile, home)
@@ -171,7 +171,7 @@ def _with_conf(
     profile: Profile, home: Mirror, site: str, facts: Mapping[str, SiteFacts | None], actions: list[Action]
 ) -> Plan:
     """The promotion's actions with mdadm.conf written for the new roles on the legs' sites reached."""
-    legs = [home.primary.site, *(r.site for r in home.replicas)]
+    legs = home.sites
     reached = {n: f for n, f in facts.items() if f is not None}
     conf = mdadm_conf_actions(profile_as_run(profile, {home.name: site}), reached)
     return Plan(tuple(with_mdadm_conf(actions, [a for a in conf if a.site in legs])))

@@ -140,7 +140,7 @@ def _login_afresh(actions: list[Action], iqn: str) -> Action:
 
 
 def _sites(mirror: Mirror) -> list[str]:
-    return [mirror.primary.site, *(r.site for r in mirror.replicas)]
+    return mirror.sites
 
 
 def _readd(profile: Profile, mirror: Mirror, replica: ReplicaLeg, faulty: str, primary: SiteFacts) -> Action:

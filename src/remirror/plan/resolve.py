@@ -33,7 +33,7 @@ from remirror.plan.planner import (
 )
 from remirror.plan.promote import assemble_action, record_action, stand_down
 from remirror.plan.roles import as_run, leg_records, profile_as_run, roles
-from remirror.profile.model import Mirror, PrimaryLeg, Profile, ReplicaLeg
+from remirror.profile.model import Mirror, Profile, ReplicaLeg
 from remirror.profile.names import array_uuid, by_path, leg_device
 
 
@@ -46,7 +46,7 @@ def make_resolution(
 ) -> Plan:
     """Part 1: the discarded legs let go of the array; `keep` runs it. PlanError when it cannot."""
     home = profile.mirror(name)
-    legs: list[PrimaryLeg | ReplicaLeg] = [home.primary, *home.replicas]
+    legs = home.legs
     sites = [leg.site for leg in legs]
     if keep not in sites:
         raise PlanError(f"{name} has no leg on site {keep} (its legs: {', '.join(sites)})")
@@ -70,7 +70,7 @@ def make_resolution(
     members = {keep}
     if array is not None:
         members |= {leg.site for leg in health.legs if leg.status == IN_SYNC}
-    everyone: list[PrimaryLeg | ReplicaLeg] = [kept.primary, *kept.replicas]
+    everyone = kept.legs
     discarded = [leg for leg in everyone if leg.site not in members]
     actions: list[Action] = []
     for leg in discarded:

@@ -46,7 +46,7 @@ def leg_records(
     not move a new mirror's primary. None: not read, none there, or stale.
     """
     records: dict[str, LegRecord | None] = {}
-    legs: list[PrimaryLeg | ReplicaLeg] = [mirror.primary, *mirror.replicas]
+    legs = mirror.legs
     for leg in legs:
         site = facts.get(leg.site)
         record = None

@@ -25,7 +25,7 @@ from remirror.plan.planner import (
     stop_array_action,
     with_mdadm_conf,
 )
-from remirror.profile.model import Mirror, PrimaryLeg, Profile, ReplicaLeg
+from remirror.profile.model import Mirror, Profile
 from remirror.profile.names import array_uuid, cache_name, export_backstore_name
 
 
@@ -49,7 +49,7 @@ def make_teardown(profile: Profile, mirror: Mirror, facts: Mapping[str, SiteFact
     for replica in mirror.replicas:
         actions += leg_export_removal(profile, mirror, replica, facts[replica.site], primary.initiator or "")
     # Caches last, once nothing uses them: drained (never dropped dirty), then removed.
-    legs: list[PrimaryLeg | ReplicaLeg] = [mirror.primary, *mirror.replicas]
+    legs = mirror.legs
     for leg in legs:
         site = facts[leg.site]
         name = cache_name(mirror, leg.site)
@@ -59,7 +59,7 @@ def make_teardown(profile: Profile, mirror: Mirror, facts: Mapping[str, SiteFact
                 actions += removal_actions(site, site.dm[name], disk, name, remove=True)
             except CacheError as error:
                 raise PlanError(str(error)) from None
-    involved = {mirror.primary.site, *(r.site for r in mirror.replicas)}
+    involved = set(mirror.sites)
     conf = [a for a in mdadm_conf_actions(profile, facts, without=mirror) if a.site in involved]
     return Plan(tuple(with_mdadm_conf(actions, conf)))
 

@@ -367,6 +367,16 @@ class Mirror(_Model):
         """The path applications use."""
         return self.device or f"/dev/md/{self.name}"
 
+    @property
+    def legs(self) -> list[PrimaryLeg | ReplicaLeg]:
+        """The primary leg, then the replica legs in profile order."""
+        return [self.primary, *self.replicas]
+
+    @property
+    def sites(self) -> list[str]:
+        """The sites of its legs, the primary's first."""
+        return [leg.site for leg in self.legs]
+
 
 class Profile(_Model):
     """A whole profile: sites and the mirrors between them."""

@@ -23,7 +23,7 @@ from pathlib import Path
 
 from remirror.errors import CommandError
 from remirror.facts.parsers import parse_cache_status
-from remirror.profile.model import PrimaryLeg, Profile, ReplicaLeg
+from remirror.profile.model import Profile
 from remirror.profile.names import cache_name
 from remirror.reconcile.watch import notify, watchdog_period
 from remirror.runner.local import LocalRunner
@@ -77,7 +77,7 @@ def local_caches(profile: Profile, site: str) -> list[Watched]:
     """The writecaches of `site`'s legs with `destage: idle`."""
     found = []
     for mirror in profile.mirrors:
-        legs: list[PrimaryLeg | ReplicaLeg] = [mirror.primary, *mirror.replicas]
+        legs = mirror.legs
         for leg in legs:
             if leg.site == site and leg.cache is not None and leg.cache.destage == "idle":
                 found.append(Watched(cache_name(mirror, site), leg.cache.idle_after))
