@@ -1,0 +1,9 @@
+"""The version of the controller-agent protocol (remirror.agent), in every answer.
+
+Bumped when a request or an answer changes meaning: 2 added the site locks
+(`lock`, `unlock`), without which a controller cannot keep another from
+changing a site under it. The controller refuses an agent of another
+version with one line naming both (remirror.agent.client).
+"""
+
+PROTOCOL_VERSION = 2
