@@ -12,7 +12,7 @@ from __future__ import annotations
 from collections.abc import Callable
 from dataclasses import dataclass
 
-from remirror.apply import Controller, Outcome
+from remirror.controller import Controller, Outcome
 from remirror.errors import RemirrorError
 from remirror.plan import Plan
 from remirror.plan.promote import make_promotion

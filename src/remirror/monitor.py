@@ -16,7 +16,7 @@ from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
 from pathlib import Path
 
-from remirror.apply import Controller
+from remirror.controller import Controller
 from remirror.errors import RemirrorError, UsageError
 from remirror.facts.site import SiteFacts
 from remirror.files import write_atomically

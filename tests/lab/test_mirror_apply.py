@@ -18,7 +18,7 @@ from pathlib import Path
 import pytest
 
 from remirror.agent.generations import read_record
-from remirror.apply import ApplyError, Controller, read_secrets
+from remirror.controller import ApplyError, Controller, read_secrets
 from remirror.lab import net
 from remirror.lab.spec import INITIATOR_NAMES
 from remirror.profile import load_profile

@@ -306,7 +306,7 @@ def test_a_drain_cut_short_is_seen_in_the_table_and_taken_up_where_it_stopped() 
 def test_only_the_fast_disks_are_read_when_observing() -> None:
     # A read of an iSCSI disk whose link just went down waits for the replacement
     # timeout: observing (each reconciler pass) reads no disk but the would-be caches.
-    from remirror.apply import Controller
+    from remirror.controller import Controller
 
     probes = Controller(with_cache("{disk: /dev/b-fast}")).probes_by_site()
     assert probes == {"a": [], "b": ["/dev/b-fast"], "c": []}

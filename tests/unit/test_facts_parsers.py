@@ -19,9 +19,6 @@ from remirror.facts.parsers import (
     parse_examine_role,
     parse_export,
     parse_initiator_name,
-    parse_iscsiadm_node,
-    parse_iscsiadm_sessions,
-    parse_mdstat,
     parse_sync_completed,
     parse_wipefs_json,
 )
@@ -161,35 +158,6 @@ def test_the_remote_leg_after_the_link_was_cut() -> None:
     assert array.degraded == 1
 
 
-def test_mdstat_shows_write_mostly_faulty_slots_and_bitmap_chunk() -> None:
-    clean = parse_mdstat(fixture("mdstat-clean.txt"))["md127"]
-    assert clean["level"] == "raid1"
-    assert clean["members"] == {
-        "sda": {"descriptor": 1, "flags": ["W"]},
-        "dm-0": {"descriptor": 0, "flags": []},
-    }
-    assert (clean["slots"], clean["bitmap_chunk"]) == ("UU", 1024**2)
-    faulty = parse_mdstat(fixture("mdstat-faulty.txt"))["md127"]
-    assert faulty["members"] == {
-        "sda": {"descriptor": 1, "flags": ["W", "F"]},
-        "dm-0": {"descriptor": 0, "flags": []},
-    }
-    assert faulty["slots"] == "U_"
-    assert parse_mdstat(fixture("mdstat-recovered.txt"))["md127"]["slots"] == "UU"
-
-
-def test_mdstat_progress_line() -> None:
-    # Format from md.c (status_resync); the lab's recoveries finished before a recording could catch one.
-    text = (
-        "md127 : active raid1 sda[1](W) dm-0[0]\n"
-        "      261120 blocks super 1.2 [2/1] [U_]\n"
-        "      [=>...................]  recovery =  9.8% (25600/261120) finish=0.1min speed=25600K/sec\n"
-        "      bitmap: 1/1 pages [4KB], 1024KB chunk\n"
-    )
-    progress = parse_mdstat(text)["md127"]["progress"]
-    assert progress == {"action": "recovery", "percent": 9.8, "done": 25600, "total": 261120}
-
-
 def test_sync_completed() -> None:
     assert parse_sync_completed("1024 / 522240\n") == (1024, 522240)
     assert parse_sync_completed("none\n") is None
@@ -212,25 +180,7 @@ def test_the_bitmap_counts_what_the_outage_left_dirty() -> None:
 # --- open-iscsi -------------------------------------------------------------
 
 
-def test_node_record_keeps_settings_and_never_sees_secrets() -> None:
-    node = parse_iscsiadm_node(fixture("iscsiadm-node-show.txt"))
-    assert (node.target, node.address, node.port) == (
-        "iqn.2026-11.org.remirror.lab:record",
-        "192.0.2.2",
-        3260,
-    )
-    assert node.settings["node.startup"] == "automatic"
-    assert node.settings["node.session.timeo.replacement_timeout"] == "5"
-    assert node.settings["node.session.auth.password"] == "********"
-    assert node.settings["node.session.auth.username_in"] == "lab0"
-    assert "initiator-secret" not in fixture("iscsiadm-node-show.txt")
-
-
-def test_sessions_from_iscsiadm_and_sysfs() -> None:
-    assert parse_iscsiadm_sessions(fixture("iscsiadm-session.txt")) == [
-        (1, "192.0.2.2", 3260, "iqn.2026-11.org.remirror.lab:record")
-    ]
-    assert parse_iscsiadm_sessions("iscsiadm: No active sessions.\n") == []
+def test_a_session_from_sysfs() -> None:
     # The session's own files, then its connection's address and port.
     recorded = {
         path.rsplit("/", 1)[-1]: value

@@ -27,10 +27,10 @@ from remirror.plan import make_plan
 from remirror.plan.planner import PlanError
 from remirror.plan.promote import make_promotion
 from remirror.plan.resolve import make_resolution
-from remirror.plan.roles import as_run, leg_records, md_size, profile_as_run, roles
 from remirror.profile import Profile
 from remirror.profile.loader import parse_profile
 from remirror.profile.names import array_uuid, by_path
+from remirror.roles import as_run, leg_records, md_size, profile_as_run, roles
 from tests.unit.simulated_sites import Sites
 from tests.unit.test_plan_properties import SECRETS, bare_sites, profile_text
 

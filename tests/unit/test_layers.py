@@ -17,6 +17,7 @@ SRC = Path(__file__).resolve().parents[2] / "src"
 PURE = [
     "remirror.profile",
     "remirror.facts",
+    "remirror.roles",
     "remirror.plan",
     "remirror.health",
     "remirror.units",
@@ -31,7 +32,7 @@ ABOVE_CORE = {
     "remirror.lab",
     "remirror.reconcile",
     "remirror.monitor",
-    "remirror.apply",
+    "remirror.controller",
 }
 
 
@@ -93,6 +94,15 @@ def test_pure_core_reaches_no_side_effects(module: str) -> None:
     assert not bad, f"{module} reaches {bad} (module: imported by)"
 
 
+@pytest.mark.parametrize("module", _submodules("remirror.health") + _submodules("remirror.roles"))
+def test_health_and_roles_never_reach_the_planner(module: str) -> None:
+    # The planner judges with health (a promotion needs the mirror in sync); health judging
+    # with the planner would run back up the layers. What both need (which site runs a
+    # mirror, whether a leg ran alone) is remirror.roles, below both.
+    reached = _reachable(module)
+    assert not {name: via for name, via in reached.items() if name.startswith("remirror.plan")}
+
+
 def test_the_contract_is_checked_on_something() -> None:
     modules = [m for p in PURE for m in _submodules(p)]
     assert "remirror.profile.model" in modules
@@ -140,5 +150,11 @@ def test_the_agent_imports_what_observing_needs_and_nothing_above() -> None:
     modules = _imported_by(["agent", "--serve"])
     assert "remirror.agent.observe" in modules
     assert not {m.split(".")[0] for m in modules} & (HEAVY | {"click"})
-    above = {"remirror.profile", "remirror.plan", "remirror.health", "remirror.cli.app", "remirror.apply"}
+    above = {
+        "remirror.profile",
+        "remirror.plan",
+        "remirror.health",
+        "remirror.cli.app",
+        "remirror.controller",
+    }
     assert not {m for m in modules if any(m == a or m.startswith(a + ".") for a in above)}

@@ -8,7 +8,6 @@ import pytest
 
 from remirror.errors import CommandError, CommandTimeout
 from remirror.runner.base import REDACTED, redact
-from remirror.runner.fake import FakeRunner, Reply
 from remirror.runner.local import LocalRunner
 
 
@@ -82,18 +81,3 @@ def test_secrets_never_reach_logs_or_errors(caplog: pytest.LogCaptureFixture) ->
 def test_redact_masks_longest_secret_first() -> None:
     assert redact("pw=abcdef pw2=abc", ["abc", "abcdef"]) == f"pw={REDACTED} pw2={REDACTED}"
     assert redact("nothing here", [""]) == "nothing here"
-
-
-def test_fake_runner_replays_and_records() -> None:
-    fake = FakeRunner("dr", [(["mdadm", "--detail"], Reply(stdout="MD_LEVEL=raid1\n"))])
-    fake.expect(["iscsiadm"], Reply(returncode=21, stderr="iscsiadm: No records found"))
-    assert fake.run(["mdadm", "--detail", "--export", "/dev/md0"]).stdout == "MD_LEVEL=raid1\n"
-    with pytest.raises(CommandError) as caught:
-        fake.run(["iscsiadm", "-m", "node"])
-    assert caught.value.returncode == 21
-    assert [call.argv[0] for call in fake.calls] == ["mdadm", "iscsiadm"]
-    with pytest.raises(AssertionError, match="unscripted"):
-        fake.run(["dmsetup", "ls"])
-    fake.expect(["sleep"], Reply(timeout=True))
-    with pytest.raises(CommandTimeout):
-        fake.run(["sleep", "9"], timeout=1)

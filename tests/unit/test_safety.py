@@ -15,9 +15,9 @@ from remirror.health import State, assess
 from remirror.plan import make_plan
 from remirror.plan.planner import PlanError
 from remirror.plan.resolve import make_resolution
-from remirror.plan.roles import as_run, profile_as_run
 from remirror.profile import parse_profile
 from remirror.profile.names import array_uuid, by_path
+from remirror.roles import as_run, profile_as_run
 from tests.unit.test_cache import WRITECACHE, converged
 from tests.unit.test_failover import MIRROR, PROFILE, UUID, applied, split
 from tests.unit.test_plan_properties import SECRETS, bare_sites, profile_text
@@ -455,8 +455,8 @@ def test_the_agent_checks_for_room_before_writing_a_record() -> None:
 
 
 def test_a_mirror_dropped_from_the_profile_keeps_its_lines_and_is_reported_while_it_runs() -> None:
+    from remirror.facts.parsers import managed_lines
     from remirror.health.report import Seen, report
-    from remirror.plan.planner import managed_lines
 
     facts = dict(applied().facts)
     two = parse_profile(

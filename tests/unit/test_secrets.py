@@ -6,7 +6,7 @@ from pathlib import Path
 
 import pytest
 
-from remirror.apply import read_secrets
+from remirror.controller import read_secrets
 from remirror.errors import RemirrorError
 from remirror.profile import parse_profile
 from tests.conftest import PROFILES

@@ -31,7 +31,7 @@ def _profile_path(given: str | None) -> str:
 
 
 def _reports(profile: Profile) -> list[MirrorReport]:
-    from remirror.apply import Controller
+    from remirror.controller import Controller
     from remirror.monitor import snapshot
 
     controller = Controller(profile)
@@ -48,7 +48,7 @@ def _reports(profile: Profile) -> list[MirrorReport]:
               help="Refresh every SECONDS until interrupted.")  # fmt: skip
 def status(profile_path: str | None, output: str, every: float | None) -> int:
     """Show each mirror's state and, per leg, what it misses, how old its copy is, and the link."""
-    from remirror.apply import Controller
+    from remirror.controller import Controller
     from remirror.monitor import snapshot
     from remirror.profile import load_profile
 
@@ -139,7 +139,7 @@ def verify(profile_path: str, mirror_name: str, span: str | None, chunk: str, ou
     Exit 0: the legs match; 2: they differ (the ranges are printed); 1: it
     could not tell (a leg not in sync, chunks written during the check).
     """
-    from remirror.apply import Controller
+    from remirror.controller import Controller
     from remirror.errors import UsageError
     from remirror.health.verify import Span
     from remirror.monitor import verify as run_verify

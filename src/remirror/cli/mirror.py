@@ -13,7 +13,7 @@ from remirror.errors import EXIT_BAD_INPUT, RemirrorError, UsageError
 if TYPE_CHECKING:
     from collections.abc import Callable
 
-    from remirror.apply import Controller
+    from remirror.controller import Controller
     from remirror.plan import Plan
 
 EXIT_CHANGES = 2  # plan --detailed-exitcode: there is something to do
@@ -22,7 +22,7 @@ EXIT_CHANGES = 2  # plan --detailed-exitcode: there is something to do
 def _load(profile_path: str, lock: str = "") -> tuple[Controller, dict[str, str]]:
     """The profile's controller and secrets; `lock`: the verb, for one that changes the sites
     (it holds each site's lock from the first look until it ends: docs/safety.md)."""
-    from remirror.apply import Controller, read_secrets
+    from remirror.controller import Controller, read_secrets
     from remirror.profile import load_profile
 
     profile = load_profile(profile_path)
@@ -95,7 +95,7 @@ def destroy(profile_path: str, mirror_name: str, yes: bool, drain_timeout: int, 
     Refuses while the mirror device is mounted, open, or has initiators
     logged into its export. A later `apply` adopts the disks again.
     """
-    from remirror.apply import Controller  # no secrets: destroy sets none
+    from remirror.controller import Controller  # no secrets: destroy sets none
     from remirror.profile import load_profile
 
     profile = load_profile(profile_path)

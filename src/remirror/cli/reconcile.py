@@ -22,7 +22,7 @@ def reconcile(profile_path: str, output: str) -> int:
     2: a repair is needed that remirror cannot make now or will not make by
     itself (the reason is printed).
     """
-    from remirror.apply import Controller, read_secrets
+    from remirror.controller import Controller, read_secrets
     from remirror.profile import load_profile
     from remirror.reconcile import reconcile_once
 
@@ -88,7 +88,7 @@ def watch(profile_path: str, interval: float, busy: float, debounce: float, max_
     import signal
     import threading
 
-    from remirror.apply import Controller, read_secrets
+    from remirror.controller import Controller, read_secrets
     from remirror.profile import load_profile
     from remirror.reconcile.watch import Timing
     from remirror.reconcile.watch import watch as run_watch

@@ -152,16 +152,6 @@ class IscsiSession:
 
 
 @dataclass(frozen=True)
-class IscsiNode:
-    """A node record in open-iscsi's database (`iscsiadm -m node -o show`)."""
-
-    target: str
-    address: str
-    port: int
-    settings: dict[str, str] = field(default_factory=dict, hash=False, compare=True)
-
-
-@dataclass(frozen=True)
 class DmTable:
     """One device-mapper device's table, as `dmsetup table NAME` prints it (single-target devices)."""
 

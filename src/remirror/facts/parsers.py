@@ -15,7 +15,6 @@ import struct
 from remirror.facts.model import (
     CacheStatus,
     DmTable,
-    IscsiNode,
     IscsiSession,
     MdArray,
     MdBitmap,
@@ -133,45 +132,6 @@ _MDSTAT_ARRAY = re.compile(r"^(md\w+) : (\w+) (?:\((?:auto-)?read-only\) )?(\w+)
 _MDSTAT_MEMBER = re.compile(r"(\S+?)\[(\d+)\]((?:\([A-Z]\))*)")
 
 
-def parse_mdstat(text: str) -> dict[str, dict[str, object]]:
-    """Per array in /proc/mdstat: level, members with their flags, slot map and bitmap line.
-
-    `sda[1](W)(F)`: `[1]` is the descriptor number, not the role; `(W)` is
-    write-mostly, `(F)` faulty, `(S)` spare. sysfs is authoritative for
-    member state; mdstat is read for the one-screen view and the bitmap line.
-    """
-    arrays: dict[str, dict[str, object]] = {}
-    current: dict[str, object] | None = None
-    for line in text.splitlines():
-        head = _MDSTAT_ARRAY.match(line)
-        if head:
-            name, state, level, rest = head.groups()
-            members = {
-                m.group(1): {"descriptor": int(m.group(2)), "flags": re.findall(r"\((\w)\)", m.group(3))}
-                for m in _MDSTAT_MEMBER.finditer(rest)
-            }
-            current = {"state": state, "level": level, "members": members}
-            arrays[name] = current
-            continue
-        if current is None:
-            continue
-        slots = re.search(r"\[(\d+)/(\d+)\] \[([U_]+)\]", line)
-        if slots:
-            current["slots"] = slots.group(3)
-        bitmap = re.search(r"bitmap: (\d+)/(\d+) pages \[\w+\], (\d+)KB chunk", line)
-        if bitmap:
-            current["bitmap_chunk"] = int(bitmap.group(3)) * 1024
-        progress = re.search(r"(resync|recovery|check|repair|reshape)\s*=\s*([\d.]+)% \((\d+)/(\d+)\)", line)
-        if progress:
-            current["progress"] = {
-                "action": progress.group(1),
-                "percent": float(progress.group(2)),
-                "done": int(progress.group(3)),
-                "total": int(progress.group(4)),
-            }
-    return arrays
-
-
 def parse_bitmap_examine(text: str) -> MdBitmap:
     """A member's bitmap from `mdadm -X` (examine-bitmap)."""
     fields: dict[str, str] = {}
@@ -193,45 +153,6 @@ def parse_bitmap_examine(text: str) -> MdBitmap:
         )
     except (KeyError, ValueError) as error:
         raise ParseError(f"mdadm -X: missing or bad field {error}") from None
-
-
-def parse_iscsiadm_node(text: str) -> IscsiNode:
-    """A node record from `iscsiadm -m node -T IQN -p PORTAL -o show`.
-
-    open-iscsi prints `<empty>` for unset values and masks secrets as
-    `********`; both are kept as printed, so a planner can tell "set" from
-    "unset" without ever seeing a secret.
-    """
-    settings: dict[str, str] = {}
-    for line in text.splitlines():
-        if line.startswith("#"):
-            continue
-        key, sep, value = line.partition(" = ")
-        if sep:
-            settings[key.strip()] = value.strip()
-    try:
-        return IscsiNode(
-            target=settings["node.name"],
-            address=settings["node.conn[0].address"],
-            port=int(settings["node.conn[0].port"]),
-            settings=settings,
-        )
-    except (KeyError, ValueError) as error:
-        raise ParseError(f"iscsiadm node record: missing or bad {error}") from None
-
-
-_SESSION_LINE = re.compile(r"^(\w+): \[(\d+)\] (\[?[^\]\s]+\]?):(\d+),(\d+) (\S+)")
-
-
-def parse_iscsiadm_sessions(text: str) -> list[tuple[int, str, int, str]]:
-    """(sid, address, port, target) per line of `iscsiadm -m session`."""
-    sessions = []
-    for line in text.splitlines():
-        match = _SESSION_LINE.match(line)
-        if match:
-            _transport, sid, address, port, _tpgt, target = match.groups()
-            sessions.append((int(sid), address.strip("[]"), int(port), target))
-    return sessions
 
 
 def parse_initiator_name(text: str) -> str:
@@ -439,3 +360,22 @@ def md_data_end(examine: str) -> int | None:
     if offset is None or size is None:
         return None
     return offset + int(size.group(1)) * 512
+
+
+# remirror's block in a site's mdadm.conf (written by `apply`, read back by observe).
+CONF_BEGIN = "# BEGIN remirror: managed by remirror apply, do not edit"
+CONF_END = "# END remirror"
+
+
+def managed_lines(conf: str) -> dict[str, str]:
+    """The ARRAY lines of remirror's block in an mdadm.conf, by the array UUID they name."""
+    if CONF_BEGIN not in conf:
+        return {}
+    block = conf.partition(CONF_BEGIN)[2].partition(CONF_END)[0]
+    found = {}
+    for line in block.splitlines():
+        words = line.split()
+        uuid_ = next((w.removeprefix("UUID=") for w in words if w.startswith("UUID=")), "")
+        if words[:1] == ["ARRAY"] and uuid_:
+            found[uuid_] = line.strip()
+    return found

@@ -28,12 +28,12 @@ from collections.abc import Mapping
 from dataclasses import dataclass
 
 from remirror.facts.model import CacheStatus
+from remirror.facts.parsers import managed_lines
 from remirror.facts.site import SiteFacts
 from remirror.health.state import IN_SYNC, LegHealth, MirrorHealth, State, assess
-from remirror.plan.planner import managed_lines
-from remirror.plan.roles import has_room_for_record, leg_records, own_leg, roles
 from remirror.profile.model import DERIVED_IQN_PREFIX, Mirror, Profile
 from remirror.profile.names import array_uuid, cache_name, leg_device
+from remirror.roles import has_room_for_record, leg_records, own_leg, roles
 
 SECTOR = 512
 

@@ -25,9 +25,9 @@ from enum import StrEnum
 from remirror.facts.generations import Generation
 from remirror.facts.model import MdArray, MdMember
 from remirror.facts.site import SiteFacts
-from remirror.plan.roles import leg_records, ran_without_primary, roles, superblock_of
 from remirror.profile.model import Mirror, Profile
 from remirror.profile.names import array_uuid, leg_device
+from remirror.roles import leg_records, ran_without_primary, roles, superblock_of
 
 
 class State(StrEnum):

@@ -13,18 +13,17 @@ from typing import Any
 from remirror.errors import RemirrorError
 from remirror.facts.generations import MiB
 from remirror.facts.model import MdArray, Signature, secret_digest
+from remirror.facts.parsers import CONF_BEGIN, CONF_END, managed_lines
 from remirror.facts.site import DiskFacts, SiteFacts
 from remirror.plan.actions import CHANGE, CREATE, DELETE, Action, Plan
 from remirror.plan.cache import CacheError, cache_actions
 from remirror.plan.cdp import CdpPlanError, cdp_actions, volume_path
-from remirror.plan.roles import as_run, has_room_for_record, md_size, ran_without_primary
 from remirror.profile.model import Chap, Mirror, PrimaryLeg, Profile, ReplicaLeg
 from remirror.profile.names import array_uuid, backstore_name, by_path, export_backstore_name, leg_device
 from remirror.profile.timeouts import REPLACEMENT_TIMEOUT
 from remirror.profile.types import Portal
+from remirror.roles import as_run, has_room_for_record, md_size, ran_without_primary
 
-CONF_BEGIN = "# BEGIN remirror: managed by remirror apply, do not edit"
-CONF_END = "# END remirror"
 ISCSIADM_AUTH_FAILED = 24
 
 
@@ -962,20 +961,6 @@ def _rebuild_primary_leg(
             destructive=_destroys(primary.name, local, ""),
         ),
     ]
-
-
-def managed_lines(conf: str) -> dict[str, str]:
-    """The ARRAY lines of remirror's block in an mdadm.conf, by the array UUID they name."""
-    if CONF_BEGIN not in conf:
-        return {}
-    block = conf.partition(CONF_BEGIN)[2].partition(CONF_END)[0]
-    found = {}
-    for line in block.splitlines():
-        words = line.split()
-        uuid_ = next((w.removeprefix("UUID=") for w in words if w.startswith("UUID=")), "")
-        if words[:1] == ["ARRAY"] and uuid_:
-            found[uuid_] = line.strip()
-    return found
 
 
 def managed_conf(current: str, lines: list[str]) -> str:

@@ -31,10 +31,10 @@ from remirror.plan.planner import (
     stop_array_action,
     with_mdadm_conf,
 )
-from remirror.plan.roles import as_run, leg_records, profile_as_run, roles
 from remirror.plan.teardown import refuse_if_in_use
 from remirror.profile.model import Mirror, Profile
 from remirror.profile.names import array_uuid, by_path, export_backstore_name, leg_device
+from remirror.roles import as_run, leg_records, profile_as_run, roles
 
 
 def make_promotion(

@@ -32,9 +32,9 @@ from remirror.plan.planner import (
     with_mdadm_conf,
 )
 from remirror.plan.promote import assemble_action, record_action, stand_down
-from remirror.plan.roles import as_run, leg_records, profile_as_run, roles
 from remirror.profile.model import Mirror, Profile, ReplicaLeg
 from remirror.profile.names import array_uuid, by_path, leg_device
+from remirror.roles import as_run, leg_records, profile_as_run, roles
 
 
 def make_resolution(

@@ -11,7 +11,7 @@ from __future__ import annotations
 from collections.abc import Callable
 from dataclasses import dataclass
 
-from remirror.apply import Controller
+from remirror.controller import Controller
 from remirror.errors import RemirrorError
 from remirror.health import MirrorHealth, State, assess
 from remirror.monitor import record_in_sync

@@ -21,7 +21,7 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any
 
-from remirror.apply import Controller
+from remirror.controller import Controller
 from remirror.errors import RemirrorError
 from remirror.reconcile import EXIT_CANNOT, EXIT_OK, reconcile_once
 

@@ -1,4 +1,6 @@
-"""Observe the sites, plan, and run the plan: the controller's side of `plan` and `apply`."""
+"""The controller: one agent client per site of a profile, through which every command reaches
+the sites. It observes them (holding their locks for a command that changes them), plans, and
+runs a plan's actions on the sites they belong to."""
 
 from __future__ import annotations
 
@@ -17,11 +19,11 @@ from remirror.facts.site import SiteFacts, site_facts
 from remirror.plan import Action, Plan, make_plan, make_teardown
 from remirror.plan.cdp import volume_path
 from remirror.plan.distinct import refuse_names_for_the_same_thing
-from remirror.plan.roles import as_run, leg_records, profile_as_run, roles
 from remirror.profile.model import Mirror, Profile
 from remirror.profile.names import array_uuid, by_path, cache_name
+from remirror.roles import as_run, leg_records, profile_as_run, roles
 
-log = logging.getLogger("remirror.apply")
+log = logging.getLogger("remirror.controller")
 MIN_SECRET, MAX_SECRET = 12, 255  # CHAP: RFC 3720 wants 96 bits at least; LIO takes 255
 
 
@@ -147,7 +149,7 @@ class Controller:
 
     def records_by_site(self) -> dict[str, list[str]]:
         """The devices whose leg record each site reads: its own legs, through the cache device
-        when there is one (remirror.plan.roles.leg_records picks)."""
+        when there is one (remirror.roles.leg_records picks)."""
         records: dict[str, list[str]] = {name: [] for name in self.profile.sites}
         for mirror in self.profile.mirrors:
             for leg in mirror.legs:
