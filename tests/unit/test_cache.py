@@ -7,6 +7,7 @@ import re
 
 import pytest
 
+from remirror.daemons.destage import Quiet, local_caches, parse_block_stat
 from remirror.errors import ProfileError
 from remirror.facts.model import CacheStatus, Signature
 from remirror.facts.parsers import parse_dm_table
@@ -14,7 +15,6 @@ from remirror.facts.site import DiskFacts, DmDevice, SiteFacts
 from remirror.plan import PlanError, make_plan, make_teardown
 from remirror.plan.cache import writecache_table
 from remirror.profile import Profile, parse_profile
-from remirror.reconcile.destage import Quiet, local_caches, parse_block_stat
 from tests.unit.simulated_sites import Sites
 from tests.unit.test_plan_properties import SECRETS, bare_sites, profile_text
 

@@ -271,6 +271,6 @@ def test_the_writecache_superblock_magic_is_what_the_agent_looks_for() -> None:
 
 
 def test_block_stat_of_a_dm_device() -> None:
-    from remirror.reconcile.destage import parse_block_stat
+    from remirror.daemons.destage import parse_block_stat
 
     assert parse_block_stat(fixture("sys-block-stat-dm.txt")) == (2312 + 2048, 0)

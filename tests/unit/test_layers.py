@@ -31,6 +31,9 @@ ABOVE_CORE = {
     "remirror.cli",
     "remirror.lab",
     "remirror.reconcile",
+    "remirror.daemons",
+    "remirror.systemd",
+    "remirror.failover",
     "remirror.monitor",
     "remirror.controller",
 }

@@ -7,7 +7,8 @@ from pathlib import Path
 
 import pytest
 
-from remirror.reconcile.watch import Timing, notify, watchdog_period
+from remirror.reconcile.watch import Timing
+from remirror.systemd import notify, watchdog_period
 
 
 def test_the_wait_grows_with_failures_up_to_the_cap() -> None:

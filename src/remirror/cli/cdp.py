@@ -259,8 +259,8 @@ def run(profile_path: str | None, mirror_names: tuple[str, ...]) -> int:
     import signal
     import threading
 
+    from remirror.daemons.cdp import run as run_points
     from remirror.profile import load_profile
-    from remirror.reconcile.cdp import run as run_points
 
     profile = load_profile(_profile_path(profile_path))
     names = mirror_names or tuple(m.name for m in profile.mirrors if m.cdp is not None)

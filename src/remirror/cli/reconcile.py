@@ -119,9 +119,9 @@ def destage(profile_path: str, site: str | None) -> int:
     import signal
     import threading
 
+    from remirror.daemons.destage import local_caches, run
     from remirror.errors import UsageError
     from remirror.profile import load_profile
-    from remirror.reconcile.destage import local_caches, run
 
     profile = load_profile(profile_path)
     if site is None:

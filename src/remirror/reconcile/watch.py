@@ -12,9 +12,7 @@ from __future__ import annotations
 
 import json
 import logging
-import os
 import select
-import socket
 import threading
 import time
 from collections.abc import Callable
@@ -24,6 +22,7 @@ from typing import Any
 from remirror.controller import Controller
 from remirror.errors import RemirrorError
 from remirror.reconcile import EXIT_CANNOT, EXIT_OK, reconcile_once
+from remirror.systemd import notify, watchdog_period
 
 log = logging.getLogger("remirror.watch")
 
@@ -42,23 +41,6 @@ class Timing:
         if failures:
             return float(min(self.interval * 2 ** (failures - 1), self.max_backoff))
         return self.interval if code == EXIT_OK else self.busy
-
-
-def notify(state: str) -> None:
-    """Tell systemd (Type=notify) about this service; nothing outside systemd."""
-    address = os.environ.get("NOTIFY_SOCKET", "")
-    if not address:
-        return
-    if address.startswith("@"):  # an abstract socket
-        address = "\0" + address[1:]
-    with socket.socket(socket.AF_UNIX, socket.SOCK_DGRAM) as sock:
-        sock.sendto(state.encode(), address)
-
-
-def watchdog_period() -> float | None:
-    """How often systemd wants WATCHDOG=1 (half its WatchdogSec), if it wants it."""
-    usec = os.environ.get("WATCHDOG_USEC", "")
-    return int(usec) / 2e6 if usec.isdigit() else None
 
 
 def watch(

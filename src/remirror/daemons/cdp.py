@@ -18,7 +18,7 @@ from remirror.agent import lock
 from remirror.errors import RemirrorError
 from remirror.plan.cdp import point_due, pruning
 from remirror.profile.model import Cdp, Mirror
-from remirror.reconcile.watch import notify, watchdog_period
+from remirror.systemd import notify, watchdog_period
 
 TICK_LOCK_WAIT = 5.0
 

@@ -25,8 +25,8 @@ from remirror.errors import CommandError
 from remirror.facts.parsers import parse_cache_status
 from remirror.profile.model import Profile
 from remirror.profile.names import cache_name
-from remirror.reconcile.watch import notify, watchdog_period
 from remirror.runner.local import LocalRunner
+from remirror.systemd import notify, watchdog_period
 
 
 @dataclass
