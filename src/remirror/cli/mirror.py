@@ -157,8 +157,6 @@ def _carry_out(
                 "remaining": [a.as_json() for a in after.actions],
             },
         )
-    elif outcomes:
-        say(f"Done: {len(outcomes)} action(s). " + after.summary())
     rewritten = sorted({o.action.site for o in outcomes if o.action.verb == "WriteMdadmConf"})
     if rewritten:
         # Early boot reads the initramfs's copy of mdadm.conf (docs/safety.md, "Boot").
@@ -166,6 +164,8 @@ def _carry_out(
             f"mdadm.conf changed on {', '.join(rewritten)}:"
             " `update-initramfs -u` there gives early boot the same"
         )
+    if output != "json" and outcomes:
+        say(f"Done: {len(outcomes)} action(s). " + after.summary())
     return 0 if after.is_empty else 1
 
 
