@@ -305,12 +305,18 @@ def test_resolve_save_creates_a_private_directory_and_never_writes_over_a_file(t
         with _create_private("m0-b.json", fd) as out:
             out.write(b"{}")
         assert (tmp_path / "saved" / "m0-b.json").stat().st_mode & 0o777 == 0o600
-        with pytest.raises(RemirrorError, match="already in the --save directory"):
-            _create_private("m0-b.json", fd)
+        with (
+            pytest.raises(RemirrorError, match="already in the --save directory"),
+            _create_private("m0-b.json", fd),
+        ):
+            pass
         # A symlink planted where the file goes is not followed.
         (tmp_path / "saved" / "m0-b.img").symlink_to(tmp_path / "elsewhere")
-        with pytest.raises(RemirrorError, match="already in the --save directory"):
-            _create_private("m0-b.img", fd)
+        with (
+            pytest.raises(RemirrorError, match="already in the --save directory"),
+            _create_private("m0-b.img", fd),
+        ):
+            pass
         assert not (tmp_path / "elsewhere").exists()
     finally:
         os.close(fd)

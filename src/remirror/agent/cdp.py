@@ -319,7 +319,7 @@ def check_target(target: str, allow_destructive: bool, size: int) -> None:
 
 def ensure_stack(step: dict[str, Any]) -> None:
     """The `cdp_stack` step: activate the stack the mirror carries, or create one where that is safe."""
-    with lock.holding(index_lock(step["mirror"]), lock.holder("agent: cdp_stack"), INDEX_LOCK_WAIT):
+    with index_locked(step["mirror"], "agent: cdp_stack"):
         _ensure_stack(step)
 
 
@@ -342,7 +342,7 @@ def _ensure_stack(step: dict[str, Any]) -> None:
 
 def deactivate_step(step: dict[str, Any]) -> None:
     """The `cdp_deactivate` step."""
-    with lock.holding(index_lock(step["mirror"]), lock.holder("agent: cdp_deactivate"), INDEX_LOCK_WAIT):
+    with index_locked(step["mirror"], "agent: cdp_deactivate"):
         deactivate(step["mirror"], list(step.get("views", [])))
 
 
@@ -352,6 +352,8 @@ def deactivate_step(step: dict[str, Any]) -> None:
 INDEX_LOCK_WAIT = 60.0
 
 
-def index_lock(mirror: str) -> str:
-    """The name of the lock on `mirror`'s CDP index (remirror.agent.lock)."""
-    return f"cdp-{mirror}"
+@contextmanager
+def index_locked(mirror: str, verb: str, wait: float = INDEX_LOCK_WAIT) -> Iterator[None]:
+    """Hold `mirror`'s CDP index lock for the block (remirror.agent.lock), as `remirror VERB`."""
+    with lock.holding(f"cdp-{mirror}", lock.holder(verb), wait):
+        yield

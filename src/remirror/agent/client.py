@@ -116,11 +116,8 @@ class AgentClient:
         """Hold the site's lock `name` until `unlock` or `close` (SiteBusy if another holds it)."""
         if name in self.locks:
             return
-        if self._runner is not None and not self._serve:
-            # One agent per request cannot hold a lock between requests.
-            raise SiteError(
-                self.name, "its remirror is too old to hold a lock (no `agent --serve`): upgrade it"
-            )
+        # A site whose remirror predates `agent --serve` (one agent per request, which could
+        # not hold a lock) answers in protocol 1, which `request` refuses.
         self.request({"op": "lock", "name": name, "holder": holder, "wait": wait})
         self.locks.add(name)
 

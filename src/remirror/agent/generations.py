@@ -10,6 +10,8 @@ from __future__ import annotations
 import json
 import os
 import time
+from collections.abc import Iterator
+from contextlib import contextmanager
 from dataclasses import replace
 from pathlib import Path
 from typing import Any, BinaryIO
@@ -137,13 +139,9 @@ def save_ranges_step(step: dict[str, Any]) -> None:
                 for at in range(offset, offset + length, 1024 * 1024):
                     size = min(1024 * 1024, offset + length - at)
                     out.write(read_direct(leg, base + at, size))
-            out.flush()
-            os.fsync(out.fileno())
         manifest = {"mirror": step["mirror"], "site": step["site"], "leg": leg, "ranges": ranges}
         with _create_private(f"{name}.json", directory) as out:
             out.write((json.dumps(manifest, indent=1) + "\n").encode())
-            out.flush()
-            os.fsync(out.fileno())
         os.fsync(directory)
     finally:
         os.close(directory)
@@ -177,12 +175,17 @@ def open_save_directory(path: str) -> int:
     return fd
 
 
-def _create_private(name: str, directory: int) -> BinaryIO:
-    """A new file `name` in `directory`, 0600; never an existing file or a symlink's target."""
+@contextmanager
+def _create_private(name: str, directory: int) -> Iterator[BinaryIO]:
+    """A new file `name` in `directory`, 0600, durable when the block ends; never an existing
+    file or a symlink's target."""
     try:
         fd = os.open(name, os.O_WRONLY | os.O_CREAT | os.O_EXCL | os.O_NOFOLLOW, 0o600, dir_fd=directory)
     except FileExistsError:
         raise RemirrorError(
             f"{name} is already in the --save directory (an earlier save?): move it aside first"
         ) from None
-    return os.fdopen(fd, "wb")
+    with os.fdopen(fd, "wb") as out:
+        yield out
+        out.flush()
+        os.fsync(out.fileno())

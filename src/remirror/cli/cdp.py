@@ -66,12 +66,11 @@ def _index(mirror: Mirror) -> CdpIndex:
 def _index_locked(mirror: Mirror, verb: str) -> Iterator[None]:
     """Hold the mirror's CDP index lock (remirror.agent.lock): the index is read, then written."""
     from remirror.agent import lock
-    from remirror.agent.cdp import INDEX_LOCK_WAIT, index_lock
+    from remirror.agent.cdp import INDEX_LOCK_WAIT, index_locked
     from remirror.errors import RemirrorError
 
     try:
-        wait = lock.operator_wait(INDEX_LOCK_WAIT)
-        with lock.holding(index_lock(mirror.name), lock.holder(f"cdp {verb}"), wait):
+        with index_locked(mirror.name, f"cdp {verb}", lock.operator_wait(INDEX_LOCK_WAIT)):
             yield
     except lock.Busy as busy:
         raise RemirrorError(f"cdp {verb}: {mirror.name}: {busy}") from None

@@ -14,7 +14,6 @@ from collections.abc import Callable
 from pathlib import Path
 
 from remirror.agent import cdp as local
-from remirror.agent import lock
 from remirror.errors import RemirrorError
 from remirror.plan.cdp import point_due, pruning
 from remirror.profile.model import Cdp, Mirror
@@ -33,7 +32,7 @@ def tick(mirror: Mirror, emit: Callable[[str], None]) -> None:
         return
     # A rollback or a restore holds the index for as long as it copies: this tick is then
     # reported as failed (busy), and the next one takes the point.
-    with lock.holding(local.index_lock(mirror.name), lock.holder("cdp run"), TICK_LOCK_WAIT):
+    with local.index_locked(mirror.name, "cdp run", TICK_LOCK_WAIT):
         _tick(mirror, settings, emit)
 
 

@@ -151,8 +151,7 @@ def report(
     reports = []
     for mirror in profile.mirrors:
         found = _mirror(profile, mirror, facts, seen, now)
-        sites = _sites(mirror)
-        nearby = tuple(note for site in sites for note in strays.get(site, []))
+        nearby = tuple(note for site in mirror.sites for note in strays.get(site, []))
         reports.append(dataclasses.replace(found, notes=found.notes + nearby))
     return reports
 
@@ -163,7 +162,7 @@ def unmanaged(profile: Profile, facts: Mapping[str, SiteFacts | None]) -> dict[s
     profile (a mirror dropped from the profile, never taken apart: docs/safety.md, flow 9)."""
     ours = {array_uuid(profile, m) for m in profile.mirrors}
     derived = f"{DERIVED_IQN_PREFIX}:{profile.name}."
-    targets = {f"{derived}{m.name}.{site}" for m in profile.mirrors for site in _sites(m)}
+    targets = {f"{derived}{m.name}.{site}" for m in profile.mirrors for site in m.sites}
     found: dict[str, list[str]] = {}
     for name, site in facts.items():
         if site is None:
@@ -236,10 +235,6 @@ def _mirror(
         cdp=_cdp(mirror, primary, now),
         primary=mirror.primary.site,
     )
-
-
-def _sites(mirror: Mirror) -> list[str]:
-    return mirror.sites
 
 
 def _record_notes(profile: Profile, mirror: Mirror, facts: Mapping[str, SiteFacts | None]) -> tuple[str, ...]:

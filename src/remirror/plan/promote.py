@@ -34,7 +34,7 @@ from remirror.plan.planner import (
 from remirror.plan.teardown import refuse_if_in_use
 from remirror.profile.model import Mirror, Profile
 from remirror.profile.names import array_uuid, by_path, export_backstore_name, leg_device
-from remirror.roles import as_run, leg_records, profile_as_run, roles
+from remirror.roles import Roles, as_run, leg_records, profile_as_run, roles
 
 
 def make_promotion(
@@ -67,9 +67,7 @@ def make_promotion(
                 f" not run there (a promotion that did not finish): `remirror promote ... --site {site}"
                 " --force` finishes it"
             )
-        record = now.records.get(site)
-        before = record.generations[-2].site if record is not None and len(record.generations) > 1 else ""
-        return _finish_forced(profile, home, site, before, new, facts, secrets, uuid_)
+        return _finish_forced(profile, home, now, new, facts, secrets, uuid_)
     if new is None:
         raise PlanError(f"site {site} cannot be reached: a promotion runs there")
     record = now.records.get(site)
@@ -146,16 +144,18 @@ def _run_on_own_leg(
 def _finish_forced(
     profile: Profile,
     home: Mirror,
-    site: str,
-    before: str,
+    now: Roles,
     new: SiteFacts,
     facts: Mapping[str, SiteFacts | None],
     secrets: Mapping[str, str],
     uuid_: str,
 ) -> Plan:
-    """What a forced promotion that wrote its generation and then stopped left undone: the fence
-    (if its target is still there: `before` ran the mirror, exporting this leg), the assembly from
-    the site's own leg, the serving."""
+    """What a forced promotion that wrote its generation (naming `new`) and then stopped left
+    undone: the fence (if its target is still there: the site of the generation before ran the
+    mirror, exporting this leg), the assembly from the site's own leg, the serving."""
+    site = new.name
+    record = now.records.get(site)
+    before = record.generations[-2].site if record is not None and len(record.generations) > 1 else ""
     promoted = as_run(home, site)
     old_view = as_run(home, before) if before else home
     leg = next((r for r in old_view.replicas if r.site == site), None)

@@ -52,7 +52,7 @@ def make_repair(
     """The next safe repairs of `mirror`, given its health."""
     if health.state in _HANDS_OFF:
         return Repair(mirror.name, (), f"{_HANDS_OFF[health.state]} ({health.reason})")
-    unreachable = [s for s in _sites(mirror) if facts.get(s) is None]
+    unreachable = [s for s in mirror.sites if facts.get(s) is None]
     if unreachable:
         return Repair(mirror.name, (), f"site {', '.join(unreachable)} could not be reached: waiting for it")
     observed = {name: site for name, site in facts.items() if site is not None}
@@ -137,10 +137,6 @@ def _login_afresh(actions: list[Action], iqn: str) -> Action:
     if login.steps[0]["argv"][-1] == "--logout":
         steps = login.steps
     return Action(login.site, "LoginAfresh", login.subject, CHANGE, steps, repair=True)
-
-
-def _sites(mirror: Mirror) -> list[str]:
-    return mirror.sites
 
 
 def _readd(profile: Profile, mirror: Mirror, replica: ReplicaLeg, faulty: str, primary: SiteFacts) -> Action:
