@@ -227,7 +227,8 @@ class Controller:
             batch = [actions[index]]
             while index + len(batch) < len(actions) and actions[index + len(batch)].site == site:
                 batch.append(actions[index + len(batch)])
-            steps = [step for action in batch for step in action.steps]
+            # The agent boundary: typed steps become the JSON objects the agent reads.
+            steps = [step.as_dict() for action in batch for step in action.steps]
             results = self.clients[site].run(steps)
             position = 0
             for action in batch:

@@ -26,7 +26,7 @@ from remirror.facts.model import (
 )
 from remirror.facts.parsers import parse_dm_table
 from remirror.facts.site import DiskFacts, DmDevice, LioAcl, LioTarget, SiteFacts
-from remirror.plan import Plan
+from remirror.plan import Action, Plan
 from remirror.profile.timeouts import REPLACEMENT_TIMEOUT
 
 _BY_PATH = re.compile(r"^/dev/disk/by-path/ip-(?P<portal>.+)-iscsi-(?P<iqn>.+)-lun-0$")
@@ -44,7 +44,7 @@ class Sites:
     def run(self, plan: Plan) -> dict[str, SiteFacts]:
         """Run every step of the plan; the facts afterwards."""
         for action in plan.actions:
-            for step in action.steps:
+            for step in wire(action):
                 if step["kind"] == "assemble_array":  # the agent's step: `mdadm --assemble --run`
                     argv = [
                         "mdadm",
@@ -62,6 +62,11 @@ class Sites:
                 else:
                     self.facts = _STEPS[step["kind"]](self.facts, action.site, step)
         return self.facts
+
+
+def wire(action: Action) -> list[dict[str, Any]]:
+    """The action's steps as the agent receives them (the controller's `as_dict`)."""
+    return [step.as_dict() for step in action.steps]
 
 
 def bare_site(name: str, initiator: str, disks: Mapping[str, DiskFacts], lio_save_path: str) -> SiteFacts:

@@ -15,7 +15,7 @@ from remirror.facts.site import DiskFacts, DmDevice, SiteFacts
 from remirror.plan import PlanError, make_plan, make_teardown
 from remirror.plan.cache import writecache_table
 from remirror.profile import Profile, parse_profile
-from tests.unit.simulated_sites import Sites
+from tests.unit.simulated_sites import Sites, wire
 from tests.unit.test_plan_properties import SECRETS, bare_sites, profile_text
 
 EXT4 = Signature("ext4", 0x438, "bebbbe10-27ae-439b-8c3f-662cb952909d", "data")
@@ -100,9 +100,9 @@ def test_the_replica_exports_its_cache_device_built_before_the_backstore() -> No
     verbs = [a.verb for a in plan.actions if a.site == "b"]
     assert verbs[:2] == ["CreateCache", "CreateBackstore"]
     backstore = next(a for a in plan.actions if a.verb == "CreateBackstore")
-    assert backstore.steps[0]["dev"] == "/dev/mapper/remirror-m0-b"
+    assert wire(backstore)[0]["dev"] == "/dev/mapper/remirror-m0-b"
     create = next(a for a in plan.actions if a.verb == "CreateCache")
-    assert create.steps[0]["argv"][:3] == ["dmsetup", "create", "remirror-m0-b"]
+    assert wire(create)[0]["argv"][:3] == ["dmsetup", "create", "remirror-m0-b"]
     assert not create.destructive
 
 
@@ -112,14 +112,14 @@ def test_a_fast_disk_holding_data_is_only_written_over_as_a_destructive_change()
     assert create.destructive == "site b: cache disk /dev/b-fast holds ext4 filesystem labelled 'data'" + (
         " (UUID bebbbe10-27ae-439b-8c3f-662cb952909d)"
     )
-    assert create.steps[0]["argv"][0] == "dd"
+    assert wire(create)[0]["argv"][0] == "dd"
 
 
 def test_a_writecache_superblock_on_the_fast_disk_is_kept_its_writes_are_not_on_the_disk_yet() -> None:
     facts = replace_disk(bare_sites(), "b", "/dev/b-fast", first_sector="writecache")
     create = next(a for a in make_plan(WRITECACHE, facts, SECRETS).actions if a.verb == "CreateCache")
     assert not create.destructive
-    assert [s["argv"][0] for s in create.steps if s["kind"] == "run"] == ["dmsetup"]
+    assert [s["argv"][0] for s in wire(create) if s["kind"] == "run"] == ["dmsetup"]
 
 
 def test_a_missing_fast_disk_is_named_with_its_profile_line() -> None:
@@ -141,7 +141,7 @@ def test_new_tunables_are_reloaded_live_and_a_block_size_change_is_refused() -> 
     (tune,) = make_plan(retuned, sites.facts, SECRETS).actions
     assert (tune.verb, tune.symbol) == ("TuneCache", "~")
     assert "high_watermark 50 -> 80" in tune.subject
-    assert tune.steps[0]["kind"] == "dm_reload"
+    assert wire(tune)[0]["kind"] == "dm_reload"
     sites.run(make_plan(retuned, sites.facts, SECRETS))
     assert make_plan(retuned, sites.facts, SECRETS).is_empty
     # Every change named, each once: one raised back, one dropped to the kernel's default.
@@ -168,10 +168,10 @@ def test_a_cache_dropped_from_the_profile_is_drained_then_swapped_for_linear_nev
     plain = parse_profile(profile_text("sync", "mutual", 1, False, "wan"))
     plan = make_plan(plain, sites.facts, SECRETS)
     (drain,) = plan.actions
-    assert (drain.verb, drain.steps[0]["kind"]) == ("DrainCache", "drain_cache")
-    assert drain.steps[0]["linear"].split()[2:] == ["linear", "254:1", "0"]
+    assert (drain.verb, wire(drain)[0]["kind"]) == ("DrainCache", "drain_cache")
+    assert wire(drain)[0]["linear"].split()[2:] == ["linear", "254:1", "0"]
     # Cleaner mode by a reload of the device's own table, so that the table shows it.
-    assert drain.steps[0]["cleaner_table"].split()[2:] == [
+    assert wire(drain)[0]["cleaner_table"].split()[2:] == [
         *("writecache", "s", "254:1", "254:11", "4096", "5"),
         *("high_watermark", "50", "low_watermark", "45", "cleaner"),
     ]
@@ -188,7 +188,9 @@ def test_destroy_drains_each_cache_before_removing_it() -> None:
     sites = converged(WRITECACHE)
     dirty = dataclasses.replace(sites.facts["b"].dm["remirror-m0-b"], cache=CacheStatus(1000, 17, 3))
     sites.facts["b"] = dataclasses.replace(sites.facts["b"], dm={"remirror-m0-b": dirty})
-    verbs = [(a.site, a.verb) for a in make_teardown(WRITECACHE, WRITECACHE.mirrors[0], sites.facts).actions]
+    verbs: list[tuple[str, str]] = [
+        (a.site, a.verb) for a in make_teardown(WRITECACHE, WRITECACHE.mirrors[0], sites.facts).actions
+    ]
     assert verbs.index(("b", "DrainCache")) + 1 == verbs.index(("b", "RemoveCacheDevice"))
     assert verbs.index(("b", "DeleteBackstore")) < verbs.index(("b", "DrainCache"))
 
@@ -207,8 +209,8 @@ def test_the_primary_leg_with_a_cache_is_the_md_member() -> None:
     )
     plan = make_plan(parse_profile(text), bare_sites(), SECRETS)
     create = next(a for a in plan.actions if a.verb == "CreateArray")
-    assert "/dev/mapper/remirror-m0-a" in create.steps[0]["argv"]
-    assert "/dev/a0" not in create.steps[0]["argv"]
+    assert "/dev/mapper/remirror-m0-a" in wire(create)[0]["argv"]
+    assert "/dev/a0" not in wire(create)[0]["argv"]
 
 
 # --- destage when idle -------------------------------------------------------------------------
@@ -273,7 +275,7 @@ def test_with_drain_timeout_sets_only_the_drain_steps() -> None:
     sites = converged(WRITECACHE)
     plain = parse_profile(profile_text("sync", "mutual", 1, False, "wan"))
     plan = with_drain_timeout(make_plan(plain, sites.facts, SECRETS), 7)
-    assert [s["timeout"] for a in plan.actions for s in a.steps] == [7]
+    assert [s["timeout"] for a in plan.actions for s in wire(a)] == [7]
 
 
 def test_a_primary_leg_behind_a_cache_is_never_assembled_at_boot_from_its_bare_disk() -> None:
@@ -297,7 +299,7 @@ def test_a_drain_cut_short_is_seen_in_the_table_and_taken_up_where_it_stopped() 
     plain = parse_profile(profile_text("sync", "mutual", 1, False, "wan"))
     (drain,) = make_plan(plain, sites.facts, SECRETS).actions
     assert "40 dirty block(s), draining already" in drain.subject
-    assert drain.steps[0]["cleaner_table"] == ""  # no second reload
+    assert wire(drain)[0]["cleaner_table"] == ""  # no second reload
     # The profile wants the cache back: cleaner mode is switched off, live.
     (tune,) = make_plan(WRITECACHE, sites.facts, SECRETS).actions
     assert (tune.verb, tune.subject) == ("TuneCache", "remirror-m0-b: cleaner off, live")

@@ -43,7 +43,7 @@ from remirror.plan import PlanError, make_plan, make_teardown
 from remirror.plan.cdp import point_due, pruning, window
 from remirror.profile import Profile, parse_profile
 from remirror.profile.rules import MAX_CDP_POINTS
-from tests.unit.simulated_sites import Sites
+from tests.unit.simulated_sites import Sites, wire
 from tests.unit.test_cli import TWO_SITE
 from tests.unit.test_cli import run as run_cli
 from tests.unit.test_facts_parsers import fixture
@@ -235,11 +235,11 @@ def converged(profile: Profile) -> Sites:
 def test_a_new_mirror_gets_its_stack_after_the_array_and_before_the_export() -> None:
     profile = with_cdp(export=True)
     actions = make_plan(profile, bare_sites(), SECRETS).actions
-    verbs = [a.verb for a in actions]
+    verbs: list[str] = [a.verb for a in actions]
     create = actions[verbs.index("CreateCdp")]
     assert verbs.index("CreateArray") < verbs.index("CreateCdp") < verbs.index("CreateBackstore", 3)
     assert not create.destructive
-    assert create.steps[0] | {"kind": "cdp_stack", "fresh": True, "allow_data": False} == create.steps[0]
+    assert wire(create)[0] | {"kind": "cdp_stack", "fresh": True, "allow_data": False} == wire(create)[0]
     export = next(a for a in actions if a.verb == "CreateBackstore" and "export" in a.subject)
     assert "/dev/mapper/remirror-m0-cdp" in export.subject  # applications use the volume
 
@@ -252,11 +252,11 @@ def test_cdp_added_to_a_mirror_that_holds_data_is_destructive() -> None:
     (create,) = make_plan(CDP, facts, SECRETS).actions
     assert create.verb == "CreateCdp"
     assert "ext4 filesystem labelled 'data'" in create.destructive
-    assert create.steps[0]["allow_data"] is True
+    assert wire(create)[0]["allow_data"] is True
     blank = dataclasses.replace(md, signatures=(), first_sector="zero")
     facts = replace_site(sites.facts, "a", disks={**sites.facts["a"].disks, "/dev/md/m0": blank})
     (create,) = make_plan(CDP, facts, SECRETS).actions
-    assert (create.destructive, create.steps[0]["allow_data"]) == ("", False)
+    assert (create.destructive, wire(create)[0]["allow_data"]) == ("", False)
 
 
 def test_a_stack_taken_down_is_activated_again_not_created() -> None:
@@ -279,9 +279,9 @@ def test_destroy_takes_the_stack_and_its_views_down_before_the_array() -> None:
     view = dataclasses.replace(sites.facts["a"].dm["remirror-m0-cdp"], name="remirror-m0-cdp-at-7")
     facts = replace_site(sites.facts, "a", dm={**sites.facts["a"].dm, "remirror-m0-cdp-at-7": view})
     actions = make_teardown(CDP, CDP.mirrors[0], facts).actions
-    verbs = [a.verb for a in actions]
+    verbs: list[str] = [a.verb for a in actions]
     assert verbs.index("DeactivateCdp") < verbs.index("StopArray")
-    assert actions[verbs.index("DeactivateCdp")].steps[0]["views"] == ["remirror-m0-cdp-at-7"]
+    assert wire(actions[verbs.index("DeactivateCdp")])[0]["views"] == ["remirror-m0-cdp-at-7"]
 
 
 def test_destroy_refuses_while_the_volume_is_mounted_but_not_for_the_stack_holding_the_mirror() -> None:
@@ -389,9 +389,9 @@ def test_an_array_only_assembled_in_this_run_gets_its_stack_activated_never_crea
         disks={p: d for p, d in a.disks.items() if p not in ("/dev/md/m0", "/dev/mapper/remirror-m0-cdp")},
     )
     actions = make_plan(CDP, restarted, SECRETS).actions
-    verbs = [a.verb for a in actions]
+    verbs: list[str] = [a.verb for a in actions]
     assert verbs.index("AssembleArray") < verbs.index("ActivateCdp")
-    step = actions[verbs.index("ActivateCdp")].steps[0]
+    step = wire(actions[verbs.index("ActivateCdp")])[0]
     assert (step["fresh"], step["allow_data"]) == (False, False)  # the step refuses data it finds
 
 

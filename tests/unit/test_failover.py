@@ -24,14 +24,14 @@ from remirror.facts.parsers import ParseError, parse_bitmap_dirty, parse_bitmap_
 from remirror.facts.site import SiteFacts, site_facts
 from remirror.health import State, assess
 from remirror.plan import make_plan
-from remirror.plan.planner import PlanError
+from remirror.plan.actions import PlanError
 from remirror.plan.promote import make_promotion
 from remirror.plan.resolve import make_resolution
 from remirror.profile import Profile
 from remirror.profile.loader import parse_profile
 from remirror.profile.names import array_uuid, by_path
 from remirror.roles import as_run, leg_records, md_size, profile_as_run, roles
-from tests.unit.simulated_sites import Sites
+from tests.unit.simulated_sites import Sites, wire
 from tests.unit.test_plan_properties import SECRETS, bare_sites, profile_text
 
 PROFILE = parse_profile(
@@ -107,8 +107,8 @@ def test_the_record_lies_in_the_last_mib_and_md_stops_short_of_it() -> None:
 def test_create_array_stops_short_and_writes_generation_one_on_every_leg() -> None:
     plan = make_plan(PROFILE, bare_sites(), SECRETS)
     create = next(a for a in plan.actions if a.verb == "CreateArray")
-    assert "--size=1020M" in create.steps[0]["argv"]  # legs of 1 GiB
-    step = create.steps[-1]
+    assert "--size=1020M" in wire(create)[0]["argv"]  # legs of 1 GiB
+    step = wire(create)[-1]
     replica = MIRROR.replicas[0]
     assert step == {
         "kind": "leg_record_create",
@@ -177,8 +177,8 @@ def test_a_planned_promotion_stands_the_old_primary_down_and_records_on_every_le
         "b SaveLioConfig",
         "b WriteMdadmConf",
     ]  # `apply` with the new roles then assembles the array on b from both legs
-    assert "ARRAY <ignore>" in plan.actions[0].steps[0]["content"]
-    step = next(a for a in plan.actions if a.verb == "RecordGeneration").steps[0]
+    assert "ARRAY <ignore>" in wire(plan.actions[0])[0]["content"]
+    step = wire(next(a for a in plan.actions if a.verb == "RecordGeneration"))[0]
     assert step["devices"][0] == "/dev/a0"
     assert step["devices"][1].startswith("/dev/disk/by-path/")
     assert (step["site"], step["after"], step["how"]) == ("b", 1, "planned")
@@ -207,9 +207,9 @@ def test_a_forced_promotion_fences_first_and_records_on_its_own_leg_only() -> No
         "b RecordGeneration",
         "b AssembleArray",
     ]
-    step = plan.actions[3].steps[0]
+    step = wire(plan.actions[3])[0]
     assert (step["devices"], step["site"], step["how"]) == (["/dev/b0"], "b", "forced")
-    assert plan.actions[4].steps[0]["devices"] == ["/dev/b0"]  # the array from site B's leg alone
+    assert wire(plan.actions[4])[0]["devices"] == ["/dev/b0"]  # the array from site B's leg alone
     # ARRAY line for the new primary; the unreached site's file waits for it.
     assert "b WriteMdadmConf" in verbs(plan)
     assert not any(a.site == "a" for a in plan.actions)
@@ -241,7 +241,7 @@ def test_after_a_promotion_apply_builds_the_mirror_the_other_way_round() -> None
     assert "b LoginSession" in verbs(plan)
     assemble = next(a for a in plan.actions if a.verb == "AssembleArray")
     assert assemble.site == "b"
-    assert assemble.steps[0]["devices"] == [
+    assert wire(assemble)[0]["devices"] == [
         "/dev/b0",
         by_path(
             as_run(MIRROR, "b").replicas[0], PROFILE.replica_iqn(MIRROR, as_run(MIRROR, "b").replicas[0])
@@ -265,7 +265,7 @@ def test_an_array_udev_assembled_in_part_is_stopped_before_the_leg_is_used() -> 
     plan = make_plan(running, facts, SECRETS)
     stop = plan.actions.index(next(a for a in plan.actions if a.verb == "StopArray"))
     export = plan.actions.index(next(a for a in plan.actions if a.verb == "CreateBackstore"))
-    assert plan.actions[stop].steps[0]["argv"] == ["mdadm", "--stop", "/dev/md127"]
+    assert wire(plan.actions[stop])[0]["argv"] == ["mdadm", "--stop", "/dev/md127"]
     assert stop < export
     # Held by something else (a running array, dm): in use, refused as before.
     other = {**facts, "a": dataclasses.replace(facts["a"], inactive_arrays={})}
@@ -402,7 +402,7 @@ def test_resolving_for_the_running_primary_forgets_the_other_leg() -> None:
     order = verbs(plan)
     assert order.index("a SaveRanges") + 1 == order.index("a ForgetArray")
     forget = plan.actions[order.index("a ForgetArray")]
-    assert forget.steps[0]["argv"] == ["mdadm", "--zero-superblock", "/dev/a0"]
+    assert wire(forget)[0]["argv"] == ["mdadm", "--zero-superblock", "/dev/a0"]
     assert forget.destructive
     assert not any(a.verb in ("RecordGeneration", "AssembleArray") for a in plan.actions)  # b runs it
 
@@ -414,7 +414,7 @@ def test_resolving_for_the_other_side_makes_it_primary_by_a_new_generation() -> 
     assert verbs(plan).index("b StopArray") < verbs(plan).index("b ForgetArray")
     record = next(a for a in plan.actions if a.verb == "RecordGeneration")
     assert record.site == "a"
-    assert record.steps[0]["n"] == 3  # after generation 2 (b's forced promotion)
+    assert wire(record)[0]["n"] == 3  # after generation 2 (b's forced promotion)
     assert any(a.site == "a" and a.verb == "AssembleArray" for a in plan.actions)
     assert any(a.site == "b" and a.verb == "ForgetArray" for a in plan.actions)
 

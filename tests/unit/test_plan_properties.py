@@ -18,7 +18,7 @@ from remirror.facts.model import secret_digest
 from remirror.facts.site import DiskFacts, SiteFacts
 from remirror.plan import Plan, PlanError, make_plan, make_teardown
 from remirror.profile import Profile, parse_profile
-from tests.unit.simulated_sites import Sites, bare_site
+from tests.unit.simulated_sites import Sites, bare_site, wire
 
 SECRETS = {
     "/etc/remirror/m0.chap": "initiator-secret-1",
@@ -222,7 +222,7 @@ def test_changing_on_link_loss_keeps_the_sessions_logged_in(name: str) -> None:
     )
     plan = make_plan(changed, sites.facts, SECRETS)
     assert sorted({a.verb for a in plan.actions}) == ["SetSessionTimeout", "UpdateIscsiNode"]
-    assert not any("--logout" in str(step) for a in plan.actions for step in a.steps)
+    assert not any("--logout" in str(step) for a in plan.actions for step in wire(a))
     assert converge(changed, sites).actions == ()
     assert {(s.sid, s.disk) for s in sites.facts["a"].sessions} == before
 
@@ -307,8 +307,8 @@ def test_the_export_is_served_from_the_primary_after_the_array() -> None:
         "a SaveLioConfig /etc/rtslib-fb-target/saveconfig.json",
     ]
     acl = next(a for a in plan.actions if a.verb == "CreateNodeAcl" and a.site == "a")
-    assert acl.steps[0]["chap"] == {"username": "app", "password": "application-secret-3"}
-    assert acl.steps[0]["secrets"] == ["application-secret-3"]
+    assert wire(acl)[0]["chap"] == {"username": "app", "password": "application-secret-3"}
+    assert wire(acl)[0]["secrets"] == ["application-secret-3"]
 
 
 def test_the_export_is_not_served_from_a_mounted_mirror() -> None:

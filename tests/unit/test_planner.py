@@ -10,11 +10,11 @@ import pytest
 from remirror.facts.model import IscsiSession, MdArray, MdMember, MdSuperblock, Signature, secret_digest
 from remirror.facts.site import DiskFacts, LioAcl, LioTarget, SiteFacts
 from remirror.plan import PlanError, make_plan
-from remirror.plan.planner import managed_conf
+from remirror.plan.mdadm_conf import managed_conf
 from remirror.profile import load_profile
 from remirror.profile.names import array_uuid, backstore_name, by_path
 from tests.conftest import PROFILES
-from tests.unit.simulated_sites import bare_site
+from tests.unit.simulated_sites import bare_site, wire
 
 PROFILE = load_profile(PROFILES / "lab.yaml")
 MIRROR = PROFILE.mirrors[0]
@@ -103,7 +103,7 @@ def test_from_nothing_the_replica_side_comes_first_then_the_primary() -> None:
 
 def test_the_array_is_created_with_bitmap_write_behind_and_a_write_mostly_remote_leg() -> None:
     create = next(a for a in make_plan(PROFILE, fresh(), SECRETS).actions if a.verb == "CreateArray")
-    argv = create.steps[0]["argv"]
+    argv = wire(create)[0]["argv"]
     assert argv[:3] == ["mdadm", "--create", "/dev/md/lab0"]
     assert {"--bitmap=internal", "--bitmap-chunk=1024K", "--write-behind=1024", f"--uuid={UUID}"} <= set(argv)
     assert argv[-3:] == ["/dev/lab/a0", "--write-mostly", by_path(REPLICA, IQN)]
@@ -121,11 +121,11 @@ def test_secrets_appear_in_steps_only_never_in_what_is_shown() -> None:
     shown = " ".join(a.line() + str(a.as_json()) for a in plan.actions)
     assert "initiator-secret-1" not in shown
     assert "target-secret-22" not in shown
-    steps_with_secrets = [s for a in plan.actions for s in a.steps if "initiator-secret-1" in str(s)]
+    steps_with_secrets = [s for a in plan.actions for s in wire(a) if "initiator-secret-1" in str(s)]
     assert steps_with_secrets
     assert all("initiator-secret-1" in s["secrets"] for s in steps_with_secrets)
     # No secret in any argv: `ps` shows argv to every user of the host.
-    argvs = " ".join(" ".join(s.get("argv", [])) for a in plan.actions for s in a.steps)
+    argvs = " ".join(" ".join(s.get("argv", [])) for a in plan.actions for s in wire(a))
     assert "initiator-secret-1" not in argvs
     assert "target-secret-22" not in argvs
 
@@ -189,7 +189,7 @@ def test_a_new_write_behind_changes_the_live_array() -> None:
     changed = parse_profile(text)
     plan = make_plan(changed, converged(), SECRETS)
     assert [a.verb for a in plan.actions] == ["SetWriteBehind"]
-    (step,) = plan.actions[0].steps
+    (step,) = wire(plan.actions[0])
     assert step == {"kind": "write_sysfs", "path": "/sys/block/md127/md/bitmap/backlog", "value": "64"}
     assert profile.mirrors[0].replication.write_behind == 1024
 
@@ -204,7 +204,7 @@ def test_sync_mode_sets_the_backlog_to_zero() -> None:
         .replace("      write_behind: 1024        # distinct from md's default 256, so tests can tell\n", "")
     )
     plan = make_plan(parse_profile(text), converged(), SECRETS)
-    assert [(a.verb, a.steps[0]["value"]) for a in plan.actions] == [("SetWriteBehind", "0")]
+    assert [(a.verb, wire(a)[0]["value"]) for a in plan.actions] == [("SetWriteBehind", "0")]
 
 
 def test_a_changed_secret_updates_both_sides_and_logs_in_again() -> None:
@@ -259,4 +259,4 @@ def test_a_session_that_is_not_logged_in_is_logged_in_again() -> None:
     facts["site-a"] = dataclasses.replace(facts["site-a"], sessions=(failed,))
     (action,) = make_plan(PROFILE, facts, SECRETS).actions
     assert (action.site, action.verb) == ("site-a", "LoginSession")
-    assert [s["argv"][-1] for s in action.steps if s["kind"] == "run"] == ["--login"]
+    assert [s["argv"][-1] for s in wire(action) if s["kind"] == "run"] == ["--login"]

@@ -13,11 +13,12 @@ from remirror.facts.model import Signature
 from remirror.facts.site import SiteFacts
 from remirror.health import State, assess
 from remirror.plan import make_plan
-from remirror.plan.planner import PlanError
+from remirror.plan.actions import PlanError, Verb
 from remirror.plan.resolve import make_resolution
 from remirror.profile import parse_profile
 from remirror.profile.names import array_uuid, by_path
 from remirror.roles import as_run, profile_as_run
+from tests.unit.simulated_sites import wire
 from tests.unit.test_cache import WRITECACHE, converged
 from tests.unit.test_failover import MIRROR, PROFILE, UUID, applied, split
 from tests.unit.test_plan_properties import SECRETS, bare_sites, profile_text
@@ -54,14 +55,14 @@ def test_a_blank_primary_disk_is_rebuilt_from_the_replica_never_created_over_it(
     rebuild = next(a for a in plan.actions if a.verb == "RebuildLeg")
     assert verbs.index("a LoginSession") < verbs.index("a AssembleArray") < verbs.index("a RebuildLeg")
     # md runs from the replica's leg alone, then copies all of it onto the new disk.
-    assert assemble.steps[0] == {
+    assert wire(assemble)[0] == {
         "kind": "assemble_array",
         "md": "/dev/md/m0",
         "uuid": UUID,
         "devices": [REMOTE],
     }
-    assert rebuild.steps[0]["argv"] == ["mdadm", "/dev/md/m0", "--add", "/dev/a0"]
-    assert rebuild.steps[1] == {"kind": "leg_record_join", "source": REMOTE, "device": "/dev/a0"}
+    assert wire(rebuild)[0]["argv"] == ["mdadm", "/dev/md/m0", "--add", "/dev/a0"]
+    assert wire(rebuild)[1] == {"kind": "leg_record_join", "source": REMOTE, "device": "/dev/a0"}
     assert "holds no copy of the mirror (a new disk?)" in assemble.line()
     assert "in full: every block copied from the replica leg" in rebuild.line()
     assert plan.destructive == ()  # the replica is read, the blank disk written: nothing is lost
@@ -139,7 +140,7 @@ def test_legs_that_stopped_in_step_are_assembled_together() -> None:
 
 def test_a_split_brain_with_the_arrays_stopped_resolves_without_touching_the_kept_leg() -> None:
     plan = make_resolution(PROFILE, "m0", "a", stopped_split(), None)
-    assert [a.verb for a in plan.actions if a.site == "b"].count("ForgetArray") == 1
+    assert [a.verb for a in plan.actions if a.site == "b"].count(Verb.FORGET_ARRAY) == 1
     assert not any(a.site == "a" and a.verb == "ForgetArray" for a in plan.actions)
     assert any(a.site == "a" and a.verb == "AssembleArray" for a in plan.actions)
 
@@ -156,7 +157,7 @@ def test_resolve_with_conflicting_generations_never_forgets_the_kept_leg() -> No
     for keep, other, leg in (("a", "b", "/dev/b0"), ("b", "a", "/dev/a0")):
         plan = make_resolution(PROFILE, "m0", keep, facts, None)
         forgotten = [a for a in plan.actions if a.verb == "ForgetArray"]
-        assert [(a.site, a.steps[0]["argv"][-1]) for a in forgotten] == [(other, leg)], keep
+        assert [(a.site, wire(a)[0]["argv"][-1]) for a in forgotten] == [(other, leg)], keep
 
 
 # --- 4. a cache added back after a drain ----------------------------------------------------
@@ -195,7 +196,7 @@ def test_node_records_are_manual_and_switching_an_old_one_needs_no_new_login() -
     facts["a"] = dataclasses.replace(facts["a"], nodes={key: {**node, "node.startup": "automatic"}})
     plan = make_plan(PROFILE, facts, SECRETS)
     assert [a.verb for a in plan.actions] == ["UpdateIscsiNode"]
-    assert plan.actions[0].steps[0]["argv"][-4:] == ["-n", "node.startup", "-v", "manual"]
+    assert wire(plan.actions[0])[0]["argv"][-4:] == ["-n", "node.startup", "-v", "manual"]
 
 
 # --- 8. the reconciler's policy: an allow-list decided where each action is built -----------
@@ -374,7 +375,7 @@ def test_a_forced_promotion_cut_short_after_its_generation_is_finished_by_runnin
     first = make_promotion(PROFILE, "m0", "b", reached, SECRETS, force=True)
     # It stopped right after writing the generation: the array never ran on site B.
     done = sites  # its memory of what the disks hold (bitmap, write-behind) goes on
-    verbs = [a.verb for a in first.actions]
+    verbs: list[str] = [a.verb for a in first.actions]
     done.run(dataclasses.replace(first, actions=first.actions[: verbs.index("RecordGeneration") + 1]))
     facts = {**done.facts, "a": None}
     with pytest.raises(PlanError, match=r"did not finish.*--force` finishes it"):
@@ -385,11 +386,11 @@ def test_a_forced_promotion_cut_short_after_its_generation_is_finished_by_runnin
     assert "a forced promotion that did not finish" in health.reason
     assert "--site b --force` finishes it" in health.reason
     again = make_promotion(PROFILE, "m0", "b", facts, SECRETS, force=True)
-    again_verbs = [a.verb for a in again.actions]
+    again_verbs: list[str] = [a.verb for a in again.actions]
     assert "RecordGeneration" not in again_verbs  # the generation stands; no third one
     assert "FenceTarget" not in again_verbs  # fenced already
     assert again_verbs.index("AssembleArray") < len(again_verbs)
-    assert next(a for a in again.actions if a.verb == "AssembleArray").steps[0]["devices"] == ["/dev/b0"]
+    assert wire(next(a for a in again.actions if a.verb == "AssembleArray"))[0]["devices"] == ["/dev/b0"]
     done.run(again)
     assert assess(running, running.mirrors[0], {**done.facts, "a": None}).state is not State.DEFUNCT
     with pytest.raises(PlanError, match="already runs on b"):
@@ -421,7 +422,7 @@ def test_leg_records_never_written_are_written_by_apply_where_md_leaves_room() -
     facts = without_records(data_end=512 * 1024**2)  # well short of a 1 GiB leg's last MiB
     (write,) = [a for a in make_plan(PROFILE, facts, SECRETS).actions if a.verb == "WriteLegRecords"]
     assert not write.repair  # apply's, not a daemon's
-    step = write.steps[0]
+    step = wire(write)[0]
     assert (step["kind"], step["site"], step["check_room"]) == ("leg_record_create", "a", True)
     assert step["devices"] == ["/dev/a0", REMOTE]  # the primary's leg and the replica's, a member
     (mirror,) = report(PROFILE, facts, Seen({}), 0.0)
@@ -471,7 +472,7 @@ def test_a_mirror_dropped_from_the_profile_keeps_its_lines_and_is_reported_while
     assert array_uuid(two, two.mirrors[0]) != UUID
     # The profile now names another mirror, on the same sites: m0's array still runs on site a.
     plan = make_plan(two, facts, SECRETS)
-    conf = next(a for a in plan.actions if a.verb == "WriteMdadmConf" and a.site == "a").steps[0]["content"]
+    conf = wire(next(a for a in plan.actions if a.verb == "WriteMdadmConf" and a.site == "a"))[0]["content"]
     assert UUID in managed_lines(conf)  # m0's ARRAY line kept: nothing unprotected in silence
     before = managed_lines(facts["a"].mdadm_conf)[UUID]
     assert managed_lines(conf)[UUID] == before

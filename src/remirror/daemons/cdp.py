@@ -16,7 +16,8 @@ from pathlib import Path
 from remirror.agent import cdp as local
 from remirror.errors import RemirrorError
 from remirror.plan.cdp import point_due, pruning
-from remirror.profile.model import Cdp, Mirror
+from remirror.profile.layers import Cdp
+from remirror.profile.model import Mirror
 from remirror.systemd import notify, watchdog_period
 
 TICK_LOCK_WAIT = 5.0

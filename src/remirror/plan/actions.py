@@ -9,9 +9,62 @@ them in order and stops at the first failure.
 from __future__ import annotations
 
 from dataclasses import dataclass, field
+from enum import StrEnum
 from typing import Any
 
+from remirror.errors import RemirrorError
+from remirror.plan.steps import Step
+
 CREATE, CHANGE, DELETE = "+", "~", "-"
+
+
+class PlanError(RemirrorError):
+    """The sites are in a state the plan cannot reconcile (a missing disk, a name taken by something else)."""
+
+
+class Verb(StrEnum):
+    """What an action does; the plan shows it, the reconciler and the CLI compare against it."""
+
+    ACTIVATE_CDP = "ActivateCdp"
+    ADD_CACHE = "AddCache"
+    ASSEMBLE_ARRAY = "AssembleArray"
+    CHANGE_BITMAP = "ChangeBitmap"
+    CLEAR_WRITE_MOSTLY = "ClearWriteMostly"
+    CREATE_ARRAY = "CreateArray"
+    CREATE_BACKSTORE = "CreateBackstore"
+    CREATE_CACHE = "CreateCache"
+    CREATE_CDP = "CreateCdp"
+    CREATE_ISCSI_NODE = "CreateIscsiNode"
+    CREATE_LUN = "CreateLun"
+    CREATE_NODE_ACL = "CreateNodeAcl"
+    CREATE_PORTAL = "CreatePortal"
+    CREATE_TARGET = "CreateTarget"
+    DEACTIVATE_CDP = "DeactivateCdp"
+    DELETE_BACKSTORE = "DeleteBackstore"
+    DELETE_ISCSI_NODE = "DeleteIscsiNode"
+    DELETE_TARGET = "DeleteTarget"
+    DRAIN_CACHE = "DrainCache"
+    FENCE_TARGET = "FenceTarget"
+    FORGET_ARRAY = "ForgetArray"
+    LOGIN_AFRESH = "LoginAfresh"
+    LOGIN_SESSION = "LoginSession"
+    LOGOUT_SESSION = "LogoutSession"
+    RE_ADD_LEG = "ReAddLeg"
+    REBUILD_LEG = "RebuildLeg"
+    RECORD_GENERATION = "RecordGeneration"
+    REMOVE_CACHE_DEVICE = "RemoveCacheDevice"
+    RESUME_RESYNC = "ResumeResync"
+    SAVE_LIO_CONFIG = "SaveLioConfig"
+    SAVE_RANGES = "SaveRanges"
+    SET_SESSION_TIMEOUT = "SetSessionTimeout"
+    SET_WRITE_BEHIND = "SetWriteBehind"
+    SET_WRITE_MOSTLY = "SetWriteMostly"
+    STOP_ARRAY = "StopArray"
+    TUNE_CACHE = "TuneCache"
+    UPDATE_ISCSI_NODE = "UpdateIscsiNode"
+    UPDATE_NODE_ACL = "UpdateNodeAcl"
+    WRITE_LEG_RECORDS = "WriteLegRecords"
+    WRITE_MDADM_CONF = "WriteMdadmConf"
 
 
 @dataclass(frozen=True)
@@ -19,16 +72,19 @@ class Action:
     """A change on one site: `+ site-b CreateBackstore lab-lab0 on /dev/lab/b0`."""
 
     site: str
-    verb: str
+    verb: Verb
     subject: str
     symbol: str = CREATE
-    steps: tuple[dict[str, Any], ...] = field(default=(), compare=False)
+    steps: tuple[Step, ...] = field(default=(), compare=False)
     destructive: str = ""  # what it would destroy; empty when nothing
     # The reconciler may carry it out on its own (remirror.plan.repair): decided
     # where the action is built, so that a new verb is apply's alone until someone
     # decides a daemon may run it. Only re-creating what apply made, never what
     # assembles, rebuilds, reshapes, removes or stops.
     repair: bool = False
+    # The iSCSI target (IQN) an LIO or initiator action is about: what the reconciler
+    # matches sessions and targets on.
+    target: str = ""
 
     def line(self) -> str:
         """One line for `remirror plan`."""
@@ -39,7 +95,7 @@ class Action:
         """The action as `-o json` shows it (steps omitted: they can hold secrets)."""
         return {
             "site": self.site,
-            "verb": self.verb,
+            "verb": str(self.verb),
             "subject": self.subject,
             "symbol": self.symbol,
             "destructive": self.destructive or None,

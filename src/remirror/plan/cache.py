@@ -15,12 +15,13 @@ and `NAME-fast` (the rest).
 from __future__ import annotations
 
 import dataclasses
-from typing import Any
 
 from remirror.facts.model import DmTable
 from remirror.facts.site import DiskFacts, DmDevice, SiteFacts
-from remirror.plan.actions import CHANGE, CREATE, DELETE, Action, Plan
-from remirror.profile.model import Cache, Mirror, PrimaryLeg, ReplicaLeg
+from remirror.plan.actions import CHANGE, CREATE, DELETE, Action, Plan, Verb
+from remirror.plan.steps import TOOL_FAILED, DmReload, DrainCache, Run, Step, WaitPath
+from remirror.profile.layers import Cache
+from remirror.profile.model import Mirror, PrimaryLeg, ReplicaLeg
 from remirror.profile.names import cache_name
 
 SECTOR = 512
@@ -99,7 +100,7 @@ def _create(site: SiteFacts, name: str, cache: Cache, disk: DiskFacts, fast: Dis
         )
     _refuse_busy(site, fast, where)
     sectors = disk.size // SECTOR
-    steps: list[dict[str, Any]] = []
+    steps: list[Step] = []
     # A writecache superblock is kept: it is this leg's cache from before a
     # crash or restart, with writes the disk may not have yet (the profile
     # names this fast disk for this leg). Anything else but zeroes is data.
@@ -131,10 +132,10 @@ def _create(site: SiteFacts, name: str, cache: Cache, disk: DiskFacts, fast: Dis
             ),
         ]
         kind = f"dm-cache writeback {cache.effective_block_size // 1024}KiB blocks"
-    steps.append({"kind": "wait_path", "path": f"/dev/mapper/{name}", "timeout": 30})
+    steps.append(WaitPath(f"/dev/mapper/{name}", 30))
     return Action(
         site.name,
-        "CreateCache",
+        Verb.CREATE_CACHE,
         f"{name} ({kind}) on {disk.path}, fast {fast.path}",
         CREATE,
         tuple(steps),
@@ -164,7 +165,7 @@ def _retune(
                 " (its metadata device cannot be added live): use type writecache, or destroy and apply"
             )
         _refuse_busy(site, fast, where)
-        steps = []
+        steps: list[Step] = []
         if fast.first_sector != "zero":
             # What a drained writecache leaves is clean: nothing on it the disk lacks. Anything
             # else is checked like a new cache disk's (the disk may have been reused since).
@@ -173,7 +174,7 @@ def _retune(
         return [
             Action(
                 site.name,
-                "AddCache",
+                Verb.ADD_CACHE,
                 f"{name}: linear -> writecache, fast {fast.path}, live",
                 CHANGE,
                 tuple(steps),
@@ -210,7 +211,7 @@ def _retune(
             return [
                 Action(
                     site.name,
-                    "TuneCache",
+                    Verb.TUNE_CACHE,
                     f"{name}: {changes}, live",
                     CHANGE,
                     (_dmsetup_reload(name, writecache_table(sectors, disk.path, fast.path, cache)),),
@@ -242,35 +243,36 @@ def removal_actions(
         draining = status is not None and status.cleaner
         if draining:
             dirty += ", draining already"
-        step: dict[str, Any] = {
-            "kind": "drain_cache",
-            "name": name,
-            "target": table.target,
+        step = DrainCache(
+            name,
+            table.target,
             # Cleaner mode by a table reload, not the `cleaner` message: the table then
             # says so (the message leaves no trace), so a drain cut short by the timeout
             # is seen by the next run, which finishes it (or ends it: TuneCache).
-            "cleaner_table": "" if draining else _cleaner_table(table),
-            "linear": linear_table(table.length, _origin(table)),
-            "timeout": DRAIN_TIMEOUT,
-        }
+            cleaner_table="" if draining else _cleaner_table(table),
+            linear=linear_table(table.length, _origin(table)),
+            timeout=DRAIN_TIMEOUT,
+        )
         actions.append(
             Action(
                 site.name,
-                "DrainCache",
+                Verb.DRAIN_CACHE,
                 f"{name}{dirty}: write back, then linear over {disk.path}, live",
                 CHANGE,
                 (step,),
             )
         )
     if remove:
-        steps: list[dict[str, Any]] = [{"kind": "run", "argv": ["dmsetup", "remove", name]}]
+        steps = [Run(("dmsetup", "remove", name))]
         if table.target == "cache" or f"{name}-meta" in site.dm:
             steps += [
-                {"kind": "run", "argv": ["dmsetup", "remove", part], "ok_codes": [0, 1]}
+                Run(("dmsetup", "remove", part), (0, TOOL_FAILED))  # gone already
                 for part in (f"{name}-fast", f"{name}-meta")
             ]
         actions.append(
-            Action(site.name, "RemoveCacheDevice", f"{name} (the disk keeps its data)", DELETE, tuple(steps))
+            Action(
+                site.name, Verb.REMOVE_CACHE_DEVICE, f"{name} (the disk keeps its data)", DELETE, tuple(steps)
+            )
         )
     return actions
 
@@ -282,7 +284,7 @@ def with_drain_timeout(plan: Plan, seconds: int) -> Plan:
             dataclasses.replace(
                 action,
                 steps=tuple(
-                    {**step, "timeout": seconds} if step["kind"] == "drain_cache" else step
+                    dataclasses.replace(step, timeout=seconds) if isinstance(step, DrainCache) else step
                     for step in action.steps
                 ),
             )
@@ -321,18 +323,15 @@ def _refuse_busy(site: SiteFacts, fast: DiskFacts, where: str) -> None:
         )
 
 
-def _zero_head(path: str) -> dict[str, Any]:
+def _zero_head(path: str) -> Run:
     # The first 4 KiB: what dm-writecache reads for a superblock, dm-cache for its metadata.
-    return {
-        "kind": "run",
-        "argv": ["dd", "if=/dev/zero", f"of={path}", "bs=4096", "count=1", "oflag=direct", "status=none"],
-    }
+    return Run(("dd", "if=/dev/zero", f"of={path}", "bs=4096", "count=1", "oflag=direct", "status=none"))
 
 
-def _dmsetup_create(name: str, table: str) -> dict[str, Any]:
-    return {"kind": "run", "argv": ["dmsetup", "create", name, "--table", table]}
+def _dmsetup_create(name: str, table: str) -> Run:
+    return Run(("dmsetup", "create", name, "--table", table))
 
 
-def _dmsetup_reload(name: str, table: str) -> dict[str, Any]:
+def _dmsetup_reload(name: str, table: str) -> DmReload:
     # load + resume swaps tables: dm suspends the device (I/O waits, none fails) for the swap.
-    return {"kind": "dm_reload", "name": name, "table": table}
+    return DmReload(name, table)

@@ -17,7 +17,8 @@ from dataclasses import dataclass
 
 from remirror.facts.cdp import CdpIndex, RecoveryPoint, ThinPoolStatus, stack_names
 from remirror.facts.site import SiteFacts
-from remirror.plan.actions import CREATE, DELETE, Action
+from remirror.plan.actions import CREATE, DELETE, Action, Verb
+from remirror.plan.steps import CdpDeactivate, CdpStack
 from remirror.profile.model import Mirror, Profile
 
 # The pool's low-water mark and remirror's own early pruning: keep this much of the
@@ -113,23 +114,22 @@ def cdp_actions(
     if md is not None and seen and head not in ("zero", "cdp"):
         what = md.signatures[0].describe() if md.signatures else "data"
         destructive = f"the {what} at the start of {mirror.md_device} (CDP's metadata goes there)"
-    verb = "CreateCdp" if new_array or head in ("zero", "other") else "ActivateCdp"
+    verb = Verb.CREATE_CDP if new_array or head in ("zero", "other") else Verb.ACTIVATE_CDP
     settings = mirror.cdp
     subject = (
         f"{volume_path(mirror)} on {mirror.md_device}"
         f" (a point every {settings.every:g}s, kept {settings.keep:g}s)"
     )
-    step = {
-        "kind": "cdp_stack",
-        "mirror": mirror.name,
-        "md": mirror.md_device,
-        "chunk": settings.chunk,
-        "history": settings.history,
-        "fresh": new_array,
-        "allow_data": bool(destructive),
-    }
+    step = CdpStack(
+        mirror.name,
+        mirror.md_device,
+        settings.chunk,
+        settings.history,
+        fresh=new_array,
+        allow_data=bool(destructive),
+    )
     # Activating the stack of an array that runs again is a repair; creating one is apply's.
-    repair = verb == "ActivateCdp"
+    repair = verb == Verb.ACTIVATE_CDP
     return [Action(primary.name, verb, subject, CREATE, (step,), destructive=destructive, repair=repair)]
 
 
@@ -140,11 +140,11 @@ def deactivation_actions(mirror: Mirror, primary: SiteFacts) -> list[Action]:
     views = sorted(n for n in primary.dm if n.startswith(f"{names['volume']}-at-"))
     if not present and not views:
         return []
-    step = {"kind": "cdp_deactivate", "mirror": mirror.name, "views": views}
+    step = CdpDeactivate(mirror.name, tuple(views))
     return [
         Action(
             primary.name,
-            "DeactivateCdp",
+            Verb.DEACTIVATE_CDP,
             f"{volume_path(mirror)} (its points stay on the mirror)",
             DELETE,
             (step,),

@@ -17,20 +17,14 @@ from collections.abc import Mapping
 
 from remirror.facts.site import SiteFacts
 from remirror.health.state import State, assess
-from remirror.plan.actions import CHANGE, CREATE, Action, Plan
+from remirror.plan.actions import CHANGE, CREATE, Action, Plan, PlanError, Verb
 from remirror.plan.cdp import deactivation_actions
-from remirror.plan.planner import (
-    PlanError,
-    assemble_step,
-    export_removal_actions,
-    leg_export_removal,
-    logout_actions,
-    mdadm_conf_actions,
-    release_partial_assembly,
-    serving_actions,
-    stop_array_action,
-    with_mdadm_conf,
-)
+from remirror.plan.initiator import logout_actions
+from remirror.plan.lio import export_removal_actions, leg_export_removal
+from remirror.plan.md import assemble_steps, release_partial_assembly, stop_array_action
+from remirror.plan.mdadm_conf import mdadm_conf_actions, with_mdadm_conf
+from remirror.plan.planner import serving_actions
+from remirror.plan.steps import LegRecordPromote
 from remirror.plan.teardown import refuse_if_in_use
 from remirror.profile.model import Mirror, Profile
 from remirror.profile.names import array_uuid, by_path, export_backstore_name, leg_device
@@ -188,19 +182,10 @@ def record_action(
     n: int | None = None,
 ) -> Action:
     """A new generation naming `site` primary (number `n`, by default after + 1) on `devices`."""
-    step: dict[str, object] = {
-        "kind": "leg_record_promote",
-        "devices": devices,
-        "array": uuid_,
-        "site": site,
-        "after": after,
-        "how": how,
-    }
-    if n is not None:
-        step["n"] = n
+    step = LegRecordPromote(tuple(devices), uuid_, site, after, how, n)
     return Action(
         where,
-        "RecordGeneration",
+        Verb.RECORD_GENERATION,
         f"{name} generation {n or after + 1}: {site} primary ({how}) on {len(devices)} leg(s)",
         CHANGE,
         (step,),
@@ -226,11 +211,8 @@ def assemble_action(site: str, mirror: Mirror, uuid_: str, own: str) -> Action:
     """The array assembled on `site` from its own leg alone (degraded until the others join)."""
     return Action(
         site,
-        "AssembleArray",
+        Verb.ASSEMBLE_ARRAY,
         f"{mirror.md_device} from {own} (degraded until the other legs rejoin)",
         CREATE,
-        (
-            assemble_step(mirror.md_device, uuid_, [own]),
-            {"kind": "wait_path", "path": mirror.md_device, "timeout": 30},
-        ),
+        assemble_steps(mirror.md_device, uuid_, [own]),
     )

@@ -14,12 +14,13 @@ from __future__ import annotations
 
 from collections.abc import Mapping
 from dataclasses import dataclass
-from typing import Any
 
 from remirror.facts.site import SiteFacts
 from remirror.health.state import FAULTY, MISSING, MirrorHealth, State
-from remirror.plan.actions import CHANGE, Action
+from remirror.plan.actions import CHANGE, Action, Verb
+from remirror.plan.initiator import logout_step
 from remirror.plan.planner import make_plan
+from remirror.plan.steps import TOOL_FAILED, LegRecordJoin, Run, Step, WaitPath
 from remirror.profile.model import Mirror, Profile, ReplicaLeg
 from remirror.profile.names import array_uuid, by_path, leg_device
 
@@ -59,7 +60,7 @@ def make_repair(
     # Apply's own plan, for this mirror alone, minus what only apply may do.
     alone = profile.model_copy(update={"mirrors": [mirror]})
     planned = make_plan(alone, observed, secrets).actions
-    former = [a for a in planned if a.verb == "StopArray"]
+    former = [a for a in planned if a.verb == Verb.STOP_ARRAY]
     if former:
         return Repair(
             mirror.name,
@@ -79,18 +80,18 @@ def make_repair(
         iqn = profile.replica_iqn(mirror, replica)
         if leg.session not in ("", "LOGGED_IN"):
             recovering.add(iqn)
-        recreated = any(a.verb == "CreateTarget" and a.subject.startswith(f"{iqn} ") for a in actions)
+        recreated = any(a.verb == Verb.CREATE_TARGET and a.target == iqn for a in actions)
         if iqn in recovering and recreated:
             # The target was gone (a DR host restart) and this pass re-creates
             # it: iscsid may have stopped retrying a target that did not
             # exist, so log in afresh. Under `wait` writes queue meanwhile.
-            actions.append(_login_afresh(actions, iqn))
+            actions.append(_login_afresh(actions, iqn, replica))
         if leg.status not in (FAULTY, MISSING):
             continue
         if iqn in recovering and not recreated:
             blocked.append(f"the session to {replica.site} is {leg.session}: waiting for the link")
             continue
-        logs_in = recreated or any(a.verb == "LoginSession" and a.subject.split()[0] == iqn for a in actions)
+        logs_in = recreated or any(a.verb == Verb.LOGIN_SESSION and a.target == iqn for a in actions)
         if logs_in:
             # A re-add is decided only on a superblock read from the disk
             # itself (a leg used elsewhere must be caught first): next pass.
@@ -111,7 +112,7 @@ def make_repair(
             continue
         actions.append(_readd(profile, mirror, replica, leg.member if leg.status == FAULTY else "", primary))
     # A session that exists is iscsid's to recover; logging in again would not help.
-    actions = [a for a in actions if not (a.verb == "LoginSession" and a.subject.split()[0] in recovering)]
+    actions = [a for a in actions if not (a.verb == Verb.LOGIN_SESSION and a.target in recovering)]
     array = primary.array_named(mirror.name, array_uuid(profile, mirror))
     if array is not None and array.array_state == "read-auto":
         # Assembled auto-read-only (md's start_ro, as at boot): an interrupted
@@ -119,57 +120,50 @@ def make_repair(
         actions.append(
             Action(
                 primary.name,
-                "ResumeResync",
+                Verb.RESUME_RESYNC,
                 f"{mirror.md_device} (auto-read-only: its pending resync starts)",
                 CHANGE,
-                ({"kind": "run", "argv": ["mdadm", "--readwrite", mirror.md_device]},),
+                (Run(("mdadm", "--readwrite", mirror.md_device)),),
                 repair=True,
             )
         )
     return Repair(mirror.name, tuple(actions), "; ".join(blocked))
 
 
-def _login_afresh(actions: list[Action], iqn: str) -> Action:
+def _login_afresh(actions: list[Action], iqn: str, replica: ReplicaLeg) -> Action:
     """Apply's login of this target, preceded by a logout of the dead session."""
-    login = next(a for a in actions if a.verb == "LoginSession" and a.subject.split()[0] == iqn)
-    logout = [*login.steps[-2]["argv"][:-1], "--logout"]
-    steps = ({"kind": "run", "argv": logout, "ok_codes": [0, 21]}, *login.steps)
-    if login.steps[0]["argv"][-1] == "--logout":
-        steps = login.steps
-    return Action(login.site, "LoginAfresh", login.subject, CHANGE, steps, repair=True)
+    login = next(a for a in actions if a.verb == Verb.LOGIN_SESSION and a.target == iqn)
+    logout = logout_step(iqn, replica.portal_address)
+    steps = login.steps if login.steps[0] == logout else (logout, *login.steps)
+    return Action(login.site, Verb.LOGIN_AFRESH, login.subject, CHANGE, steps, repair=True, target=iqn)
 
 
 def _readd(profile: Profile, mirror: Mirror, replica: ReplicaLeg, faulty: str, primary: SiteFacts) -> Action:
     """Put a returning replica disk back into the array: only what its bitmap says it missed."""
     path = by_path(replica, profile.replica_iqn(mirror, replica))
-    steps: list[dict[str, Any]] = []
+    steps: list[Step] = []
     if faulty:
         # md keeps a failed member, or one whose disk went away with its
         # session, until it is removed; only then can the disk that came
         # back (often under another name) be re-added.
         for words in (["--fail", "detached", "--remove", "detached"], ["--remove", "failed"]):
-            steps.append({"kind": "run", "argv": ["mdadm", mirror.md_device, *words], "ok_codes": [0, 1]})
+            steps.append(Run(("mdadm", mirror.md_device, *words), (0, TOOL_FAILED)))
     steps += [
-        {"kind": "wait_path", "path": path, "timeout": 60},
-        {
-            "kind": "run",
-            "argv": ["mdadm", mirror.md_device, "--re-add", path],
-            "explain": {
-                "1": f"md refused to re-add the replica leg on {replica.site}: its bitmap cannot say what"
-                " it missed, so only a full rebuild would do, and remirror does not start one by itself"
-                f" (`mdadm {mirror.md_device} --add {path}` if you accept it)"
+        WaitPath(path, 60),
+        Run(
+            ("mdadm", mirror.md_device, "--re-add", path),
+            explain={
+                TOOL_FAILED: f"md refused to re-add the replica leg on {replica.site}: its bitmap cannot"
+                " say what it missed, so only a full rebuild would do, and remirror does not start one by"
+                f" itself (`mdadm {mirror.md_device} --add {path}` if you accept it)"
             },
-        },
+        ),
         # A leg back in the array joins the array's generation (docs/failover.md).
-        {
-            "kind": "leg_record_join",
-            "source": leg_device(mirror, mirror.primary, primary.dm),
-            "device": path,
-        },
+        LegRecordJoin(leg_device(mirror, mirror.primary, primary.dm), path),
     ]
     return Action(
         primary.name,
-        "ReAddLeg",
+        Verb.RE_ADD_LEG,
         f"{path} into {mirror.md_device} (resyncs only what {replica.site} missed)",
         CHANGE,
         tuple(steps),

@@ -23,15 +23,12 @@ from collections.abc import Mapping
 
 from remirror.facts.site import SiteFacts
 from remirror.health.state import IN_SYNC, State, assess
-from remirror.plan.actions import CHANGE, CREATE, DELETE, Action, Plan
-from remirror.plan.planner import (
-    PlanError,
-    leg_export_removal,
-    logout_actions,
-    mdadm_conf_actions,
-    with_mdadm_conf,
-)
+from remirror.plan.actions import CHANGE, CREATE, DELETE, Action, Plan, PlanError, Verb
+from remirror.plan.initiator import logout_actions
+from remirror.plan.lio import leg_export_removal
+from remirror.plan.mdadm_conf import mdadm_conf_actions, with_mdadm_conf
 from remirror.plan.promote import assemble_action, record_action, stand_down
+from remirror.plan.steps import LegRecordJoin, Run, SaveRanges
 from remirror.profile.model import Mirror, Profile, ReplicaLeg
 from remirror.profile.names import array_uuid, by_path, leg_device
 from remirror.roles import as_run, leg_records, profile_as_run, roles
@@ -87,18 +84,18 @@ def make_resolution(
             actions += logout_actions(profile, alone, kept_site)
             actions += leg_export_removal(profile, kept, leg, site, kept_site.initiator or "")
         if save:
-            step = {"kind": "save_ranges", "leg": own, "dir": save, "mirror": name, "site": leg.site}
+            step = SaveRanges(own, save, name, leg.site)
             actions.append(
-                Action(leg.site, "SaveRanges", f"what {own} wrote on its own -> {save}", CREATE, (step,))
+                Action(leg.site, Verb.SAVE_RANGES, f"what {own} wrote on its own -> {save}", CREATE, (step,))
             )
         actions.append(
             Action(
                 leg.site,
-                "ForgetArray",
+                Verb.FORGET_ARRAY,
                 f"{own} (mdadm --zero-superblock: {leg.site}'s writes since the split are discarded;"
                 f" {keep} copies the whole leg back)",
                 DELETE,
-                ({"kind": "run", "argv": ["mdadm", "--zero-superblock", own]},),
+                (Run(("mdadm", "--zero-superblock", own)),),
                 destructive=f"the writes on {leg.site}'s leg {own} since the split brain",
             )
         )
@@ -134,16 +131,12 @@ def rebuild_actions(profile: Profile, running: Mirror, facts: Mapping[str, SiteF
         actions.append(
             Action(
                 primary.name,
-                "RebuildLeg",
+                Verb.REBUILD_LEG,
                 f"{path} into {running.md_device} (in full: its own writes were discarded)",
                 CHANGE,
                 (
-                    {"kind": "run", "argv": ["mdadm", running.md_device, "--add", path]},
-                    {
-                        "kind": "leg_record_join",
-                        "source": leg_device(running, running.primary, primary.dm),
-                        "device": path,
-                    },
+                    Run(("mdadm", running.md_device, "--add", path)),
+                    LegRecordJoin(leg_device(running, running.primary, primary.dm), path),
                 ),
             )
         )

@@ -13,18 +13,13 @@ from __future__ import annotations
 from collections.abc import Mapping
 
 from remirror.facts.site import DiskFacts, SiteFacts
-from remirror.plan.actions import Action, Plan
+from remirror.plan.actions import Action, Plan, PlanError
 from remirror.plan.cache import CacheError, removal_actions
 from remirror.plan.cdp import deactivation_actions, stack_kernel_names, volume_path
-from remirror.plan.planner import (
-    PlanError,
-    export_removal_actions,
-    leg_export_removal,
-    logout_actions,
-    mdadm_conf_actions,
-    stop_array_action,
-    with_mdadm_conf,
-)
+from remirror.plan.initiator import logout_actions
+from remirror.plan.lio import export_removal_actions, leg_export_removal
+from remirror.plan.md import stop_array_action
+from remirror.plan.mdadm_conf import mdadm_conf_actions, with_mdadm_conf
 from remirror.profile.model import Mirror, Profile
 from remirror.profile.names import array_uuid, cache_name, export_backstore_name
 

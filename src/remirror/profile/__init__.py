@@ -1,9 +1,8 @@
 """The profile layer: what the operator wants, loaded and checked. Pure: no side effects."""
 
+from remirror.profile.layers import Cache, Cdp
 from remirror.profile.loader import load_profile, parse_profile
 from remirror.profile.model import (
-    Cache,
-    Cdp,
     Chap,
     Export,
     Iscsi,

@@ -10,8 +10,10 @@ from __future__ import annotations
 
 from typing import Any, Literal
 
-from pydantic import BaseModel, ConfigDict, Field, PrivateAttr, field_validator, model_validator
+from pydantic import Field, PrivateAttr, field_validator
 
+from remirror.profile.base import ProfileModel
+from remirror.profile.layers import Cache, Cdp
 from remirror.profile.timeouts import (
     REPLACEMENT_FOR,
     REPLACEMENT_TIMEOUT,
@@ -29,7 +31,6 @@ from remirror.profile.types import (
     PortalText,
     PositiveDuration,
     SiteHost,
-    Size,
     SshAddress,
     parse_ssh_address,
 )
@@ -44,34 +45,7 @@ DERIVED_IQN_PREFIX = "iqn.2026-11.org.remirror"
 DEFAULT_WRITE_BEHIND = 256
 
 
-class _Model(BaseModel):
-    model_config = ConfigDict(extra="forbid", frozen=True)
-
-    @field_validator("*", mode="after")
-    @classmethod
-    def _no_control_characters(cls, value: Any) -> Any:
-        """Names and paths end up in mdadm.conf, node records and LIO's saved config, one per
-        line: a newline in one (`device: "/dev/md/x\\nARRAY ..."`) would write a line of its own."""
-        for text in _strings(value):
-            bad = next((c for c in text if ord(c) < 0x20 or 0x7F <= ord(c) < 0xA0), None)
-            if bad is not None:
-                raise ValueError(f"{text!r} holds a control character ({bad!r}): not allowed in a profile")
-        return value
-
-
-def _strings(value: Any) -> list[str]:
-    """Every string in a field's value: itself, or in its lists and mappings (keys too); a
-    nested model checks its own fields."""
-    if isinstance(value, str):
-        return [value]
-    if isinstance(value, dict):
-        return [s for k, v in value.items() for s in (*_strings(k), *_strings(v))]
-    if isinstance(value, list | tuple):
-        return [s for v in value for s in _strings(v)]
-    return []
-
-
-class SshOptions(_Model):
+class SshOptions(ProfileModel):
     """How to reach a remote site over SSH."""
 
     identity_file: AbsolutePath | None = Field(
@@ -83,7 +57,7 @@ class SshOptions(_Model):
     connect_timeout: PositiveDuration = Field(10.0, description="give up connecting after this")
 
 
-class Site(_Model):
+class Site(ProfileModel):
     """A host that carries legs: this machine (`local`) or one reached over SSH."""
 
     host: SiteHost = Field(description="'local' or ssh://[user@]host[:port]")
@@ -100,81 +74,7 @@ class Site(_Model):
         return parse_ssh_address(self.host)
 
 
-# dm-writecache's own defaults (Documentation/admin-guide/device-mapper/writecache.rst)
-# where remirror keeps them; see docs/cache.md for why each default is what it is.
-WRITECACHE_BLOCK_SIZE = 4096
-DM_CACHE_BLOCK_SIZE = 64 * 1024
-# Keys that only dm-writecache understands (dm-cache has none of them).
-WRITECACHE_ONLY = (
-    "high_watermark",
-    "low_watermark",
-    "writeback_jobs",
-    "autocommit_blocks",
-    "autocommit_time",
-    "max_age",
-)
-
-
-class Cache(_Model):
-    """A fast device in front of a leg's disk: the seeds' disk caching disk (DCD)."""
-
-    type: Literal["writecache", "cache"] = Field(
-        "writecache", description="dm-writecache (default) or dm-cache in writeback mode"
-    )
-    disk: DevicePath
-    block_size: Size | None = Field(
-        None,
-        description=f"cache block: default {WRITECACHE_BLOCK_SIZE} (writecache, at most a page)"
-        f" or {DM_CACHE_BLOCK_SIZE // 1024}KiB (cache, a multiple of 32KiB)",
-    )
-    high_watermark: int = Field(
-        50, ge=1, le=100, description="% of cache blocks in use that starts writeback"
-    )
-    low_watermark: int = Field(45, ge=0, le=99, description="% in use at which writeback stops")
-    writeback_jobs: int | None = Field(None, ge=1, description="blocks in flight during writeback")
-    autocommit_blocks: int | None = Field(None, ge=1, description="commit after this many unflushed blocks")
-    autocommit_time: PositiveDuration | None = Field(None, description="commit unflushed writes after this")
-    max_age: PositiveDuration | None = Field(None, description="write back any block older than this")
-    destage: Literal["watermark", "idle"] = Field(
-        "watermark",
-        description="watermark: the kernel writes back by watermark and max_age;"
-        " idle: also write everything back once the device has been idle for idle_after",
-    )
-    idle_after: PositiveDuration = Field(5.0, description="quiet time that counts as idle (destage: idle)")
-
-    @model_validator(mode="after")
-    def _fits_the_type(self) -> Cache:
-        if self.type == "cache":
-            if self.destage == "idle":
-                raise ValueError(
-                    "destage: idle needs type writecache (dm-cache has no flush to destage with)"
-                )
-            given = [key for key in WRITECACHE_ONLY if key in self.model_fields_set]
-            if given:
-                raise ValueError(
-                    f"{', '.join(given)}: only for type writecache (dm-cache has no such setting)"
-                )
-            if self.block_size is not None and (self.block_size < 32 * 1024 or self.block_size % (32 * 1024)):
-                raise ValueError("block_size: dm-cache blocks are a multiple of 32KiB")
-        elif self.block_size is not None and (
-            self.block_size < 512 or self.block_size > 4096 or self.block_size & (self.block_size - 1)
-        ):
-            raise ValueError("block_size: a writecache block is a power of two from 512 to 4096 (a page)")
-        if self.low_watermark >= self.high_watermark:
-            raise ValueError(
-                f"low_watermark ({self.low_watermark}) must be below high_watermark ({self.high_watermark})"
-            )
-        return self
-
-    @property
-    def effective_block_size(self) -> int:
-        """The block size to build the cache with."""
-        if self.block_size is not None:
-            return self.block_size
-        return WRITECACHE_BLOCK_SIZE if self.type == "writecache" else DM_CACHE_BLOCK_SIZE
-
-
-class PrimaryLeg(_Model):
+class PrimaryLeg(ProfileModel):
     """The leg on the site that runs the array (its home: a promotion moves it); reads are served from it."""
 
     site: Name
@@ -193,7 +93,7 @@ class PrimaryLeg(_Model):
         return Portal.parse(self.portal) if self.portal else None
 
 
-class ReplicaLeg(_Model):
+class ReplicaLeg(ProfileModel):
     """A remote leg: a disk exported by its site over iSCSI, write-mostly in the array."""
 
     site: Name
@@ -208,7 +108,7 @@ class ReplicaLeg(_Model):
         return Portal.parse(self.portal)
 
 
-class Replication(_Model):
+class Replication(ProfileModel):
     """How writes reach the replicas and what a lost link does."""
 
     mode: Literal["sync", "async"] = Field(
@@ -233,7 +133,7 @@ class Replication(_Model):
         return DEFAULT_WRITE_BEHIND if self.write_behind is None else self.write_behind
 
 
-class Chap(_Model):
+class Chap(ProfileModel):
     """CHAP credentials; the secrets are read from files, never written inline."""
 
     username: str = Field(min_length=1, max_length=255, pattern=r"^[^\s]+$")
@@ -260,7 +160,7 @@ class Chap(_Model):
 TimeoutPreset = Literal["lan", "wan"]
 
 
-class Iscsi(_Model):
+class Iscsi(ProfileModel):
     """iSCSI settings of the session from the primary to each replica."""
 
     chap: Chap | None = None
@@ -299,37 +199,7 @@ class Iscsi(_Model):
         return node_settings(self.timeouts, on_link_loss)
 
 
-# dm-thin's data block ("chunk") is a multiple of 64KiB; the era block is made the same.
-CDP_CHUNK = 64 * 1024
-
-
-class Cdp(_Model):
-    """Continuous data protection: recovery points within a window (docs/cdp.md)."""
-
-    every: PositiveDuration = Field(description="a recovery point at least this often")
-    keep: PositiveDuration = Field(description="protection window: points older are pruned")
-    history: int = Field(
-        25,
-        ge=5,
-        le=90,
-        description="% of the pool's data kept for the points' history: the volume is that much"
-        " smaller than the mirror",
-    )
-    chunk: Size = Field(
-        CDP_CHUNK,
-        description="thin-pool chunk and era block: the copy-on-write unit after a point"
-        " (a multiple of 64KiB)",
-    )
-
-    @field_validator("chunk")
-    @classmethod
-    def _thin_chunk(cls, value: int) -> int:
-        if value < CDP_CHUNK or value % CDP_CHUNK or value > 1024 * 1024 * 1024:
-            raise ValueError("a thin-pool chunk is a multiple of 64KiB, at most 1GiB")
-        return value
-
-
-class Export(_Model):
+class Export(ProfileModel):
     """Serve the mirror device itself over iSCSI to application hosts."""
 
     iqn: Iqn
@@ -343,7 +213,7 @@ class Export(_Model):
         return Portal.parse(self.portal)
 
 
-class Mirror(_Model):
+class Mirror(ProfileModel):
     """One mirrored device: a primary leg and one or more replica legs."""
 
     name: Name
@@ -378,7 +248,7 @@ class Mirror(_Model):
         return [leg.site for leg in self.legs]
 
 
-class Profile(_Model):
+class Profile(ProfileModel):
     """A whole profile: sites and the mirrors between them."""
 
     version: Literal[1] = Field(description="profile format version")

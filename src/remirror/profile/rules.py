@@ -9,7 +9,8 @@ from __future__ import annotations
 
 from collections.abc import Iterator
 
-from remirror.profile.model import Cache, Mirror, Profile
+from remirror.profile.layers import Cache
+from remirror.profile.model import Mirror, Profile
 
 Path = tuple[str | int, ...]
 Violation = tuple[Path, str]

@@ -1,0 +1,184 @@
+"""Plan the primary's iSCSI initiator: node records, logins, live timeouts. Pure: no I/O.
+
+The primary logs in to each replica leg's target with open-iscsi. Node
+settings are written with `iscsiadm -o update`, CHAP secrets into the node
+record's file instead (a NodeSecrets step): iscsiadm's argv is visible in
+`ps` to every user of the host.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+
+from remirror.facts.model import secret_digest
+from remirror.facts.site import SiteFacts
+from remirror.plan.actions import CHANGE, CREATE, DELETE, Action, Verb
+from remirror.plan.steps import (
+    ISCSI_ERR_LOGIN_AUTH_FAILED,
+    ISCSI_ERR_NO_OBJS_FOUND,
+    ISCSI_ERR_SESS_EXISTS,
+    NodeSecrets,
+    Run,
+    Step,
+    WaitPath,
+    WriteSysfs,
+)
+from remirror.profile.model import Mirror, Profile, ReplicaLeg
+from remirror.profile.names import by_path
+from remirror.profile.timeouts import REPLACEMENT_TIMEOUT
+from remirror.profile.types import Portal
+
+
+def node_argv(iqn: str, portal: Portal) -> tuple[str, ...]:
+    """`iscsiadm` addressing the node record of `iqn` at `portal`."""
+    return ("iscsiadm", "-m", "node", "-T", iqn, "-p", str(portal))
+
+
+def logout_step(iqn: str, portal: Portal) -> Run:
+    """End the session to `iqn` at `portal`; none there is "already so"."""
+    return Run((*node_argv(iqn, portal), "--logout"), (0, ISCSI_ERR_NO_OBJS_FOUND))
+
+
+def logout_actions(profile: Profile, mirror: Mirror, primary: SiteFacts) -> list[Action]:
+    """The primary's sessions to the mirror's replicas end, and their node records go."""
+    actions = []
+    for replica in mirror.replicas:
+        iqn = profile.replica_iqn(mirror, replica)
+        portal = replica.portal_address
+        if primary.session_for(iqn, portal.address, portal.port) is not None:
+            actions.append(
+                Action(
+                    primary.name,
+                    Verb.LOGOUT_SESSION,
+                    f"{iqn} at {portal}",
+                    DELETE,
+                    (logout_step(iqn, portal),),
+                    target=iqn,
+                )
+            )
+        if primary.node_for(iqn, portal.address, portal.port) is not None:
+            delete = Run((*node_argv(iqn, portal), "-o", "delete"), (0, ISCSI_ERR_NO_OBJS_FOUND))
+            actions.append(
+                Action(
+                    primary.name, Verb.DELETE_ISCSI_NODE, f"{iqn} at {portal}", DELETE, (delete,), target=iqn
+                )
+            )
+    return actions
+
+
+def _node_settings(mirror: Mirror, secrets: Mapping[str, str]) -> tuple[dict[str, str], list[str]]:
+    """The node record remirror wants, and the secrets in it.
+
+    `node.startup=manual`: boot never logs in to a replica leg (docs/safety.md, "Boot"). With
+    the remote leg there at boot, udev's incremental assembly would put it together with the
+    local leg before anyone judged them, and md keeps the leg with more events: after a split
+    brain, one side's writes gone. remirror logs in itself (`watch`, `reconcile`, `apply`),
+    after judging the legs.
+    """
+    settings = {"node.startup": "manual", **mirror.iscsi.node_settings(mirror.replication.on_link_loss)}
+    chap = mirror.iscsi.chap
+    if chap is None:
+        return settings, []
+    settings["node.session.auth.authmethod"] = "CHAP"
+    settings["node.session.auth.username"] = chap.username
+    settings["node.session.auth.password"] = secrets[chap.password_file]
+    found = [secrets[chap.password_file]]
+    if chap.mutual:
+        settings["node.session.auth.username_in"] = chap.target_username
+        settings["node.session.auth.password_in"] = secrets[chap.target_password_file]
+        found.append(secrets[chap.target_password_file])
+    return settings, found
+
+
+def initiator_actions(
+    mirror: Mirror, replica: ReplicaLeg, primary: SiteFacts, iqn: str, secrets: Mapping[str, str]
+) -> list[Action]:
+    """The node record of `replica`'s target as the profile wants it, and a session to it."""
+    actions = []
+    portal = replica.portal_address
+    node_args = node_argv(iqn, portal)
+    wanted, secret_values = _node_settings(mirror, secrets)
+    current = primary.node_for(iqn, portal.address, portal.port)
+
+    def shown(key: str, value: str) -> str:
+        return secret_digest(value) if ".auth.password" in key else value
+
+    changed = {k: v for k, v in wanted.items() if current is None or current.get(k) != shown(k, v)}
+    steps: list[Step] = []
+    if current is None:
+        steps.append(Run((*node_args, "-o", "new")))
+    steps += [
+        Run((*node_args, "-o", "update", "-n", k, "-v", v))
+        for k, v in changed.items()
+        if ".auth.password" not in k
+    ]
+    passwords = {k: v for k, v in changed.items() if ".auth.password" in k}
+    if passwords:
+        # Not through iscsiadm's argv, which every user of the host can read in `ps`.
+        steps.append(NodeSecrets(iqn, portal.address, portal.port, passwords, tuple(secret_values)))
+    if steps:
+        verb, symbol = (
+            (Verb.CREATE_ISCSI_NODE, CREATE) if current is None else (Verb.UPDATE_ISCSI_NODE, CHANGE)
+        )
+        keys = ", ".join(k.removeprefix("node.") for k in changed)
+        actions.append(
+            Action(
+                primary.name,
+                verb,
+                f"{iqn} at {portal} ({keys})",
+                symbol,
+                tuple(steps),
+                repair=True,
+                target=iqn,
+            )
+        )
+    session = primary.session_for(iqn, portal.address, portal.port)
+    logged_in = session is not None and session.state == "LOGGED_IN"
+    # The replacement timeout (what `on_link_loss` chooses) is the one setting a
+    # running session takes live, through sysfs. Any other change needs a new
+    # login, and a logout fails the leg under md: so none is made for it alone.
+    # node.startup only matters at boot: no new login for it either.
+    relogin = any(k not in (REPLACEMENT_TIMEOUT, "node.startup") for k in changed)
+    if session is not None and logged_in and not relogin:
+        timeout = wanted[REPLACEMENT_TIMEOUT]
+        if session.recovery_tmo is not None and str(session.recovery_tmo) != timeout:
+            actions.append(
+                Action(
+                    primary.name,
+                    Verb.SET_SESSION_TIMEOUT,
+                    f"session {session.sid} to {iqn}: replacement timeout {session.recovery_tmo}s"
+                    f" -> {timeout}s, live",
+                    CHANGE,
+                    (WriteSysfs(f"/sys/class/iscsi_session/session{session.sid}/recovery_tmo", timeout),),
+                    repair=True,
+                    target=iqn,
+                )
+            )
+    if not logged_in or relogin:
+        login: list[Step] = []
+        if session is not None and steps:
+            # Node settings take effect at the next login.
+            login.append(logout_step(iqn, portal))
+        login.append(
+            Run(
+                (*node_args, "--login"),
+                (0, ISCSI_ERR_SESS_EXISTS),
+                {
+                    ISCSI_ERR_LOGIN_AUTH_FAILED: f"CHAP authentication to target {iqn} at {portal}"
+                    " was refused (check the CHAP secrets on both sites)"
+                },
+            )
+        )
+        login.append(WaitPath(by_path(replica, iqn), 60))
+        actions.append(
+            Action(
+                primary.name,
+                Verb.LOGIN_SESSION,
+                f"{iqn} at {portal}",
+                CREATE,
+                tuple(login),
+                repair=True,
+                target=iqn,
+            )
+        )
+    return actions

@@ -1,0 +1,313 @@
+"""Plan the md RAID1 array on the primary: create, assemble, rebuild, tune, stop. Pure: no I/O.
+
+Every path that could write over a leg is decided here, from what the legs
+hold: a leg with this mirror's superblock is assembled or rebuilt from,
+never created over; anything else on a disk is named in the action's
+`destructive` (docs/safety.md).
+"""
+
+from __future__ import annotations
+
+import dataclasses
+
+from remirror.facts.generations import MiB
+from remirror.facts.model import MdArray, Signature
+from remirror.facts.site import DiskFacts, SiteFacts
+from remirror.plan.actions import CHANGE, CREATE, DELETE, Action, PlanError, Verb
+from remirror.plan.steps import AssembleArray, LegRecordCreate, LegRecordJoin, Run, Step, WaitPath, WriteSysfs
+from remirror.profile.model import Mirror, Profile
+from remirror.roles import has_room_for_record, md_size
+
+
+def _foreign(disk: DiskFacts, uuid_: str) -> list[Signature]:
+    """Signatures that are not this mirror's own md superblock."""
+    ours = disk.superblock is not None and disk.superblock.array_uuid == uuid_
+    return [s for s in disk.signatures if not (ours and s.kind == "md")]
+
+
+def destroys(site: str, disk: DiskFacts, uuid_: str) -> str:
+    """What writing over `disk` would destroy besides this mirror's own superblock; empty: nothing."""
+    found = _foreign(disk, uuid_)
+    if not found:
+        return ""
+    return f"site {site}: {disk.path} holds " + ", ".join(dict.fromkeys(s.describe() for s in found))
+
+
+def release_partial_assembly(site: SiteFacts, leg: DiskFacts, uuid_: str) -> tuple[list[Action], DiskFacts]:
+    """Stop the inactive arrays holding a leg of the mirror; the leg without them.
+
+    udev assembles arrays incrementally (`mdadm --incremental`) from the
+    devices a change event shows: a leg record written to a stopped leg, a
+    boot with the other legs away. What it builds stays inactive until every
+    leg is there: it never ran, so it holds no write, but it holds the leg,
+    and neither `mdadm --assemble` nor LIO can open it then.
+    """
+    if leg.superblock is None or leg.superblock.array_uuid != uuid_:
+        return [], leg  # not the mirror's leg (yet): nothing of ours to free
+    partial = [h for h in leg.holders if h in site.inactive_arrays]
+    actions = [
+        stop_array_action(
+            site.name, f"/dev/{md}", f"inactive: assembled in part from {leg.path} by udev; never started"
+        )
+        for md in partial
+    ]
+    return actions, dataclasses.replace(leg, holders=tuple(h for h in leg.holders if h not in partial))
+
+
+def stop_array_action(site: str, device: str, why: str) -> Action:
+    """`mdadm --stop` of an array on `site`; `why` says what becomes of it (shown in the plan).
+    md writes out its write-behind queue before the array stops."""
+    return Action(site, Verb.STOP_ARRAY, f"{device} ({why})", DELETE, (Run(("mdadm", "--stop", device)),))
+
+
+def stand_down_former_primary(mirror: Mirror, site: SiteFacts, leg: DiskFacts, uuid_: str) -> list[Action]:
+    """A replica site still running the array on its own leg: a former primary, back after a
+    forced promotion (docs/failover.md). Its array stops so that its leg can be exported to the
+    new primary; whether that leg may then rejoin is the reconciler's judgement (split brain)."""
+    array = site.array_named(mirror.name, uuid_)
+    if array is None or not leg.kernel_name or array.member(leg.kernel_name) is None:
+        return []
+    users = site.disks.get(mirror.md_device, DiskFacts(mirror.md_device, False)).users()
+    if users:
+        raise PlanError(
+            f"site {site.name} still runs {mirror.md_device} from before {mirror.primary.site} was"
+            f" promoted, and it is in use ({'; '.join(users)}): stop what uses it there first"
+        )
+    return [
+        stop_array_action(
+            site.name, mirror.md_device, f"{array.kernel_name}: a former primary's; its leg keeps its data"
+        )
+    ]
+
+
+def array_actions(
+    profile: Profile,
+    mirror: Mirror,
+    primary: SiteFacts,
+    local: DiskFacts,
+    replica_disks: list[DiskFacts],
+    remote_paths: list[str],
+    uuid_: str,
+) -> list[Action]:
+    """The array: assembled, rebuilt onto a new primary disk, created, or tuned as the profile says."""
+    replication = mirror.replication
+    array = primary.array_named(mirror.name, uuid_)
+    if array is None:
+        if local.superblock is not None and local.superblock.array_uuid == uuid_:
+            return [
+                Action(
+                    primary.name,
+                    Verb.ASSEMBLE_ARRAY,
+                    f"{mirror.md_device} from {local.path} and {len(remote_paths)} replica(s)",
+                    CREATE,
+                    assemble_steps(mirror.md_device, uuid_, [local.path, *remote_paths]),
+                )
+            ]
+        holders = [
+            (disk, path)
+            for disk, path in zip(replica_disks, remote_paths, strict=True)
+            if disk.superblock is not None and disk.superblock.array_uuid == uuid_
+        ]
+        if holders:
+            return _rebuild_primary_leg(mirror, primary, local, holders, uuid_)
+        if local.users():
+            raise PlanError(f"site {primary.name}: {local.path} is in use ({'; '.join(local.users())})")
+        # Nothing of this mirror on any leg (else it is assembled or rebuilt above): every
+        # signature, an md superblock of this mirror's too, is data a new array writes over.
+        destroyed = [d for d in [destroys(primary.name, local, "")] if d]
+        destroyed += [destroys(r.path, r, "") for r in replica_disks if r.signatures]
+        argv = [
+            "mdadm",
+            "--create",
+            mirror.md_device,
+            "--run",
+            "--metadata=1.2",
+            "--level=1",
+            f"--raid-devices={1 + len(remote_paths)}",
+            f"--uuid={uuid_}",
+            f"--name={mirror.name}",
+            "--homehost=<none>",
+            "--bitmap=internal",
+            f"--bitmap-chunk={replication.bitmap_chunk // 1024}K",
+            # Short of each leg's last MiB, the leg record's place (docs/failover.md).
+            f"--size={md_size([local.size, *(r.size for r in replica_disks)]) // MiB}M",
+        ]
+        if replication.mode == "async":
+            argv.append(f"--write-behind={replication.effective_write_behind}")
+        argv += [local.path, "--write-mostly", *remote_paths]
+        mode = (
+            f"async, write-behind {replication.effective_write_behind}"
+            if replication.mode == "async"
+            else "sync"
+        )
+        return [
+            Action(
+                primary.name,
+                Verb.CREATE_ARRAY,
+                f"{mirror.md_device} RAID1 {local.path} + {len(remote_paths)} write-mostly leg(s), {mode}",
+                CREATE,
+                (
+                    Run(tuple(argv)),
+                    WaitPath(mirror.md_device, 30),
+                    LegRecordCreate(mirror.name, uuid_, mirror.primary.site, (local.path, *remote_paths)),
+                ),
+                destructive="; ".join(destroyed),
+            )
+        ]
+    actions: list[Action] = []
+    base = f"/sys/block/{array.kernel_name}/md"
+    if array.bitmap_chunk != replication.bitmap_chunk:
+        # No way to change a bitmap's chunk in place: drop it and add a new one.
+        # Write-behind needs a bitmap, so the backlog is restored afterwards.
+        steps = (
+            Run(("mdadm", "--grow", mirror.md_device, "--bitmap=none")),
+            Run(
+                (
+                    "mdadm",
+                    "--grow",
+                    mirror.md_device,
+                    "--bitmap=internal",
+                    f"--bitmap-chunk={replication.bitmap_chunk // 1024}K",
+                )
+            ),
+        )
+        actions.append(
+            Action(
+                primary.name,
+                Verb.CHANGE_BITMAP,
+                f"{mirror.md_device} chunk -> {replication.bitmap_chunk // 1024}KiB",
+                CHANGE,
+                steps,
+            )
+        )
+    if array.backlog != replication.effective_write_behind or actions:
+        actions.append(
+            Action(
+                primary.name,
+                Verb.SET_WRITE_BEHIND,
+                f"{mirror.md_device} backlog {array.backlog} -> {replication.effective_write_behind}",
+                CHANGE,
+                (WriteSysfs(f"{base}/bitmap/backlog", str(replication.effective_write_behind)),),
+                repair=True,
+            )
+        )
+    actions += _missing_leg_records(
+        profile, mirror, primary, array, local, replica_disks, remote_paths, uuid_
+    )
+    for member in array.members:
+        if member.device == local.kernel_name and member.is_write_mostly:
+            # The primary's own leg, write-mostly from when it was a replica (before a promotion):
+            # reads would go over the link.
+            actions.append(
+                Action(
+                    primary.name,
+                    Verb.CLEAR_WRITE_MOSTLY,
+                    f"{mirror.md_device} member {member.device} (the local leg: reads stay here)",
+                    CHANGE,
+                    (WriteSysfs(f"{base}/dev-{member.device}/state", "-writemostly"),),
+                    repair=True,
+                )
+            )
+        if member.device != local.kernel_name and not member.is_write_mostly and not member.is_faulty:
+            actions.append(
+                Action(
+                    primary.name,
+                    Verb.SET_WRITE_MOSTLY,
+                    f"{mirror.md_device} member {member.device}",
+                    CHANGE,
+                    (WriteSysfs(f"{base}/dev-{member.device}/state", "writemostly"),),
+                    repair=True,
+                )
+            )
+    return actions
+
+
+def _missing_leg_records(
+    profile: Profile,
+    mirror: Mirror,
+    primary: SiteFacts,
+    array: MdArray,
+    local: DiskFacts,
+    replica_disks: list[DiskFacts],
+    remote_paths: list[str],
+    uuid_: str,
+) -> list[Action]:
+    """Generation 1 on the legs of a running array none of whose legs holds a leg record: its
+    create was cut short before it wrote them (docs/failover.md). Without them it could never be
+    promoted, and nothing would say so. The agent first checks that md leaves each leg's last
+    MiB alone (an array made by hand may use it)."""
+    if any(d.leg_record is not None and d.leg_record.array_uuid == uuid_ for d in [local, *replica_disks]):
+        return []
+    legs = [local]  # the legs in the array now; one out of it gets its record when it rejoins
+    for replica, path, disk in zip(mirror.replicas, remote_paths, replica_disks, strict=True):
+        portal = replica.portal_address
+        session = primary.session_for(profile.replica_iqn(mirror, replica), portal.address, portal.port)
+        member = array.member(session.disk) if session is not None and session.disk else None
+        if member is not None and not member.is_faulty:
+            legs.append(dataclasses.replace(disk, path=path))  # written through its session
+    if not all(has_room_for_record(d) for d in legs):
+        return []  # made before leg records, over the whole disk: status says it cannot be promoted
+    members = tuple(d.path for d in legs)
+    step = LegRecordCreate(mirror.name, uuid_, mirror.primary.site, members, check_room=True)
+    return [
+        Action(
+            primary.name,
+            Verb.WRITE_LEG_RECORDS,
+            f"{mirror.name} generation 1: {mirror.primary.site} primary, on {len(members)} leg(s) (never"
+            " written: a create cut short; promote needs them)",
+            CHANGE,
+            (step,),
+        )
+    ]
+
+
+def assemble_steps(md: str, uuid_: str, devices: list[str]) -> tuple[Step, ...]:
+    """`mdadm --assemble --run` past udev's partial assemblies, then its device node."""
+    return (AssembleArray(md, uuid_, tuple(devices)), WaitPath(md, 30))
+
+
+def _rebuild_primary_leg(
+    mirror: Mirror,
+    primary: SiteFacts,
+    local: DiskFacts,
+    holders: list[tuple[DiskFacts, str]],
+    uuid_: str,
+) -> list[Action]:
+    """The primary's leg holds nothing of the mirror (a new disk in a dead one's place) while
+    replica legs hold its data: run the array from them and copy it all onto the new disk.
+
+    Never a new array: `mdadm --create` with its initial sync would copy the blank disk over
+    the replicas. The legs used are those whose leg record knows the newest generation.
+    """
+    newest = max((d.leg_record.current.n for d, _ in holders if d.leg_record is not None), default=None)
+    if newest is not None:
+        holders = [
+            (d, p) for d, p in holders if d.leg_record is not None and d.leg_record.current.n == newest
+        ]
+    if local.users():
+        raise PlanError(f"site {primary.name}: {local.path} is in use ({'; '.join(local.users())})")
+    smallest = min(d.size for d, _ in holders)
+    if local.size < smallest:
+        raise PlanError(
+            f"site {primary.name}: {local.path} ({local.size} bytes) is smaller than the replica leg"
+            f" holding {mirror.md_device} ({smallest} bytes): it cannot take the mirror's data"
+        )
+    sources = [p for _, p in holders]
+    return [
+        Action(
+            primary.name,
+            Verb.ASSEMBLE_ARRAY,
+            f"{mirror.md_device} from the replica leg(s) alone ({', '.join(sources)}):"
+            f" {local.path} holds no copy of the mirror (a new disk?)",
+            CREATE,
+            assemble_steps(mirror.md_device, uuid_, sources),
+        ),
+        Action(
+            primary.name,
+            Verb.REBUILD_LEG,
+            f"{local.path} into {mirror.md_device} (in full: every block copied from the replica leg)",
+            CHANGE,
+            (Run(("mdadm", mirror.md_device, "--add", local.path)), LegRecordJoin(sources[0], local.path)),
+            destructive=destroys(primary.name, local, ""),
+        ),
+    ]

@@ -1,0 +1,96 @@
+"""Plan each site's /etc/mdadm/mdadm.conf: what boot and udev may assemble. Pure: no I/O.
+
+remirror owns one block of the file, between CONF_BEGIN and CONF_END; the
+rest is the administrator's and is kept as it is.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+
+from remirror.facts.parsers import CONF_BEGIN, CONF_END, managed_lines
+from remirror.facts.site import SiteFacts
+from remirror.plan.actions import CHANGE, Action, Verb
+from remirror.plan.steps import WriteFile
+from remirror.profile.model import Mirror, Profile
+from remirror.profile.names import array_uuid
+
+MDADM_CONF = "/etc/mdadm/mdadm.conf"
+
+
+def _conf_lines(profile: Profile, without: Mirror | None = None) -> dict[str, list[str]]:
+    """remirror's lines in each site's mdadm.conf: ARRAY for a primary, <ignore> for a replica disk.
+
+    `without`: a mirror being destroyed. Its primary's line turns into
+    <ignore> as well: the disks still hold the array (destroy keeps data),
+    and a boot must not assemble it until `apply` says so again. So does the
+    line of a mirror whose primary leg has a cache (see below).
+    """
+    lines: dict[str, list[str]] = {site: [] for mirror in profile.mirrors for site in mirror.sites}
+    for mirror in profile.mirrors:
+        uuid_ = array_uuid(profile, mirror)
+        for replica in mirror.replicas:
+            lines[replica.site].append(f"ARRAY <ignore> UUID={uuid_}")
+        # A primary leg behind a cache: its disk alone carries the array's superblock too,
+        # but not what the cache holds. Assembling from it at boot would lose those writes:
+        # apply assembles the array once the cache device exists.
+        ignored = mirror is without or mirror.primary.cache is not None
+        lines[mirror.primary.site].append(
+            f"ARRAY <ignore> UUID={uuid_}"
+            if ignored
+            else f"ARRAY {mirror.md_device} metadata=1.2 UUID={uuid_} name={mirror.name}"
+        )
+    return lines
+
+
+def mdadm_conf_actions(
+    profile: Profile, facts: Mapping[str, SiteFacts], without: Mirror | None = None
+) -> list[Action]:
+    """Each site's mdadm.conf with remirror's block as the profile wants it, where it differs."""
+    actions = []
+    ours = {array_uuid(profile, m) for m in profile.mirrors}
+    for site_name, lines in _conf_lines(profile, without).items():
+        if site_name not in facts:  # not reached (a forced promotion): its file is written when it is
+            continue
+        current = facts[site_name].mdadm_conf
+        # A mirror dropped from the profile keeps its lines: its array may still run and its
+        # disks still hold it (docs/safety.md, flow 9). Only a person removes them.
+        kept = [line for uuid_, line in managed_lines(current).items() if uuid_ not in ours]
+        wanted = managed_conf(current, lines + kept)
+        if wanted != current:
+            actions.append(
+                Action(
+                    site_name,
+                    Verb.WRITE_MDADM_CONF,
+                    f"{MDADM_CONF} (arrays assemble by name; replica disks never do)",
+                    CHANGE,
+                    (WriteFile(MDADM_CONF, wanted, 0o644),),
+                )
+            )
+    return actions
+
+
+def with_mdadm_conf(actions: list[Action], conf: list[Action]) -> list[Action]:
+    """The plan's actions with the sites' new mdadm.conf around them.
+
+    mdadm.conf says what boot and udev may assemble. A site that stops an
+    array (to hand it over, or for good) gets its new file first: udev's
+    incremental assembly would otherwise take the stopped legs again at the
+    next change event (a leg record written, for one). The other sites get
+    theirs last, once their arrays run.
+    """
+    stopping = {a.site for a in actions if a.verb == Verb.STOP_ARRAY}
+    return [a for a in conf if a.site in stopping] + actions + [a for a in conf if a.site not in stopping]
+
+
+def managed_conf(current: str, lines: list[str]) -> str:
+    """`current` with remirror's block replaced, appended, or removed when there are no lines."""
+    block = "\n".join([CONF_BEGIN, *lines, CONF_END]) + "\n" if lines else ""
+    if CONF_BEGIN in current and CONF_END in current:
+        head, _, rest = current.partition(CONF_BEGIN)
+        _, _, tail = rest.partition(CONF_END + "\n") if CONF_END + "\n" in rest else rest.partition(CONF_END)
+        return head + block + tail
+    if not block:
+        return current
+    separator = "" if not current or current.endswith("\n") else "\n"
+    return current + separator + block

@@ -1,0 +1,221 @@
+"""The steps that carry out an action on its site, typed. Pure: no I/O.
+
+A step is what the agent runs (remirror.agent.steps). The planner builds
+these dataclasses; they become the agent's JSON objects only at the agent
+boundary (`as_dict`, called by the controller), so everything between, the
+reconciler's repairs included, reads fields, not dictionary keys.
+
+Exit codes a step accepts or explains are named here, from the tools' own
+headers: open-iscsi's `include/iscsi_err.h`, mdadm's and dmsetup's "1 for
+any failure".
+"""
+
+from __future__ import annotations
+
+import dataclasses
+from collections.abc import Mapping
+from dataclasses import dataclass, field
+from typing import Any, ClassVar
+
+# open-iscsi, include/iscsi_err.h
+ISCSI_ERR_SESS_EXISTS = 15  # a login to a target already logged in to
+ISCSI_ERR_NO_OBJS_FOUND = 21  # no session (a logout) or no node record (a delete)
+ISCSI_ERR_LOGIN_AUTH_FAILED = 24  # the target refused the CHAP credentials
+# mdadm and dmsetup: 1 for "it failed" (nothing to remove, no such device).
+TOOL_FAILED = 1
+
+
+class Step:
+    """One thing the agent does on a site; `kind` names the agent's handler."""
+
+    kind: ClassVar[str]
+
+    def as_dict(self) -> dict[str, Any]:
+        """The JSON object the agent reads (the only place a step becomes a dict). A field left
+        at its default is left out: the agent's handler has the same default."""
+        values = {
+            f.name: _plain(getattr(self, f.name))
+            for f in dataclasses.fields(self)  # type: ignore[arg-type]
+            if not _is_default(f, getattr(self, f.name))
+        }
+        return {"kind": self.kind, **values}
+
+
+def _is_default(f: dataclasses.Field[Any], value: Any) -> bool:
+    if f.default is not dataclasses.MISSING:
+        return bool(value == f.default)
+    if f.default_factory is not dataclasses.MISSING:
+        return bool(value == f.default_factory())
+    return False
+
+
+def _plain(value: Any) -> Any:
+    if isinstance(value, tuple):
+        return [_plain(v) for v in value]
+    if isinstance(value, Mapping):
+        return {str(k): _plain(v) for k, v in value.items()}
+    return value
+
+
+@dataclass(frozen=True)
+class Run(Step):
+    """A command; `ok_codes` besides 0 mean "already so"; `explain`: a person's words for a code."""
+
+    kind: ClassVar[str] = "run"
+    argv: tuple[str, ...]
+    ok_codes: tuple[int, ...] = (0,)
+    explain: Mapping[int, str] = field(default_factory=dict)
+
+
+@dataclass(frozen=True)
+class WaitPath(Step):
+    """Wait until udev makes a device node or link."""
+
+    kind: ClassVar[str] = "wait_path"
+    path: str
+    timeout: float = 60
+
+
+@dataclass(frozen=True)
+class WriteFile(Step):
+    """Write a whole file atomically (temp file, fsync, rename)."""
+
+    kind: ClassVar[str] = "write_file"
+    path: str
+    content: str
+    mode: int = 0o644
+
+
+@dataclass(frozen=True)
+class WriteSysfs(Step):
+    """One write of a sysfs attribute."""
+
+    kind: ClassVar[str] = "write_sysfs"
+    path: str
+    value: str
+
+
+@dataclass(frozen=True)
+class NodeSecrets(Step):
+    """CHAP secrets into an iSCSI node record's file, not through iscsiadm's argv."""
+
+    kind: ClassVar[str] = "node_secrets"
+    target: str
+    address: str
+    port: int
+    values: Mapping[str, str]
+    secrets: tuple[str, ...]
+
+
+@dataclass(frozen=True)
+class Lio(Step):
+    """An rtslib-fb operation; its fields depend on `op` (see remirror.agent.steps._lio)."""
+
+    kind: ClassVar[str] = "lio"
+    op: str
+    fields: Mapping[str, Any] = field(default_factory=dict)
+    secrets: tuple[str, ...] = ()
+
+    def as_dict(self) -> dict[str, Any]:
+        step = {"kind": self.kind, "op": self.op, **_plain(self.fields)}
+        if self.secrets:
+            step["secrets"] = list(self.secrets)
+        return step
+
+
+@dataclass(frozen=True)
+class DmReload(Step):
+    """Swap a device-mapper table live (load, then resume)."""
+
+    kind: ClassVar[str] = "dm_reload"
+    name: str
+    table: str
+
+
+@dataclass(frozen=True)
+class DrainCache(Step):
+    """Write a cache back until clean, then swap in `linear` (remirror.agent.steps._drain_cache)."""
+
+    kind: ClassVar[str] = "drain_cache"
+    name: str
+    target: str  # writecache or cache
+    cleaner_table: str  # empty: in cleaner mode already
+    linear: str
+    timeout: float
+
+
+@dataclass(frozen=True)
+class AssembleArray(Step):
+    """`mdadm --assemble --run`, past udev's partial assemblies."""
+
+    kind: ClassVar[str] = "assemble_array"
+    md: str
+    uuid: str
+    devices: tuple[str, ...]
+
+
+@dataclass(frozen=True)
+class CdpStack(Step):
+    """A mirror's CDP stack (remirror.agent.cdp.ensure_stack)."""
+
+    kind: ClassVar[str] = "cdp_stack"
+    mirror: str
+    md: str
+    chunk: int
+    history: int
+    fresh: bool
+    allow_data: bool
+
+
+@dataclass(frozen=True)
+class CdpDeactivate(Step):
+    """Take a CDP stack and its views down; the data stays on the mirror."""
+
+    kind: ClassVar[str] = "cdp_deactivate"
+    mirror: str
+    views: tuple[str, ...]
+
+
+@dataclass(frozen=True)
+class LegRecordCreate(Step):
+    """Generation 1 on new legs; `check_room`: first check md leaves each leg's last MiB alone."""
+
+    kind: ClassVar[str] = "leg_record_create"
+    mirror: str
+    array: str
+    site: str
+    devices: tuple[str, ...]
+    check_room: bool = False
+
+
+@dataclass(frozen=True)
+class LegRecordPromote(Step):
+    """A new generation naming `site` primary, if the legs still know generation `after`."""
+
+    kind: ClassVar[str] = "leg_record_promote"
+    devices: tuple[str, ...]
+    array: str
+    site: str
+    after: int
+    how: str
+    n: int | None = None
+
+
+@dataclass(frozen=True)
+class LegRecordJoin(Step):
+    """A leg back in the array takes the array's generation from `source`."""
+
+    kind: ClassVar[str] = "leg_record_join"
+    source: str
+    device: str
+
+
+@dataclass(frozen=True)
+class SaveRanges(Step):
+    """Keep aside what a discarded leg wrote on its own (remirror.agent.generations)."""
+
+    kind: ClassVar[str] = "save_ranges"
+    leg: str
+    dir: str
+    mirror: str
+    site: str

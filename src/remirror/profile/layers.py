@@ -1,0 +1,114 @@
+"""What a profile stacks on a disk or a mirror: a cache in front of a leg (the seeds' disk
+caching disk), continuous data protection on top of a mirror (docs/cache.md, docs/cdp.md)."""
+
+from __future__ import annotations
+
+from typing import Literal
+
+from pydantic import Field, field_validator, model_validator
+
+from remirror.profile.base import ProfileModel
+from remirror.profile.types import DevicePath, PositiveDuration, Size
+
+# dm-writecache's own defaults (Documentation/admin-guide/device-mapper/writecache.rst)
+# where remirror keeps them; see docs/cache.md for why each default is what it is.
+WRITECACHE_BLOCK_SIZE = 4096
+DM_CACHE_BLOCK_SIZE = 64 * 1024
+# Keys that only dm-writecache understands (dm-cache has none of them).
+WRITECACHE_ONLY = (
+    "high_watermark",
+    "low_watermark",
+    "writeback_jobs",
+    "autocommit_blocks",
+    "autocommit_time",
+    "max_age",
+)
+
+
+class Cache(ProfileModel):
+    """A fast device in front of a leg's disk: the seeds' disk caching disk (DCD)."""
+
+    type: Literal["writecache", "cache"] = Field(
+        "writecache", description="dm-writecache (default) or dm-cache in writeback mode"
+    )
+    disk: DevicePath
+    block_size: Size | None = Field(
+        None,
+        description=f"cache block: default {WRITECACHE_BLOCK_SIZE} (writecache, at most a page)"
+        f" or {DM_CACHE_BLOCK_SIZE // 1024}KiB (cache, a multiple of 32KiB)",
+    )
+    high_watermark: int = Field(
+        50, ge=1, le=100, description="% of cache blocks in use that starts writeback"
+    )
+    low_watermark: int = Field(45, ge=0, le=99, description="% in use at which writeback stops")
+    writeback_jobs: int | None = Field(None, ge=1, description="blocks in flight during writeback")
+    autocommit_blocks: int | None = Field(None, ge=1, description="commit after this many unflushed blocks")
+    autocommit_time: PositiveDuration | None = Field(None, description="commit unflushed writes after this")
+    max_age: PositiveDuration | None = Field(None, description="write back any block older than this")
+    destage: Literal["watermark", "idle"] = Field(
+        "watermark",
+        description="watermark: the kernel writes back by watermark and max_age;"
+        " idle: also write everything back once the device has been idle for idle_after",
+    )
+    idle_after: PositiveDuration = Field(5.0, description="quiet time that counts as idle (destage: idle)")
+
+    @model_validator(mode="after")
+    def _fits_the_type(self) -> Cache:
+        if self.type == "cache":
+            if self.destage == "idle":
+                raise ValueError(
+                    "destage: idle needs type writecache (dm-cache has no flush to destage with)"
+                )
+            given = [key for key in WRITECACHE_ONLY if key in self.model_fields_set]
+            if given:
+                raise ValueError(
+                    f"{', '.join(given)}: only for type writecache (dm-cache has no such setting)"
+                )
+            if self.block_size is not None and (self.block_size < 32 * 1024 or self.block_size % (32 * 1024)):
+                raise ValueError("block_size: dm-cache blocks are a multiple of 32KiB")
+        elif self.block_size is not None and (
+            self.block_size < 512 or self.block_size > 4096 or self.block_size & (self.block_size - 1)
+        ):
+            raise ValueError("block_size: a writecache block is a power of two from 512 to 4096 (a page)")
+        if self.low_watermark >= self.high_watermark:
+            raise ValueError(
+                f"low_watermark ({self.low_watermark}) must be below high_watermark ({self.high_watermark})"
+            )
+        return self
+
+    @property
+    def effective_block_size(self) -> int:
+        """The block size to build the cache with."""
+        if self.block_size is not None:
+            return self.block_size
+        return WRITECACHE_BLOCK_SIZE if self.type == "writecache" else DM_CACHE_BLOCK_SIZE
+
+
+# dm-thin's data block ("chunk") is a multiple of 64KiB; the era block is made the same.
+CDP_CHUNK = 64 * 1024
+
+
+class Cdp(ProfileModel):
+    """Continuous data protection: recovery points within a window (docs/cdp.md)."""
+
+    every: PositiveDuration = Field(description="a recovery point at least this often")
+    keep: PositiveDuration = Field(description="protection window: points older are pruned")
+    history: int = Field(
+        25,
+        ge=5,
+        le=90,
+        description="% of the pool's data kept for the points' history: the volume is that much"
+        " smaller than the mirror",
+    )
+    chunk: Size = Field(
+        CDP_CHUNK,
+        description="thin-pool chunk and era block: the copy-on-write unit after a point"
+        " (a multiple of 64KiB)",
+    )
+
+    @field_validator("chunk")
+    @classmethod
+    def _thin_chunk(cls, value: int) -> int:
+        if value < CDP_CHUNK or value % CDP_CHUNK or value > 1024 * 1024 * 1024:
+            raise ValueError("a thin-pool chunk is a multiple of 64KiB, at most 1GiB")
+        return value
