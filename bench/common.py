@@ -15,15 +15,14 @@ import sys
 import time
 from pathlib import Path
 
-from remirror.lab import md
+from remirror.lab import probes
+from remirror.lab.probes import LAB_PROFILE, lab_names
 
-LAB_PROFILE = Path(__file__).resolve().parent.parent / "profiles" / "lab.yaml"
 OUT = Path(os.environ.get("LAB_OUT", "bench/out"))
 SECONDS = int(os.environ.get("BENCH_SECONDS", "15"))
-MD = "/dev/md/lab0"
-CDP_VOLUME = "/dev/mapper/remirror-lab0-cdp"
-IQN = "iqn.2026-11.org.remirror:lab.lab0.site-b"
-REMOTE_LEG = f"/dev/disk/by-path/ip-192.0.2.2:3260-iscsi-{IQN}-lun-0"
+MD = lab_names().md
+CDP_VOLUME = lab_names().cdp_volume
+REMOTE_LEG = lab_names().remote_leg
 MIRROR_DISKS = ("/dev/lab/a0", "/dev/lab/b0", "/dev/lab/a-fast0", "/dev/lab/b-fast0")
 CAUTION = (
     "The lab is a QEMU/TCG VM (an emulated CPU, 30-50x slower than native) with"
@@ -89,13 +88,13 @@ def profile(
 
 
 def md_sysfs(name: str, device: str = MD) -> str:
-    return md.md_sysfs(name, device)
+    return probes.md_sysfs(name, device)
 
 
 def wait_idle(device: str = MD, timeout: float = 900) -> None:
     """Until md has nothing to resync and no leg missing."""
     try:
-        md.wait_idle(device, timeout)
+        probes.wait_idle(device, timeout)
     except TimeoutError as error:
         sys.exit(f"bench: {error}")
 

@@ -61,7 +61,7 @@ from common import (
 )
 from workloads import REGION_OFFSET, REGION_SIZE, TRACE, TRACE_SECONDS, all_workloads, fio, latency
 
-from remirror.lab.md import sectors_written
+from remirror.lab.probes import sectors_written
 
 WAN_DELAY_MS = 7  # each way: the DCD paper's 14 ms round trip
 GRID_RATES_MBIT = (1, 45, 100)

@@ -11,10 +11,11 @@ from concurrent.futures import Future, ThreadPoolExecutor
 from contextlib import contextmanager
 from dataclasses import dataclass
 from pathlib import Path
+from typing import Any
 
 from remirror.agent.client import AgentClient
 from remirror.agent.lock import SITE_LOCK, holder, operator_wait
-from remirror.errors import RemirrorError, SiteUnreachable
+from remirror.errors import RemirrorError, SiteUnreachable, UsageError
 from remirror.facts.site import SiteFacts, site_facts
 from remirror.plan import Action, Plan, make_plan, make_teardown
 from remirror.plan.cdp import volume_path
@@ -243,6 +244,26 @@ class Controller:
                 say(f"done: {action.line()}")
             index += len(batch)
         return outcomes
+
+    def cdp(self, mirror: Mirror, request: dict[str, Any]) -> dict[str, Any]:
+        """A `remirror cdp` request (remirror.agent.cdp_requests) to the site of `mirror` that is this
+        host: points are taken on the kernel that runs the mirror, never across a WAN. What
+        writes the index waits for its lock as an operator's verb does (REMIRROR_LOCK_WAIT)."""
+        from remirror.agent.cdp import INDEX_LOCK_WAIT
+
+        here = next((site for site in mirror.sites if self.profile.sites[site].is_local), None)
+        if here is None:
+            raise UsageError(
+                f"cdp: no site of {mirror.name} ({', '.join(mirror.sites)}) is this host:"
+                " run cdp on the primary"
+            )
+        wait = operator_wait(INDEX_LOCK_WAIT)
+        answer = self.clients[here].request(
+            {"op": "cdp", "mirror": mirror.name, "md": mirror.md_device, "wait": wait, **request}
+        )
+        if not answer["ok"]:
+            raise (UsageError if answer["usage"] else RemirrorError)(answer["message"])
+        return answer
 
     def close(self) -> None:
         """Close every connection; log what the command cost each site (with -v)."""

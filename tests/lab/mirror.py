@@ -17,15 +17,14 @@ from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 from typing import Self
 
-from remirror.lab import md
+from remirror.lab import probes
 from remirror.lab.demo import leg_digest
-from tests.conftest import PROFILES
 from tests.lab.conftest import on_b, sh
 
-LAB = str(PROFILES / "lab.yaml")
-MD = "/dev/md/lab0"
-IQN = "iqn.2026-11.org.remirror:lab.lab0.site-b"
-PORTAL = "192.0.2.2:3260"
+LAB = str(probes.LAB_PROFILE)
+MD = probes.lab_names().md
+IQN = probes.lab_names().iqn
+PORTAL = probes.lab_names().portal
 SLOW = 900  # seconds: apply observes two sites and starts Python on site B, under emulation
 MiB = 1024 * 1024
 
@@ -79,7 +78,7 @@ def reconcile_until_mirrored(timeout: float = 300, profile: str = LAB) -> list[s
 
 
 def md_sysfs(name: str, device: str = MD) -> str:
-    return md.md_sysfs(name, device)
+    return probes.md_sysfs(name, device)
 
 
 def write_random(offset: int, size: int, device: str = MD) -> str:
@@ -163,7 +162,7 @@ def md_digest(offset: int, size: int, device: str = MD) -> str:
 def wait_in_sync(device: str = MD) -> None:
     """Until md reports nothing to do: write-behind drained, no resync."""
     try:
-        md.wait_idle(device, SLOW)
+        probes.wait_idle(device, SLOW)
     except TimeoutError as error:
         raise AssertionError(f"{error}\n{Path('/proc/mdstat').read_text()}") from None
 
@@ -183,9 +182,9 @@ def start_fio_verify(device: str = MD) -> subprocess.Popen[str]:
 
 def wait_writing(device: str = MD, size: int = MiB, timeout: float = SLOW) -> None:
     """Until `size` more bytes have been written to `device` (a workload such as fio is under way)."""
-    target = md.sectors_written(device) + size // 512
+    target = probes.sectors_written(device) + size // 512
     deadline = time.monotonic() + timeout
-    while md.sectors_written(device) < target:
+    while probes.sectors_written(device) < target:
         assert time.monotonic() < deadline, f"nothing written to {device} for {timeout:.0f}s"
         time.sleep(0.2)
 

@@ -18,7 +18,7 @@ from pathlib import Path
 import pytest
 
 from remirror.facts.parsers import parse_data_offset
-from remirror.lab.md import sectors_written
+from remirror.lab.probes import sectors_written
 from tests.lab import mirror as lab0
 from tests.lab.conftest import on_b, sh
 from tests.lab.mirror import LAB, SLOW, fio_verified, remirror, start_fio_verify

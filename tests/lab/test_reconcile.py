@@ -21,7 +21,7 @@ import pytest
 from remirror.facts.parsers import parse_bitmap_examine
 from remirror.lab import net
 from remirror.lab.demo import leg_digest
-from remirror.lab.md import sectors_written
+from remirror.lab.probes import sectors_written
 from tests.lab.conftest import on_b, sh
 from tests.lab.mirror import (
     LAB,

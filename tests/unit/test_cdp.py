@@ -40,9 +40,9 @@ from remirror.health.check import DEFAULT_CRITICAL, DEFAULT_WARNING, Status, jud
 from remirror.health.metrics import render
 from remirror.health.report import MirrorReport, Seen, report
 from remirror.plan import PlanError, make_plan, make_teardown
-from remirror.plan.cdp import point_due, pruning, window
 from remirror.profile import Profile, parse_profile
 from remirror.profile.rules import MAX_CDP_POINTS
+from remirror.retention import point_due, pruning
 from tests.unit.simulated_sites import Sites, wire
 from tests.unit.test_cli import TWO_SITE
 from tests.unit.test_cli import run as run_cli
@@ -198,7 +198,6 @@ def test_points_older_than_the_window_go_but_the_newest_always_stays() -> None:
     now = index.points[-1].time + 5
     assert [p.id for p in pruning(index, now, 25, None).points] == [1, 2]
     assert [p.id for p in pruning(index, now + 10_000, 25, None).points] == [1, 2, 3, 4]
-    assert window(index, now) == 45
 
 
 def test_a_pool_short_of_space_gives_up_the_oldest_point_within_the_window() -> None:

@@ -18,6 +18,7 @@ PURE = [
     "remirror.profile",
     "remirror.facts",
     "remirror.roles",
+    "remirror.retention",
     "remirror.plan",
     "remirror.health",
     "remirror.units",
@@ -36,6 +37,9 @@ ABOVE_CORE = {
     "remirror.failover",
     "remirror.monitor",
     "remirror.controller",
+    "remirror.files",
+    "remirror.logs",
+    "remirror.__main__",
 }
 
 
@@ -104,6 +108,29 @@ def test_health_and_roles_never_reach_the_planner(module: str) -> None:
     # mirror, whether a leg ran alone) is remirror.roles, below both.
     reached = _reachable(module)
     assert not {name: via for name, via in reached.items() if name.startswith("remirror.plan")}
+
+
+def test_every_module_is_in_a_layer() -> None:
+    # A module in neither list would escape both contracts above.
+    layered = [m for p in [*PURE, *ABOVE_CORE] for m in _submodules(p)]
+    everything = [m for m in _submodules("remirror") if m != "remirror"]
+    assert sorted(set(everything) - set(layered)) == []
+
+
+@pytest.mark.parametrize("module", _submodules("remirror.agent"))
+def test_the_agent_depends_on_no_planner(module: str) -> None:
+    # The agent carries out steps and answers requests; deciding is the planner's (on the
+    # controller) or a pure policy's below both (remirror.retention, remirror.facts).
+    reached = _reachable(module)
+    assert not {
+        name: via for name, via in reached.items() if name.startswith(("remirror.plan", "remirror.health"))
+    }
+
+
+@pytest.mark.parametrize("module", [m for m in _submodules("remirror.cli") if m != "remirror.cli"])
+def test_the_cli_reaches_sites_only_through_the_controller(module: str) -> None:
+    # `remirror.cli` itself hands `remirror agent` to the agent's own entry point.
+    assert not {name for name in _imports(module) if name.startswith("remirror.agent")}
 
 
 def test_the_contract_is_checked_on_something() -> None:

@@ -2,7 +2,8 @@
 
 A request is a JSON object: `{"op": "observe", "disks": [...]}`,
 `{"op": "run", "steps": [...]}`, `{"op": "digest", "disk": ..., "spans":
-[...]}`, or `{"op": "lock"|"unlock", "name": "site", ...}` (held for as long
+[...]}`, `{"op": "cdp", "do": ...}` (a `remirror cdp` verb,
+remirror.agent.cdp_requests) or `{"op": "lock"|"unlock", "name": "site", ...}` (held for as long
 as the agent runs, remirror.agent.lock); the answer is a JSON object. The local site calls `handle`
 in-process; a remote site runs `remirror agent --serve` over SSH, once per
 controller command, with one request per line on stdin (never in argv:
@@ -60,4 +61,8 @@ def _answer(request: dict[str, Any]) -> dict[str, Any]:
         return {"protocol": PROTOCOL_VERSION}
     if op == "run":
         return {"protocol": PROTOCOL_VERSION, "results": run_steps(list(request.get("steps", [])))}
+    if op == "cdp":
+        from remirror.agent.cdp_requests import answer  # only the primary's verbs need it
+
+        return {"protocol": PROTOCOL_VERSION, **answer(request)}
     return {"protocol": PROTOCOL_VERSION, "error": f"unknown op {op!r}"}

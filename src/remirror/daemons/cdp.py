@@ -2,20 +2,20 @@
 
 Runs on the mirror's primary host (contrib/systemd/remirror-cdp@.service):
 a point is a few dmsetup calls on the local kernel and must not wait on a
-WAN. The decisions are remirror.plan.cdp's; the device work remirror.agent.cdp's.
+WAN. Each tick is the agent's `point_and_prune`, the same as `remirror cdp
+point`: the decisions are remirror.retention's, the device work remirror.agent.cdp's.
 """
 
 from __future__ import annotations
 
 import json
 import threading
-import time
 from collections.abc import Callable
 from pathlib import Path
 
 from remirror.agent import cdp as local
+from remirror.agent.cdp_requests import point_and_prune
 from remirror.errors import RemirrorError
-from remirror.plan.cdp import point_due, pruning
 from remirror.profile.layers import Cdp
 from remirror.profile.model import Mirror
 from remirror.systemd import notify, watchdog_period
@@ -42,20 +42,17 @@ def _tick(mirror: Mirror, settings: Cdp, emit: Callable[[str], None]) -> None:
     if index is None:
         emit(json.dumps({"event": "no_stack", "mirror": mirror.name}))
         return
-    if point_due(index, time.time(), settings.every):
-        started = time.monotonic()
-        index = local.take_point(mirror.name, mirror.md_device, index)
-        newest = index.points[-1]
+    done = point_and_prune(mirror.name, mirror.md_device, index, settings.every, settings.keep, force=False)
+    taken = done["taken"]
+    if taken is not None:
         emit(json.dumps({
-            "event": "point", "mirror": mirror.name, "id": newest.id, "era": newest.era,
-            "seconds": round(time.monotonic() - started, 3),
+            "event": "point", "mirror": mirror.name, "id": taken["id"], "era": taken["era"],
+            "seconds": taken["seconds"],
         }))  # fmt: skip
-    doomed = pruning(index, time.time(), settings.keep, local.pool_status(mirror.name))
-    if doomed.points:
-        local.delete_points(mirror.name, mirror.md_device, index, list(doomed.points))
+    if done["expired"] or done["for_space"]:
         emit(json.dumps({
             "event": "pruned", "mirror": mirror.name,
-            "expired": [p.id for p in doomed.expired], "for_space": [p.id for p in doomed.for_space],
+            "expired": done["expired"], "for_space": done["for_space"],
         }))  # fmt: skip
 
 

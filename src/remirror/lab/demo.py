@@ -12,16 +12,16 @@ from collections.abc import Callable
 from pathlib import Path
 
 from remirror.facts.parsers import parse_bitmap_examine, parse_data_offset
-from remirror.lab import md, net
+from remirror.lab import net
+from remirror.lab.probes import lab_names, wait_idle
 from remirror.lab.spec import LAB_FILE, Wan
 from remirror.profile import load_profile
 from remirror.runner.local import LocalRunner
 from remirror.units import format_size
 
 PROFILE = "profiles/lab.yaml"
-MD = "/dev/md/lab0"
-LOCAL = "/dev/lab/a0"
-REMOTE_DISK = "/dev/lab/b0"
+_NAMES = lab_names()
+MD, LOCAL, REMOTE_DISK = _NAMES.md, _NAMES.local_disk, _NAMES.remote_disk
 
 _run = LocalRunner("site-a").run
 
@@ -109,7 +109,7 @@ def tour(say: Callable[[str], None]) -> int:
     step(f"/proc/mdstat: {_mdstat_line()} (W = the remote leg, write-mostly: reads stay local)")
     # Until the initial sync has copied the whole disk, every bitmap chunk is dirty:
     # what a cut costs shows only on a mirror that is in sync.
-    synced = md.wait_idle(MD, timeout=900)
+    synced = wait_idle(MD, timeout=900)
     step(f"initial sync done {synced:.0f}s later: both legs hold the same {_size(MD)}, the bitmap is clean")
     _write(MD, offset_mib=0, mib=16)
     step("wrote 16 MiB through /dev/md/lab0 (O_DIRECT)")

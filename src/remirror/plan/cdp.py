@@ -1,4 +1,4 @@
-"""CDP on a mirror: where the stack's slices lie, its dm tables, and when points are taken or pruned. Pure.
+"""Plan CDP on a mirror: build, activate or take down its stack. Pure.
 
 The design, and why, is docs/cdp.md. In short: the md device is cut into
 linear slices (the index of points, the thin pool's metadata, the era's
@@ -13,70 +13,16 @@ index (at the start of the mirror, a fixed place): a later profile change of
 
 from __future__ import annotations
 
-from dataclasses import dataclass
-
-from remirror.facts.cdp import CdpIndex, RecoveryPoint, ThinPoolStatus, stack_names
+from remirror.facts.cdp import stack_names
 from remirror.facts.site import SiteFacts
 from remirror.plan.actions import CREATE, DELETE, Action, Verb
 from remirror.plan.steps import CdpDeactivate, CdpStack
 from remirror.profile.model import Mirror, Profile
 
-# The pool's low-water mark and remirror's own early pruning: keep this much of the
-# pool's data free.
-FREE_RESERVE = 0.10
-
 
 def volume_path(mirror: Mirror) -> str:
     """The device applications use when the mirror has CDP."""
     return f"/dev/mapper/{stack_names(mirror.name)['volume']}"
-
-
-def point_due(index: CdpIndex, now: float, every: float) -> bool:
-    """Whether a point is due: none yet, or the newest is `every` old.
-
-    A timer a little early (within a tenth of `every`) counts as on time, so a
-    timer firing every `every` never skips one.
-    """
-    if not index.points:
-        return True
-    return now - index.points[-1].time >= every * 0.9
-
-
-@dataclass(frozen=True)
-class Pruning:
-    """Which points to delete now, and why."""
-
-    expired: tuple[RecoveryPoint, ...]  # older than the window
-    for_space: tuple[RecoveryPoint, ...]  # within the window, but the pool is running out
-
-    @property
-    def points(self) -> tuple[RecoveryPoint, ...]:
-        """All points to delete, oldest first."""
-        return self.expired + self.for_space
-
-
-def pruning(index: CdpIndex, now: float, keep: float, pool: ThinPoolStatus | None) -> Pruning:
-    """Points older than `keep` go; the newest point always stays.
-
-    When the pool's free data is below FREE_RESERVE, the oldest remaining
-    point goes too (one per call: what it frees shows in the pool's status
-    only after the delete), so that the volume never runs out of space for
-    new writes: the window shrinks instead, and `status` says so.
-    """
-    points = list(index.points)
-    expired = tuple(p for p in points[:-1] if now - p.time > keep)
-    left = [p for p in points[:-1] if p not in expired]
-    for_space: tuple[RecoveryPoint, ...] = ()
-    if pool is not None and pool.data_total and left:
-        free = 1 - (pool.data_used / pool.data_total)
-        if free < FREE_RESERVE:
-            for_space = (left[0],)
-    return Pruning(expired, for_space)
-
-
-def window(index: CdpIndex, now: float) -> float:
-    """Seconds of history actually kept (age of the oldest point), 0 without points."""
-    return now - index.points[0].time if index.points else 0.0
 
 
 class CdpPlanError(Exception):

@@ -1,0 +1,160 @@
+"""The `cdp` request: `remirror cdp` verbs, carried out by the agent of the site that runs the mirror.
+
+`{"op": "cdp", "do": "list"|"point"|"changes"|"restore"|"rollback",
+"mirror": NAME, "md": DEVICE, ...}`. The CLI reaches the site through the
+controller, like every other verb; the site reads the index, decides with
+remirror.retention, and acts with remirror.agent.cdp, holding the mirror's
+index lock from the read to the write. `point_and_prune` is also the
+`cdp run` daemon's tick (remirror.daemons.cdp): one way to take a point.
+
+The answer is `{"ok": true, ...}`, or `{"ok": false, "message": ...,
+"usage": bool}`: a refusal the operator's input caused (no such point, the
+mirror not assembled here) is a usage error, as it was when the CLI did it.
+"""
+
+from __future__ import annotations
+
+import time
+from contextlib import nullcontext
+from pathlib import Path
+from typing import Any
+
+from remirror.agent import cdp as local
+from remirror.agent import lock
+from remirror.errors import RemirrorError
+from remirror.facts.cdp import CdpIndex, RecoveryPoint
+from remirror.retention import point_due, pruning
+
+
+class Refused(RemirrorError):
+    """The request cannot be met as asked: the operator's input (a usage error)."""
+
+
+def answer(request: dict[str, Any]) -> dict[str, Any]:
+    """Carry out one `cdp` request."""
+    do, mirror = str(request.get("do")), str(request["mirror"])
+    verb = VERBS.get(do)
+    if verb is None:
+        return {"ok": False, "message": f"unknown cdp request {do!r}", "usage": False}
+    handler, locked = verb
+    wait = float(request.get("wait", local.INDEX_LOCK_WAIT))
+    try:
+        with local.index_locked(mirror, f"cdp {do}", wait) if locked else nullcontext():
+            return {"ok": True, **handler(request, _index(mirror, str(request["md"])))}
+    except lock.Busy as busy:
+        return {"ok": False, "message": f"cdp {do}: {mirror}: {busy}", "usage": False}
+    except Refused as refused:
+        return {"ok": False, "message": str(refused), "usage": True}
+    except (RemirrorError, OSError) as error:
+        text = error.one_line() if isinstance(error, RemirrorError) else str(error)
+        return {"ok": False, "message": text, "usage": False}
+
+
+def point_and_prune(
+    mirror: str, md: str, index: CdpIndex, every: float, keep: float, force: bool
+) -> dict[str, Any]:
+    """A point if one is due (or `force`), then pruning: what was done. The index lock is the caller's."""
+    taken = None
+    if force or point_due(index, time.time(), every):
+        started = time.monotonic()
+        index = local.take_point(mirror, md, index)
+        newest = index.points[-1]
+        taken = {**_point_json(newest), "seconds": round(time.monotonic() - started, 3)}
+    doomed = pruning(index, time.time(), keep, local.pool_status(mirror))
+    local.delete_points(mirror, md, index, list(doomed.points))
+    return {
+        "taken": taken,
+        "expired": [p.id for p in doomed.expired],
+        "for_space": [p.id for p in doomed.for_space],
+    }
+
+
+def _index(mirror: str, md: str) -> CdpIndex:
+    if not Path(md).exists():
+        raise Refused(f"cdp: {md} is not assembled on this host (run cdp on the primary)")
+    index = local.read_index(md)
+    if index is None or index.mirror != mirror:
+        raise Refused(f"cdp: {md} carries no CDP stack of {mirror} (apply builds it)")
+    return index
+
+
+def _chosen(request: dict[str, Any], index: CdpIndex) -> RecoveryPoint:
+    """The point the request names: `at` (an id, as the operator gave it), or `at_time`: the
+    newest point at or before it."""
+    at = str(request["at"])
+    when = request.get("at_time")
+    point = index.point(at) if when is None else index.at_or_before(float(when))
+    if point is None:
+        raise Refused(f"cdp: --at {at}: no such point (see `remirror cdp list`)")
+    return point
+
+
+def _point_json(point: RecoveryPoint) -> dict[str, Any]:
+    return {"id": point.id, "time": point.time, "era": point.era}
+
+
+def _list(request: dict[str, Any], index: CdpIndex) -> dict[str, Any]:
+    pool = local.pool_status(str(request["mirror"]))
+    return {
+        "points": [_point_json(p) for p in index.points],
+        "chunk": index.layout.chunk,
+        "pool": {
+            "data_used": pool.data_used,
+            "data_total": pool.data_total,
+            "metadata_used": pool.metadata_used,
+            "metadata_total": pool.metadata_total,
+            "mode": pool.mode,
+        },
+    }
+
+
+def _point(request: dict[str, Any], index: CdpIndex) -> dict[str, Any]:
+    return point_and_prune(
+        str(request["mirror"]),
+        str(request["md"]),
+        index,
+        float(request["every"]),
+        float(request["keep"]),
+        bool(request.get("force")),
+    )
+
+
+def _changes(request: dict[str, Any], index: CdpIndex) -> dict[str, Any]:
+    ranges = local.changed_since(str(request["mirror"]), _chosen(request, index), index.layout)
+    return {"ranges": [list(r) for r in ranges]}
+
+
+def _restore(request: dict[str, Any], index: CdpIndex) -> dict[str, Any]:
+    """A read-only view of the point, or (`target`) a copy of it. Under the index lock: a pruning
+    meanwhile would delete the point being copied."""
+    mirror, chosen = str(request["mirror"]), _chosen(request, index)
+    size = index.layout.volume_sectors * 512
+    target = request.get("target")
+    if target is not None:
+        local.check_target(str(target), bool(request.get("allow_destructive")), size)
+    path = local.view(mirror, index.layout, chosen)
+    if target is None:
+        return {"point": _point_json(chosen), "view": path}
+    copied = local.copy_ranges(path, str(target), [(0, size)])
+    local.remove_view(mirror, chosen.id)
+    return {"point": _point_json(chosen), "copied": copied}
+
+
+def _rollback(request: dict[str, Any], index: CdpIndex) -> dict[str, Any]:
+    """Under the index lock from the read to the write with the undo point: a point or a pruning
+    between would write an index without it (and could reuse its id)."""
+    mirror, chosen = str(request["mirror"]), _chosen(request, index)
+    if not request.get("yes"):
+        raise Refused(f"cdp rollback: replaces {mirror}'s content by point #{chosen.id}: add --yes")
+    _, done = local.rollback(mirror, str(request["md"]), index, chosen)
+    return {"point": _point_json(chosen), "undo": _point_json(done.undo_point), "copied": done.bytes_copied}
+
+
+# do -> (handler, whether it holds the index lock: it writes the index, or needs its points to stay)
+VERBS = {
+    "list": (_list, False),
+    "changes": (_changes, False),
+    "point": (_point, True),
+    "restore": (_restore, True),
+    "rollback": (_rollback, True),
+}

@@ -1,0 +1,78 @@
+"""Guest-side lab probes: what the lab reads off md and the block layer to show what happened,
+and the names of what the lab profile makes. One home for the demo, the lab tests and the
+benchmarks (they run on site A, inside the lab).
+"""
+
+from __future__ import annotations
+
+import functools
+import time
+from dataclasses import dataclass
+from pathlib import Path
+
+from remirror.plan.cdp import volume_path
+from remirror.profile import load_profile
+from remirror.profile.names import by_path
+
+# The repository's lab profile (the lab shares the source tree with the host).
+LAB_PROFILE = Path(__file__).resolve().parents[3] / "profiles" / "lab.yaml"
+
+
+@dataclass(frozen=True)
+class LabNames:
+    """What the lab profile's mirror is called and made of, as remirror derives it."""
+
+    mirror: str
+    md: str  # the array's device on site A
+    local_disk: str  # site A's leg
+    remote_disk: str  # site B's leg, on site B
+    iqn: str  # the target exporting site B's leg
+    portal: str  # address:port of that target
+    remote_leg: str  # site B's leg as site A sees it (its udev by-path link)
+    cdp_volume: str  # the volume on top of the mirror, with `cdp:` in the profile
+
+
+@functools.cache
+def lab_names() -> LabNames:
+    """The names of the lab profile's first mirror, derived by remirror.profile.names."""
+    profile = load_profile(LAB_PROFILE)
+    mirror = profile.mirrors[0]
+    replica = mirror.replicas[0]
+    iqn = profile.replica_iqn(mirror, replica)
+    return LabNames(
+        mirror=mirror.name,
+        md=mirror.md_device,
+        local_disk=mirror.primary.disk,
+        remote_disk=replica.disk,
+        iqn=iqn,
+        portal=str(replica.portal_address),
+        remote_leg=by_path(replica, iqn),
+        cdp_volume=volume_path(mirror),
+    )
+
+
+def md_sysfs(name: str, device: str) -> str:
+    """One of an md array's sysfs attributes (`sync_action`, `degraded`, `bitmap/backlog`, ...)."""
+    kernel = Path(device).resolve().name
+    return Path(f"/sys/block/{kernel}/md/{name}").read_text().strip()
+
+
+def is_idle(device: str) -> bool:
+    """Whether md has nothing to do on the array: no resync running or due, no leg missing."""
+    return md_sysfs("sync_action", device) == "idle" and md_sysfs("degraded", device) == "0"
+
+
+def wait_idle(device: str, timeout: float) -> float:
+    """Until `is_idle` (write-behind drained, resyncs done); the seconds it took, or TimeoutError."""
+    started = time.monotonic()
+    while not is_idle(device):
+        if time.monotonic() - started > timeout:
+            raise TimeoutError(f"{device} still resyncing or degraded after {timeout:.0f}s")
+        time.sleep(0.5)
+    return time.monotonic() - started
+
+
+def sectors_written(device: str) -> int:
+    """Sectors written to a block device since boot (its sysfs stat, field 7)."""
+    kernel = Path(device).resolve().name
+    return int(Path(f"/sys/class/block/{kernel}/stat").read_text().split()[6])
