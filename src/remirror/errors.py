@@ -4,12 +4,15 @@ Two families, as in tox and kopf: a `RemirrorError` is an *expected* failure
 (bad input, a site that cannot be reached, a command that failed) and is
 shown to the operator as one line, with an exit code that says which kind it
 was. Anything else escaping to the CLI is a bug and gets a traceback under
-`--debug`.
+`--debug`. With `-o json` the CLI also prints the error as a JSON document
+(`"kind": "error"`) whose `reason` names the kind: a program (the Ansible
+module) reads that, never the words.
 """
 
 from __future__ import annotations
 
 from collections.abc import Sequence
+from typing import Any
 
 # Exit codes shared by every verb. `plan --detailed-exitcode` and `check`
 # (monitoring-plugins) define their own on top of these where they must.
@@ -22,22 +25,50 @@ class RemirrorError(Exception):
     """An expected failure, reported to the operator as one line."""
 
     exit_code = EXIT_FAILURE
+    reason = "failed"  # what kind of failure, in `-o json`
 
     def one_line(self) -> str:
         """The message as the CLI prints it."""
         return " ".join(str(self).split())
+
+    def details(self) -> dict[str, Any]:
+        """What `-o json` carries besides the reason and the message."""
+        return {}
 
 
 class UsageError(RemirrorError):
     """The command line itself is wrong."""
 
     exit_code = EXIT_BAD_INPUT
+    reason = "usage"
+
+
+class Refusal(RemirrorError):
+    """remirror will not go on until a person decides: a plan that writes over data, a split brain."""
+
+    reason = "refused"
+
+
+class DestructivePlan(Refusal):
+    """The plan writes over data and the operator did not allow it (`--allow-destructive`)."""
+
+    reason = "destructive"
+
+    def __init__(self, destroys: Sequence[str]) -> None:
+        self.destroys = tuple(destroys)
+        super().__init__(
+            "refusing to write over data without --allow-destructive: " + "; ".join(self.destroys)
+        )
+
+    def details(self) -> dict[str, Any]:
+        return {"destroys": list(self.destroys)}
 
 
 class ProfileError(RemirrorError):
     """A profile that cannot be loaded or breaks a rule; carries every problem found."""
 
     exit_code = EXIT_BAD_INPUT
+    reason = "bad_profile"
 
     def __init__(self, problems: Sequence[ProfileProblem]) -> None:
         self.problems = tuple(problems)
@@ -46,6 +77,9 @@ class ProfileError(RemirrorError):
     def one_line(self) -> str:
         # One line per problem: an editor can jump to each file:line:col.
         return str(self)
+
+    def details(self) -> dict[str, Any]:
+        return {"problems": [str(p) for p in self.problems]}
 
 
 class ProfileProblem:
@@ -69,21 +103,32 @@ class ProfileProblem:
 class SiteError(RemirrorError):
     """Something went wrong on, or on the way to, one site."""
 
+    reason = "site_failed"
+
     def __init__(self, site: str, message: str) -> None:
         self.site = site
         super().__init__(f"site {site}: {message}")
+
+    def details(self) -> dict[str, Any]:
+        return {"site": self.site}
 
 
 class SiteUnreachable(SiteError):
     """The site could not be connected to or refused our credentials."""
 
+    reason = "unreachable"
+
 
 class SiteBusy(SiteError):
     """Another remirror command holds the site's lock (remirror.agent.lock)."""
 
+    reason = "busy"
+
 
 class CommandError(SiteError):
     """A command on a site failed; carries what ran (redacted) and how it ended."""
+
+    reason = "command_failed"
 
     def __init__(
         self,

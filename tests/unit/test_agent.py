@@ -256,7 +256,8 @@ def test_an_agent_of_another_protocol_is_refused_naming_both(monkeypatch: pytest
 def test_a_cdp_request_for_a_mirror_not_assembled_here_is_a_usage_refusal(tmp_path: Path) -> None:
     missing = str(tmp_path / "md-not-here")
     answer = handle({"op": "cdp", "do": "list", "mirror": "m0", "md": missing})
-    assert answer["ok"] is False and answer["usage"] is True
+    assert answer["ok"] is False
+    assert answer["usage"] is True
     assert answer["message"] == f"cdp: {missing} is not assembled on this host (run cdp on the primary)"
     unknown = handle({"op": "cdp", "do": "format", "mirror": "m0", "md": missing})
     assert (unknown["ok"], unknown["usage"], unknown["message"]) == (

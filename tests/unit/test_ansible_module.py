@@ -9,7 +9,6 @@ real one across two sites.
 
 from __future__ import annotations
 
-import inspect
 import json
 import subprocess
 import sys
@@ -18,7 +17,7 @@ from typing import Any
 
 from ruamel.yaml import YAML
 
-import remirror.cli.mirror
+from remirror.errors import DestructivePlan
 
 PLAYBOOKS = Path(__file__).parents[2] / "playbooks"
 MODULE = PLAYBOOKS / "roles/remirror/library/remirror_apply.py"
@@ -79,16 +78,18 @@ def test_safe_mode_is_remirrors_own_refusal_named_as_such(tmp_path: Path) -> Non
     assert result["msg"].startswith("safe mode: remirror: refusing to write over data")
     assert "ext4 on /dev/b0" in result["msg"]
     assert result["msg"].endswith("set remirror_allow_destructive: true to allow it")
+    assert (result["reason"], result["error"]["destroys"]) == ("destructive", ["ext4 on /dev/b0"])
     (call,) = calls(tmp_path)  # one apply, without --allow-destructive: remirror refuses before any change
     assert call.startswith("apply --yes -o json ")
 
 
-def test_the_module_knows_remirrors_refusal_by_its_words() -> None:
-    """The module runs on the site with Ansible's Python and cannot import remirror: it recognises
-    the refusal by its text, which must stay what remirror.cli.mirror says."""
+def test_the_module_knows_remirrors_refusal_by_its_reason_not_its_words() -> None:
+    """The module runs on the site with Ansible's Python and cannot import remirror: it reads the
+    refusal's `reason` from the JSON error document, which must stay what remirror.errors says."""
     module_text = MODULE.read_text()
-    refused = module_text.split('REFUSED = "', 1)[1].split('"', 1)[0]
-    assert f'"{refused} without --allow-destructive' in inspect.getsource(remirror.cli.mirror)
+    reason = module_text.split('DESTRUCTIVE = "', 1)[1].split('"', 1)[0]
+    assert reason == DestructivePlan.reason
+    assert "REFUSED" not in module_text  # no English matched any more
 
 
 def test_allowed_destructive_plans_apply_with_the_flag(tmp_path: Path) -> None:

@@ -172,3 +172,36 @@ def test_the_help_summaries_are_the_verbs_own() -> None:
         assert verb is not None, name
         assert verb.name == name
         assert verb.get_short_help_str(limit=10_000) == summary, name
+
+
+def test_an_error_with_o_json_is_also_a_json_document_naming_its_reason(
+    capsys: pytest.CaptureFixture[str],
+) -> None:
+    code, out, err = run(capsys, "destroy", "-o", "json", TWO_SITE, "nope")
+    document = json.loads(out)
+    assert code == 3
+    assert (document["schema_version"], document["kind"], document["reason"]) == (
+        SCHEMA_VERSION,
+        "error",
+        "usage",
+    )
+    assert document["message"] == err.strip().removeprefix("remirror: ")
+    assert document["exit_code"] == 3
+    code, out, err = run(capsys, "destroy", TWO_SITE, "nope")  # without -o json: the line alone
+    assert (code, out) == (3, "")
+
+
+def test_a_refusal_carries_what_a_program_needs(capsys: pytest.CaptureFixture[str]) -> None:
+    from remirror.cli.app import _emit_error
+    from remirror.errors import DestructivePlan, SiteBusy
+
+    _emit_error(DestructivePlan(["site b: /dev/b0 holds ext4"]))
+    refused = json.loads(capsys.readouterr().out)
+    assert (refused["reason"], refused["destroys"], refused["exit_code"]) == (
+        "destructive",
+        ["site b: /dev/b0 holds ext4"],
+        1,
+    )
+    _emit_error(SiteBusy("site-b", "held by remirror apply (pid 7 on a) since 10:00:00"))
+    busy = json.loads(capsys.readouterr().out)
+    assert (busy["reason"], busy["site"]) == ("busy", "site-b")

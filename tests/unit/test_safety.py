@@ -13,7 +13,7 @@ from remirror.facts.model import Signature
 from remirror.facts.site import SiteFacts
 from remirror.health import State, assess
 from remirror.plan import make_plan
-from remirror.plan.actions import PlanError, Verb
+from remirror.plan.actions import PlanError, SplitBrain, Verb
 from remirror.plan.resolve import make_resolution
 from remirror.profile import parse_profile
 from remirror.profile.names import array_uuid, by_path
@@ -124,8 +124,10 @@ def test_split_brain_with_the_arrays_stopped_is_reported_before_any_assemble() -
     health = assess(running, as_run(MIRROR, "b"), facts)
     assert health.state is State.SPLIT_BRAIN, health
     assert "ran without the primary" in health.reason
-    with pytest.raises(PlanError, match="split brain"):
+    with pytest.raises(SplitBrain, match="split brain") as refused:
         make_plan(running, facts, SECRETS)
+    # What `-o json` shows a program (the Ansible module): the reason, not the words.
+    assert (refused.value.reason, refused.value.details()) == ("split_brain", {"mirror": "m0"})
 
 
 def test_legs_that_stopped_in_step_are_assembled_together() -> None:

@@ -123,6 +123,30 @@ def cli(verbose: int, debug: bool) -> None:
     setup_logging(verbose, debug)
 
 
+def _wants_json(args: list[str]) -> bool:
+    """Whether the command line asks for `-o json` (the verb did not get to say so itself)."""
+    pairs = zip(args, [*args[1:], ""], strict=True)
+    return any(a in ("-o", "--output") and b == "json" for a, b in pairs) or any(
+        a in ("-ojson", "--output=json") for a in args
+    )
+
+
+def _emit_error(error: RemirrorError) -> None:
+    """The error as a JSON document on stdout: its reason (a refusal: `destructive`, `busy`,
+    `split_brain`), its message and what else it carries, for a program to read."""
+    from remirror.cli.output import emit_json
+
+    emit_json(
+        "error",
+        {
+            "reason": error.reason,
+            "message": error.one_line(),
+            "exit_code": error.exit_code,
+            **error.details(),
+        },
+    )
+
+
 def run(args: list[str]) -> int:
     """Run the CLI on `args`; every outcome as an exit code."""
     try:
@@ -135,11 +159,11 @@ def run(args: list[str]) -> int:
     except click.Abort:
         click.echo("remirror: interrupted", err=True)
         return EXIT_FAILURE
-    except ProfileError as error:
-        click.echo(error.one_line(), err=True)
-        return error.exit_code
     except RemirrorError as error:
-        click.echo(f"remirror: {error.one_line()}", err=True)
+        if _wants_json(args):
+            _emit_error(error)
+        prefix = "" if isinstance(error, ProfileError) else "remirror: "
+        click.echo(f"{prefix}{error.one_line()}", err=True)
         return error.exit_code
     except Exception as error:  # noqa: BLE001 - the last line of defence against bugs
         if "--debug" in args:

@@ -8,7 +8,7 @@ from typing import TYPE_CHECKING
 import click
 
 from remirror.cli.output import emit_json, output_option, profile_argument
-from remirror.errors import EXIT_BAD_INPUT, RemirrorError, UsageError
+from remirror.errors import EXIT_BAD_INPUT, DestructivePlan, UsageError
 
 if TYPE_CHECKING:
     from collections.abc import Callable
@@ -139,8 +139,7 @@ def _carry_out(
         say(action.line())
     say(result.summary())
     if result.destructive and not allow_destructive:
-        what = "; ".join(a.destructive for a in result.destructive)
-        raise RemirrorError(f"refusing to write over data without --allow-destructive: {what}")
+        raise DestructivePlan([a.destructive for a in result.destructive])
     if not result.is_empty and not yes:
         if not sys.stdin.isatty():
             raise UsageError(f"{command}: not a terminal, so nobody can confirm: pass --yes")

@@ -12,7 +12,7 @@ from dataclasses import dataclass, field
 from enum import StrEnum
 from typing import Any
 
-from remirror.errors import RemirrorError
+from remirror.errors import Refusal, RemirrorError
 from remirror.plan.steps import Step
 
 CREATE, CHANGE, DELETE = "+", "~", "-"
@@ -20,6 +20,21 @@ CREATE, CHANGE, DELETE = "+", "~", "-"
 
 class PlanError(RemirrorError):
     """The sites are in a state the plan cannot reconcile (a missing disk, a name taken by something else)."""
+
+    reason = "cannot_plan"
+
+
+class SplitBrain(PlanError, Refusal):
+    """Legs of a mirror ran apart and took writes each: remirror waits for `resolve`."""
+
+    reason = "split_brain"
+
+    def __init__(self, mirror: str, why: str) -> None:
+        self.mirror = mirror
+        super().__init__(f"mirror {mirror} is in split brain: {why}")
+
+    def details(self) -> dict[str, Any]:
+        return {"mirror": self.mirror}
 
 
 class Verb(StrEnum):

@@ -14,7 +14,7 @@ import dataclasses
 from collections.abc import Mapping
 
 from remirror.facts.site import DiskFacts, SiteFacts
-from remirror.plan.actions import Action, Plan, PlanError, Verb
+from remirror.plan.actions import Action, Plan, PlanError, SplitBrain, Verb
 from remirror.plan.cache import CacheError, cache_actions
 from remirror.plan.cdp import CdpPlanError, cdp_actions, volume_path
 from remirror.plan.initiator import initiator_actions, logout_actions
@@ -42,7 +42,7 @@ def make_plan(profile: Profile, facts: Mapping[str, SiteFacts], secrets: Mapping
             # each ran alone keeps the one with more events and drops the other's writes.
             split = ran_without_primary(profile, mirror, facts)
             if split:
-                raise PlanError(f"mirror {mirror.name} is in split brain: {split}")
+                raise SplitBrain(mirror.name, split)
         remote_paths = []
         replica_disks: list[DiskFacts] = []
         for r, replica in enumerate(mirror.replicas):

@@ -11,6 +11,8 @@ without changing anything and report what they did as JSON:
   given `--allow-destructive`, which only `allow_destructive` passes. One
   apply, not a plan and then an apply: each observes every site (seconds to
   a minute on a slow link).
+A failure is read from remirror's `-o json` error document (its `reason`:
+`destructive`, `busy`, `split_brain`, ...), not from its words.
 """
 
 from __future__ import annotations
@@ -65,23 +67,26 @@ from pathlib import Path
 from ansible.module_utils.basic import AnsibleModule
 
 EXIT_CHANGES = 2  # remirror plan --detailed-exitcode: there is something to do
-# How remirror apply begins its refusal of a plan that writes over data (remirror.cli.mirror).
-REFUSED = "refusing to write over data"
+# The `reason` of remirror's error document for a plan that writes over data
+# (remirror.errors.DestructivePlan).
+DESTRUCTIVE = "destructive"
 
 
 def _report(module: AnsibleModule, argv: list[str], ok: tuple[int, ...]) -> tuple[int, dict]:
     """Run remirror with `-o json`; its report, or the task failed with remirror's own message."""
     rc, out, err = module.run_command(argv)
     try:
-        report = json.loads(out) if rc in ok else None
-    except ValueError:  # remirror stopped before its report
+        report = json.loads(out)
+    except ValueError:  # remirror stopped before it could say anything in JSON
         report = None
-    if report is None:  # its one-line reason ends its stderr
+    if isinstance(report, dict) and report.get("kind") == "error":
+        message = f"remirror: {report['message']}"
+        if report["reason"] == DESTRUCTIVE:
+            message = f"safe mode: {message}; set remirror_allow_destructive: true to allow it"
+        module.fail_json(msg=message, rc=rc, reason=report["reason"], error=report)
+    if report is None or rc not in ok:
         lines = (err or out).strip().splitlines()
-        reason = lines[-1][:500] if lines else f"{argv[1]} failed ({rc})"
-        if REFUSED in reason:
-            reason = f"safe mode: {reason}; set remirror_allow_destructive: true to allow it"
-        module.fail_json(msg=reason, rc=rc)
+        module.fail_json(msg=lines[-1][:500] if lines else f"{argv[1]} failed ({rc})", rc=rc)
     return rc, report
 
 
