@@ -133,6 +133,13 @@ def test_the_cli_reaches_sites_only_through_the_controller(module: str) -> None:
     assert not {name for name in _imports(module) if name.startswith("remirror.agent")}
 
 
+def test_no_module_is_over_400_lines() -> None:
+    # One room, one job: a module that grows past this does several (docs/design.md).
+    lengths = {path: len(path.read_text().splitlines()) for path in (SRC / "remirror").rglob("*.py")}
+    assert {str(path.relative_to(SRC)): n for path, n in lengths.items() if n > 400} == {}
+    assert len(lengths) > 50  # the walk found the source
+
+
 def test_the_contract_is_checked_on_something() -> None:
     modules = [m for p in PURE for m in _submodules(p)]
     assert "remirror.profile.model" in modules
