@@ -157,7 +157,7 @@ class Controller:
                 records[leg.site] += [leg.disk, f"/dev/mapper/{cache_name(mirror, leg.site)}"]
         return records
 
-    def as_run(self, facts: Mapping[str, SiteFacts | None]) -> Profile:
+    def running(self, facts: Mapping[str, SiteFacts | None]) -> Profile:
         """The profile with each mirror run by the site its legs' generations name (docs/failover.md)."""
         primaries = {
             m.name: roles(m, leg_records(m, array_uuid(self.profile, m), facts)).primary
@@ -210,12 +210,12 @@ class Controller:
     def plan(self, secrets: dict[str, str]) -> Plan:
         """Observe and plan, each mirror as it runs now."""
         facts = self.observe()
-        return make_plan(self.as_run(facts), facts, secrets)
+        return make_plan(self.running(facts), facts, secrets)
 
     def teardown(self, mirror: Mirror) -> Plan:
         """Observe and plan the removal of one mirror, as it runs now."""
         facts = self.observe()
-        running = self.as_run(facts)
+        running = self.running(facts)
         return make_teardown(running, running.mirror(mirror.name), facts)
 
     def apply(self, plan: Plan, say: Callable[[str], None]) -> list[Outcome]:

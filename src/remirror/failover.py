@@ -93,6 +93,6 @@ def carry_out_resolution(
     outcomes = controller.apply(first, say)
     outcomes += _apply_new_roles(controller, secrets, say)
     facts = controller.observe()
-    running = controller.as_run(facts)
+    running = controller.running(facts)
     outcomes += controller.apply(Plan(tuple(rebuild_actions(running, running.mirror(name), facts))), say)
     return tuple(outcomes)

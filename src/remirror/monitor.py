@@ -69,7 +69,7 @@ def record_in_sync(profile: Profile, healths: list[MirrorHealth]) -> Seen:
 def snapshot(controller: Controller) -> tuple[list[MirrorReport], dict[str, SiteFacts | None]]:
     """Observe every reachable site once; the mirrors' reports, and the facts they came from."""
     facts = controller.observe_reachable()
-    profile = controller.as_run(facts)
+    profile = controller.running(facts)
     healths = [assess(profile, mirror, facts) for mirror in profile.mirrors]
     seen = record_in_sync(profile, healths)
     return report(profile, facts, seen, time.time()), facts
@@ -108,7 +108,7 @@ def verify(
         names = ", ".join(m.name for m in profile.mirrors)
         raise UsageError(f"no mirror {mirror_name!r} in profile {profile.name!r} (it has: {names})")
     facts = controller.observe()
-    profile = controller.as_run(facts)  # the primary may have moved (failover)
+    profile = controller.running(facts)  # the primary may have moved (failover)
     mirror = profile.mirror(mirror.name)
     health = assess(profile, mirror, dict(facts))
     if health.state is not State.MIRRORED:

@@ -17,7 +17,7 @@ from typing import Any
 
 from remirror.agent import lock
 from remirror.agent.digest import digests
-from remirror.agent.observe import observe
+from remirror.agent.observe import observe as observe_site  # the package keeps `observe`, the module
 from remirror.agent.protocol import PROTOCOL_VERSION
 from remirror.agent.steps import run_steps
 from remirror.errors import RemirrorError
@@ -39,7 +39,7 @@ def _answer(request: dict[str, Any]) -> dict[str, Any]:
         disks, portals = list(request.get("disks", [])), list(request.get("portals", []))
         return {
             "protocol": PROTOCOL_VERSION,
-            "facts": observe(
+            "facts": observe_site(
                 disks, portals, list(request.get("probe", [])), list(request.get("records", []))
             ),
         }

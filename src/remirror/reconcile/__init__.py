@@ -64,7 +64,7 @@ def _pass(controller: Controller, secrets: dict[str, str], say: Callable[[str], 
     passes = []
     for name in [m.name for m in controller.profile.mirrors]:
         # As it runs now: a promotion moves the primary (docs/failover.md).
-        profile = controller.as_run(facts)
+        profile = controller.running(facts)
         mirror = profile.mirror(name)
         before = assess(profile, mirror, facts)
         try:
