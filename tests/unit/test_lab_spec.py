@@ -111,3 +111,18 @@ def test_missing_prerequisites_are_named_in_one_line(monkeypatch: pytest.MonkeyP
     assert "linux-image-amd64" in message
     assert message.endswith(host.INSTALL_HINT)
     assert caught.value.exit_code == 124
+
+
+def test_the_lab_names_come_from_the_lab_profile_as_remirror_derives_them() -> None:
+    from remirror.lab.probes import lab_names
+
+    names = lab_names()
+    assert (names.mirror, names.md, names.local_disk, names.remote_disk) == (
+        "lab0",
+        "/dev/md/lab0",
+        "/dev/lab/a0",
+        "/dev/lab/b0",
+    )
+    assert names.iqn == "iqn.2026-11.org.remirror:lab.lab0.site-b"
+    assert names.remote_leg == f"/dev/disk/by-path/ip-192.0.2.2:3260-iscsi-{names.iqn}-lun-0"
+    assert names.cdp_volume == "/dev/mapper/remirror-lab0-cdp"
