@@ -236,6 +236,8 @@ def _mdadm(
     site = sites[name]
     if argv[2] in ("--remove", "--re-add", "--fail"):
         return _manage(sites, name, argv)
+    if argv[2:4] == ["--add", "--write-mostly"]:  # a replica leg into a new array's free slot
+        return _add_replica_leg(sites, name, argv)
     device = argv[2]
     md_name = device.removeprefix("/dev/md/")
     if argv[1] == "--stop":
@@ -251,9 +253,11 @@ def _mdadm(
         )
         return _replace(sites, name, arrays=tuple(grown if a is array else a for a in site.arrays))
     uuid_ = next(a.split("=", 1)[1] for a in argv if a.startswith("--uuid="))
-    legs = [a for a in argv[3:] if a.startswith("/dev/")]
+    legs = [a for a in argv[3:] if a.startswith("/dev/") or a == "missing"]
     members = []
     for slot, leg in enumerate(legs):
+        if leg == "missing":  # a slot a later `--add` fills
+            continue
         remote = _BY_PATH.match(leg)
         if remote is None:
             sites = _with_superblock(sites, name, leg, uuid_, md_name)
@@ -293,6 +297,21 @@ def _mdadm(
         arrays=(*site.arrays, array),
         array_links={**site.array_links, kernel: (md_name,)},
     )
+
+
+def _add_replica_leg(sites: dict[str, SiteFacts], name: str, argv: list[str]) -> dict[str, SiteFacts]:
+    """`mdadm MD --add --write-mostly PATH`: the first free slot, its recovery taken as done."""
+    site = sites[name]
+    md_name = argv[1].removeprefix("/dev/md/")
+    (array,) = [a for a in site.arrays if md_name in site.array_links[a.kernel_name]]
+    remote = _BY_PATH.match(argv[4])
+    assert remote is not None, argv
+    sites = _remote_superblock(sites, remote["iqn"], array.uuid, md_name)
+    session = next(s for s in sites[name].sessions if s.target == remote["iqn"])
+    slot = next(i for i in range(array.raid_disks) if i not in [m.slot for m in array.members])
+    member = MdMember(session.disk or "", slot, frozenset({"in_sync", "write_mostly"}))
+    added = dataclasses.replace(array, members=(*array.members, member))
+    return _replace(sites, name, arrays=tuple(added if a is array else a for a in sites[name].arrays))
 
 
 def _manage(sites: dict[str, SiteFacts], name: str, argv: list[str]) -> dict[str, SiteFacts]:

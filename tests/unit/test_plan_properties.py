@@ -298,7 +298,8 @@ def test_the_export_is_served_from_the_primary_after_the_array() -> None:
     create = next(i for i, line in enumerate(lines) if "CreateArray" in line)
     export = [line for line in lines[create:] if line.startswith("a ") and "Mdadm" not in line]
     assert export == [
-        "a CreateArray /dev/md/m0 RAID1 /dev/a0 + 2 write-mostly leg(s), async, write-behind 512",
+        "a CreateArray /dev/md/m0 RAID1 /dev/a0 + 2 write-mostly leg(s) in the first slot(s), async,"
+        " write-behind 512",
         "a CreateBackstore m0-export (block) on /dev/md/m0",
         f"a CreateTarget {EXPORT_IQN} (TPG 1, CHAP on)",
         f"a CreatePortal 192.0.2.1:3260 on {EXPORT_IQN}",

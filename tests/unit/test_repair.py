@@ -168,7 +168,10 @@ def test_a_resync_left_pending_in_an_auto_read_only_array_is_resumed() -> None:
                     dataclasses.replace(
                         a,
                         members=tuple(
-                            dataclasses.replace(m, state=frozenset({"faulty"})) if m.slot == 0 else m
+                            # the primary's leg: the one member that is not write-mostly
+                            dataclasses.replace(m, state=frozenset({"faulty"}))
+                            if not m.is_write_mostly
+                            else m
                             for m in a.members
                         ),
                     )

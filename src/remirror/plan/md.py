@@ -134,21 +134,31 @@ def array_actions(
         ]
         if replication.mode == "async":
             argv.append(f"--write-behind={replication.effective_write_behind}")
-        argv += [local.path, "--write-mostly", *remote_paths]
+        # The replica legs take the array's first slots: md (raid1.c of Debian 12's 6.1) decides
+        # whether a write goes behind on the first leg it writes to, so write-behind only works
+        # with a write-mostly leg in slot 0 (bench/write_behind_order.sh). mdadm's create marks
+        # every device after --write-mostly, the local leg too: so the array is created with
+        # the replica slots missing and the local leg last, and each replica leg is added
+        # write-mostly, into the first free slot. Its recovery copies the local leg, as a
+        # create's initial sync would, reading the local leg only.
+        argv += [*["missing"] * len(remote_paths), local.path]
         mode = (
             f"async, write-behind {replication.effective_write_behind}"
             if replication.mode == "async"
             else "sync"
         )
+        adds = [Run(("mdadm", mirror.md_device, "--add", "--write-mostly", path)) for path in remote_paths]
         return [
             Action(
                 primary.name,
                 Verb.CREATE_ARRAY,
-                f"{mirror.md_device} RAID1 {local.path} + {len(remote_paths)} write-mostly leg(s), {mode}",
+                f"{mirror.md_device} RAID1 {local.path} + {len(remote_paths)} write-mostly leg(s) in the"
+                f" first slot(s), {mode}",
                 CREATE,
                 (
                     Run(tuple(argv)),
                     WaitPath(mirror.md_device, 30),
+                    *adds,
                     LegRecordCreate(mirror.name, uuid_, mirror.primary.site, (local.path, *remote_paths)),
                 ),
                 destructive="; ".join(destroyed),
