@@ -236,7 +236,7 @@ def _mdadm(
     site = sites[name]
     if argv[2] in ("--remove", "--re-add", "--fail"):
         return _manage(sites, name, argv)
-    if argv[2:4] == ["--add", "--write-mostly"]:  # a replica leg into a new array's free slot
+    if argv[2] == "--add" and _BY_PATH.match(argv[3]):  # a replica leg into a new array's free slot
         return _add_replica_leg(sites, name, argv)
     device = argv[2]
     md_name = device.removeprefix("/dev/md/")
@@ -300,18 +300,35 @@ def _mdadm(
 
 
 def _add_replica_leg(sites: dict[str, SiteFacts], name: str, argv: list[str]) -> dict[str, SiteFacts]:
-    """`mdadm MD --add --write-mostly PATH`: the first free slot, its recovery taken as done."""
+    """`mdadm MD --add PATH`: the first free slot, its recovery taken as done."""
     site = sites[name]
     md_name = argv[1].removeprefix("/dev/md/")
     (array,) = [a for a in site.arrays if md_name in site.array_links[a.kernel_name]]
-    remote = _BY_PATH.match(argv[4])
+    remote = _BY_PATH.match(argv[3])
     assert remote is not None, argv
     sites = _remote_superblock(sites, remote["iqn"], array.uuid, md_name)
     session = next(s for s in sites[name].sessions if s.target == remote["iqn"])
     slot = next(i for i in range(array.raid_disks) if i not in [m.slot for m in array.members])
-    member = MdMember(session.disk or "", slot, frozenset({"in_sync", "write_mostly"}))
+    member = MdMember(session.disk or "", slot, frozenset({"in_sync"}))
     added = dataclasses.replace(array, members=(*array.members, member))
     return _replace(sites, name, arrays=tuple(added if a is array else a for a in sites[name].arrays))
+
+
+def _member_state(sites: dict[str, SiteFacts], name: str, step: dict[str, Any]) -> dict[str, SiteFacts]:
+    """The agent's `member_state`: a replica leg (by its by-path link) made write-mostly."""
+    site = sites[name]
+    md_name = step["md"].removeprefix("/dev/md/")
+    (array,) = [a for a in site.arrays if md_name in site.array_links[a.kernel_name]]
+    remote = _BY_PATH.match(step["device"])
+    assert remote is not None, step
+    assert step["value"] == "writemostly", step
+    disk = next(s.disk for s in site.sessions if s.target == remote["iqn"])
+    members = tuple(
+        dataclasses.replace(m, state=m.state | {"write_mostly"}) if m.device == disk else m
+        for m in array.members
+    )
+    changed = dataclasses.replace(array, members=members)
+    return _replace(sites, name, arrays=tuple(changed if a is array else a for a in site.arrays))
 
 
 def _manage(sites: dict[str, SiteFacts], name: str, argv: list[str]) -> dict[str, SiteFacts]:
@@ -490,6 +507,7 @@ _STEPS = {
     "lio": _lio,
     "write_file": _write_file,
     "write_sysfs": _write_sysfs,
+    "member_state": _member_state,
     "wait_path": _nothing,
     "node_secrets": _node_secrets,
     "dm_reload": _dm_reload,

@@ -107,14 +107,20 @@ def test_the_array_is_created_with_bitmap_write_behind_and_a_write_mostly_remote
     assert argv[:3] == ["mdadm", "--create", "/dev/md/lab0"]
     assert {"--bitmap=internal", "--bitmap-chunk=1024K", "--write-behind=1024", f"--uuid={UUID}"} <= set(argv)
     # md sends writes behind only to a write-mostly leg in the first slot (raid1.c, 6.1): the
-    # replica's slot is left free at the create and the replica added into it, write-mostly;
-    # the local leg, last, is not write-mostly.
+    # replica's slot is left free at the create and the replica added into it, then made
+    # write-mostly; the local leg, last, is not write-mostly.
     assert argv[-2:] == ["missing", "/dev/lab/a0"]
     assert "--write-mostly" not in argv
     steps = wire(create)
-    assert [s["kind"] for s in steps] == ["run", "wait_path", "run", "leg_record_create"]
-    assert steps[2]["argv"] == ["mdadm", "/dev/md/lab0", "--add", "--write-mostly", by_path(REPLICA, IQN)]
-    assert steps[3]["devices"] == ["/dev/lab/a0", by_path(REPLICA, IQN)]
+    assert [s["kind"] for s in steps] == ["run", "wait_path", "run", "member_state", "leg_record_create"]
+    assert steps[2]["argv"] == ["mdadm", "/dev/md/lab0", "--add", by_path(REPLICA, IQN)]
+    assert steps[3] == {
+        "kind": "member_state",
+        "md": "/dev/md/lab0",
+        "device": by_path(REPLICA, IQN),
+        "value": "writemostly",
+    }
+    assert steps[4]["devices"] == ["/dev/lab/a0", by_path(REPLICA, IQN)]
     assert not create.destructive
 
 

@@ -66,6 +66,12 @@ def _run(step: dict[str, Any]) -> None:
         raise
 
 
+def _member_state(step: dict[str, Any]) -> None:
+    md = Path(os.path.realpath(step["md"])).name
+    member = Path(os.path.realpath(step["device"])).name
+    _write_sysfs({"path": f"/sys/block/{md}/md/dev-{member}/state", "value": step["value"]})
+
+
 def _write_sysfs(step: dict[str, Any]) -> None:
     # sysfs attributes take one write of the whole value: no temp file, no rename.
     Path(step["path"]).write_text(step["value"])
@@ -267,6 +273,7 @@ _STEPS = {
     "node_secrets": _node_secrets,
     "write_file": _write_file,
     "write_sysfs": _write_sysfs,
+    "member_state": _member_state,
     "lio": _lio,
     "dm_reload": _dm_reload,
     "drain_cache": _drain_cache,

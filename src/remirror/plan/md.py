@@ -14,7 +14,16 @@ from remirror.facts.generations import MiB
 from remirror.facts.model import MdArray, Signature
 from remirror.facts.site import DiskFacts, SiteFacts
 from remirror.plan.actions import CHANGE, CREATE, DELETE, Action, PlanError, Verb
-from remirror.plan.steps import AssembleArray, LegRecordCreate, LegRecordJoin, Run, Step, WaitPath, WriteSysfs
+from remirror.plan.steps import (
+    AssembleArray,
+    LegRecordCreate,
+    LegRecordJoin,
+    Run,
+    SetMemberState,
+    Step,
+    WaitPath,
+    WriteSysfs,
+)
 from remirror.profile.model import Mirror, Profile
 from remirror.roles import has_room_for_record, md_size
 
@@ -138,16 +147,25 @@ def array_actions(
         # whether a write goes behind on the first leg it writes to, so write-behind only works
         # with a write-mostly leg in slot 0 (bench/write_behind_order.sh). mdadm's create marks
         # every device after --write-mostly, the local leg too: so the array is created with
-        # the replica slots missing and the local leg last, and each replica leg is added
-        # write-mostly, into the first free slot. Its recovery copies the local leg, as a
-        # create's initial sync would, reading the local leg only.
+        # the replica slots missing and the local leg last, and each replica leg is added into
+        # the first free slot. Its recovery copies the local leg, as a create's initial sync
+        # would, reading the local leg only. Then it is made write-mostly through sysfs:
+        # `mdadm --add --write-mostly` leaves the new leg faulty (mdadm 4.2, kernel 6.1: seen
+        # in the lab).
         argv += [*["missing"] * len(remote_paths), local.path]
         mode = (
             f"async, write-behind {replication.effective_write_behind}"
             if replication.mode == "async"
             else "sync"
         )
-        adds = [Run(("mdadm", mirror.md_device, "--add", "--write-mostly", path)) for path in remote_paths]
+        adds = [
+            step
+            for path in remote_paths
+            for step in (
+                Run(("mdadm", mirror.md_device, "--add", path)),
+                SetMemberState(mirror.md_device, path, "writemostly"),
+            )
+        ]
         return [
             Action(
                 primary.name,

@@ -96,6 +96,17 @@ class WriteSysfs(Step):
 
 
 @dataclass(frozen=True)
+class SetMemberState(Step):
+    """Write an md member's sysfs `state` (`writemostly`, `-writemostly`). The member is named
+    by its device path, resolved on the site: a replica leg's disk is known only once logged in."""
+
+    kind: ClassVar[str] = "member_state"
+    md: str
+    device: str
+    value: str
+
+
+@dataclass(frozen=True)
 class NodeSecrets(Step):
     """CHAP secrets into an iSCSI node record's file, not through iscsiadm's argv."""
 
