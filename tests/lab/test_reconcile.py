@@ -18,7 +18,7 @@ from typing import Any
 
 import pytest
 
-from remirror.facts.parsers import parse_bitmap_examine
+from remirror.facts.parsers import parse_bitmap_examine, parse_examine_role
 from remirror.lab import net
 from remirror.lab.demo import leg_digest
 from remirror.lab.probes import sectors_written
@@ -363,7 +363,12 @@ def test_a_leg_that_ran_on_its_own_is_not_re_added(mirror: dict[str, str], tmp_p
         )
         on_b("unshare", "--mount", "--propagation", "private", "sh", "-c", dr)
         diverged = on_b("mdadm", "--examine", "/dev/lab/b0").stdout
-        assert "Array State : .A" in diverged, diverged
+        # Its superblock records the array without the primary's leg: a '.' in that leg's slot.
+        primary_slot, _ = parse_examine_role(sh("mdadm", "--examine", "/dev/lab/a0").stdout)
+        _, recorded = parse_examine_role(diverged)
+        assert primary_slot is not None, diverged
+        assert recorded[primary_slot] == ".", diverged
+        assert recorded.count("A") == 1, diverged  # and its own slot active
         replica_data = leg_digest("/dev/lab/b0", site_b=True)
     finally:
         net.set_link(True)

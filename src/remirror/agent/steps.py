@@ -2,7 +2,8 @@
 
 A step is a small JSON object, so that the controller can ship it over SSH:
 `run` (an argv), `wait_path` (for a udev link), `write_file` (atomic),
-`write_sysfs`, `node_secrets` (CHAP secrets into an iSCSI node record),
+`write_sysfs`, `member_state` (an md member's sysfs state, the member named by its
+device path), `node_secrets` (CHAP secrets into an iSCSI node record),
 `lio` (an rtslib operation), `dm_reload` (a live table swap) and
 `drain_cache` (write a cache back, then swap it for a linear mapping),
 `cdp_stack` and `cdp_deactivate` (a mirror's CDP stack, remirror.agent.cdp),
