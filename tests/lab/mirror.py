@@ -13,6 +13,7 @@ import re
 import subprocess
 import threading
 import time
+from collections.abc import Iterator
 from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 from typing import Self
@@ -146,6 +147,31 @@ class Writer:
         assert self.written, "nothing was written"
         for at, digest in self.written.items():
             assert md_digest(at, self.block) == digest, f"block at {at} does not read back as written"
+
+
+@contextlib.contextmanager
+def slowed(ms: int, *disks: str) -> Iterator[None]:
+    """Lab disks with a service time of `ms` per I/O while the block runs, as a disk has one.
+
+    Under emulation the CPU's part of a write through md and iSCSI is tens of times what it is
+    on a real host, and a lab disk answers in a fraction of a millisecond: a ratio of latencies
+    would measure the emulator. Each disk is a dm device (remirror.lab.guest): its linear table
+    is swapped live for dm-delay's and back, under whatever holds it open (md, LIO)."""
+    tables = {}
+    for disk in disks:
+        name = Path(f"/sys/class/block/{Path(disk).resolve().name}/dm/name").read_text().strip()
+        table = sh("dmsetup", "table", name).stdout.strip()
+        start, length, target, device, offset = table.split()
+        assert target == "linear", table
+        sh("dmsetup", "reload", name, "--table", f"{start} {length} delay {device} {offset} {ms}")
+        sh("dmsetup", "resume", name)
+        tables[name] = table
+    try:
+        yield
+    finally:
+        for name, table in tables.items():
+            sh("dmsetup", "reload", name, "--table", table)
+            sh("dmsetup", "resume", name)
 
 
 def md_digest(offset: int, size: int, device: str = MD) -> str:

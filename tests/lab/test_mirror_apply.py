@@ -20,6 +20,7 @@ import pytest
 from remirror.agent.generations import read_record
 from remirror.controller import ApplyError, Controller, read_secrets
 from remirror.lab import net
+from remirror.lab.probes import sectors_written
 from remirror.lab.spec import INITIATOR_NAMES
 from remirror.profile import load_profile
 from tests.lab.conftest import on_b, sh
@@ -30,12 +31,14 @@ from tests.lab.mirror import (
     PORTAL,
     SLOW,
     MiB,
+    Writer,
     examine_uuid,
     legs_match,
     lio_objects,
     md_digest,
     md_sysfs,
     remirror,
+    slowed,
     variant,
     wait_in_sync,
     wait_sessions_back,
@@ -80,23 +83,129 @@ def test_data_written_through_the_mirror_is_on_both_legs(mirror: dict[str, str])
     assert md_sysfs("mismatch_cnt") == "0"
 
 
-def test_async_writes_go_behind_the_replica_over_a_slow_link(mirror: dict[str, str]) -> None:
+def qd1_p50_ms(device: str, ios: int, offset: int = 64 * MiB) -> float:
+    """fio's median latency of 4 KiB random writes one at a time (O_DIRECT) into 16 MiB of `device`.
+
+    16 MiB is 16 of the lab's 1 MiB bitmap chunks: after its first write to each (which
+    writes the bitmap to every leg, the remote one too) the median is the steady state."""
+    done = sh(
+        "fio", "--name=qd1", f"--filename={device}", "--rw=randwrite", "--bs=4k", "--iodepth=1",
+        "--ioengine=psync", "--direct=1", f"--offset={offset}", "--size=16M", f"--number_ios={ios}",
+        "--output-format=json", timeout=600,
+    )  # fmt: skip
+    return float(json.loads(done.stdout)["jobs"][0]["write"]["clat_ns"]["percentile"]["50.000000"]) / 1e6
+
+
+def sync_variant(tmp_path: Path) -> str:
+    """The lab profile with `mode: sync`."""
+    return variant(
+        tmp_path,
+        "sync.yaml",
+        **{
+            "mode: async": "mode: sync",
+            "      write_behind: 1024        # distinct from md's default 256, so tests can tell\n": "",
+        },
+    )
+
+
+def slots() -> dict[str, tuple[int, str]]:
+    """The array's members: kernel name -> (slot, md's state)."""
+    base = Path(f"/sys/block/{Path(MD).resolve().name}/md")
+    return {
+        p.name.removeprefix("dev-"): (int((p / "slot").read_text()), (p / "state").read_text().strip())
+        for p in base.glob("dev-*")
+        if (p / "slot").read_text().strip().isdigit()
+    }
+
+
+def test_async_writes_go_behind_and_wait_no_longer_than_the_local_disk(
+    mirror: dict[str, str], tmp_path: Path, record_property: Callable[[str, object], None]
+) -> None:
     # md (raid1.c of Debian 12's 6.1) sends a write behind only when the first leg it writes to
     # is write-mostly (bench/write_behind_order.sh): apply puts site B's leg in slot 0.
+    first = next(name for name, (slot, _) in slots().items() if slot == 0)
+    assert first.startswith("sd"), slots()  # the iSCSI disk: site B's leg
+    assert "write_mostly" in slots()[first][1]
     base = Path(f"/sys/block/{Path(MD).resolve().name}/md")
-    first = next(p.parent for p in base.glob("dev-*/slot") if p.read_text().strip() == "0")
-    assert first.name.startswith("dev-sd"), first  # the iSCSI disk: site B's leg
-    assert "write_mostly" in (first / "state").read_text()
     (base / "bitmap/max_backlog_used").write_text("0")  # a high-water mark: counted from here
-    remirror("lab", "wan", "--delay", "20ms")  # each way: a 40 ms round trip
-    try:
-        for block in range(32):
-            write_random(96 * MiB + block * 4096, 4096)
-        used = int(md_sysfs("bitmap/max_backlog_used"))
-    finally:
-        remirror("lab", "wan", "--clear")
+    # Disks that take 8 ms a write, like the bench's spinning disks, and a 40 ms round trip.
+    with slowed(8, "/dev/lab/a0", "/dev/lab/b0", "/dev/lab/a2"):
+        remirror("lab", "wan", "--delay", "20ms")
+        try:
+            single = qd1_p50_ms("/dev/lab/a2", 300)  # a disk like the local leg, alone
+            behind = qd1_p50_ms(MD, 300)
+            used = int(md_sysfs("bitmap/max_backlog_used"))
+            remirror("apply", "--yes", sync_variant(tmp_path))
+            assert md_sysfs("bitmap/backlog") == "0"
+            waiting = qd1_p50_ms(MD, 60)
+        finally:
+            remirror("lab", "wan", "--clear")
+            zeros = ("if=/dev/zero", "of=/dev/lab/a2", "bs=1M", "seek=64", "count=16", "oflag=direct")
+            sh("dd", *zeros, "status=none")
+            remirror("apply", "--yes", LAB)
+    record_property("qd1_p50_ms", {"single_disk": single, "async": behind, "sync": waiting})
     wait_in_sync()
     assert used > 0, "no write went behind: the async mirror's writes waited for site B"
+    assert behind <= 1.5 * single, f"async p50 {behind:.2f} ms, the disk alone {single:.2f} ms"
+    assert behind < 0.5 * waiting, f"async p50 {behind:.2f} ms, sync {waiting:.2f} ms over a 40 ms round trip"
+    assert md_sysfs("bitmap/backlog") == "1024"
+
+
+def put_local_leg_first() -> None:
+    """Give the array the slot order remirror made before (the local leg first), as md allows:
+    the replica leg out, the array shrunk to the local leg alone (slot 0) and grown back, the
+    replica leg back in with `--re-add` (slot 1, a bitmap resync)."""
+    base = Path(f"/sys/block/{Path(MD).resolve().name}/md")
+    remote = next(name for name in slots() if name.startswith("sd"))
+    sh("mdadm", MD, "--fail", f"/dev/{remote}")
+    deadline = time.monotonic() + 30
+    while sh("mdadm", MD, "--remove", f"/dev/{remote}", ok_codes=(0, 1)).returncode:
+        assert time.monotonic() < deadline, "md did not let go of the replica leg"
+        time.sleep(0.5)
+    (base / "raid_disks").write_text("1")
+    (base / "raid_disks").write_text("2")
+    sh("mdadm", MD, "--re-add", f"/dev/{remote}")
+    wait_in_sync()
+    (base / f"dev-{remote}/state").write_text("writemostly")
+    assert slots()[remote][0] == 1, slots()
+
+
+def test_a_live_change_of_mode_moves_the_legs_with_the_bitmap_and_keeps_the_array(
+    mirror: dict[str, str], tmp_path: Path
+) -> None:
+    kernel, uuid_ = Path(MD).resolve().name, md_sysfs("uuid")
+    put_local_leg_first()  # an array an older remirror made, or one assembled on a promoted site
+    written = write_random(40 * MiB, 4 * MiB)
+    # To sync: nothing goes behind in sync mode, so nothing is moved.
+    code, out, err = remirror("apply", "--yes", sync_variant(tmp_path))
+    assert "ReorderLegs" not in out, out
+    assert md_sysfs("bitmap/backlog") == "0"
+    # To async, with an application writing all along: the local leg goes last through the
+    # bitmap (no full resync: a0 takes a few MiB, not its 256), the array stays the same one.
+    local_written = sectors_written("/dev/lab/a0")
+    with Writer(160 * MiB, 16 * MiB, block=4096) as writer:
+        writer.wait_writes(20)
+        code, out, err = remirror("apply", "--yes", LAB)
+        writer.wait_writes(20)
+    writer.check()
+    assert code == 0, out + err
+    assert "ReorderLegs" in out, out
+    moved = (sectors_written("/dev/lab/a0") - local_written) * 512
+    assert moved < 32 * MiB, f"{moved} bytes written to the local leg: a full resync?"
+    order = sorted(slots().items(), key=lambda item: item[1][0])
+    assert [name.startswith("sd") for name, _ in order] == [True, False], order
+    assert "write_mostly" in order[0][1][1]
+    assert (Path(MD).resolve().name, md_sysfs("uuid"), md_sysfs("suspend_hi")) == (kernel, uuid_, "0")
+    assert md_sysfs("bitmap/backlog") == "1024"
+    assert remirror("plan", "--detailed-exitcode", LAB)[0] == 0
+    # Back to sync and to async again: only the backlog changes.
+    assert "ReorderLegs" not in remirror("apply", "--yes", sync_variant(tmp_path))[1]
+    assert md_sysfs("bitmap/backlog") == "0"
+    assert "ReorderLegs" not in remirror("apply", "--yes", LAB)[1]
+    assert (Path(MD).resolve().name, md_sysfs("uuid")) == (kernel, uuid_)
+    assert md_digest(40 * MiB, 4 * MiB) == written
+    wait_in_sync()
+    assert legs_match()
 
 
 def test_a_new_write_behind_is_applied_to_the_live_array(mirror: dict[str, str], tmp_path: Path) -> None:

@@ -40,6 +40,8 @@ class Sites:
         # An array's bitmap chunk and write-behind live in its superblocks:
         # assembling the array brings them back.
         self.on_disk: dict[str, tuple[int, int]] = {}
+        # And each leg's slot (by the path the plan names it with): assembling keeps it.
+        self.slots: dict[str, dict[str, int]] = {}
 
     def run(self, plan: Plan) -> dict[str, SiteFacts]:
         """Run every step of the plan; the facts afterwards."""
@@ -54,9 +56,11 @@ class Sites:
                         "--run",
                         *step["devices"],
                     ]
-                    self.facts = _mdadm(self.facts, action.site, argv, self.on_disk)
+                    self.facts = _mdadm(self.facts, action.site, argv, self.on_disk, self.slots)
                 elif step["kind"] == "run" and step["argv"][0] == "mdadm":
-                    self.facts = _mdadm(self.facts, action.site, step["argv"], self.on_disk)
+                    self.facts = _mdadm(self.facts, action.site, step["argv"], self.on_disk, self.slots)
+                elif step["kind"] == "local_leg_last":
+                    self.facts = _local_leg_last(self.facts, action.site, step, self.slots)
                 elif step["kind"] == "run" and step["argv"][0] in ("dmsetup", "dd"):
                     self.facts = _dm_run(self.facts, action.site, step["argv"])
                 else:
@@ -117,6 +121,8 @@ def _write_sysfs(sites: dict[str, SiteFacts], name: str, step: dict[str, Any]) -
         if array.kernel_name == kernel:
             if attribute == "bitmap/backlog":
                 array = dataclasses.replace(array, backlog=int(step["value"]))
+            elif attribute == "suspend_hi":  # at or below suspend_lo (0): no write is held
+                array = dataclasses.replace(array, writes_suspended=int(step["value"]) > 0)
             else:
                 member = attribute.removeprefix("dev-").removesuffix("/state")
                 assert step["value"] == "writemostly"
@@ -143,7 +149,14 @@ def _lio(sites: dict[str, SiteFacts], name: str, step: dict[str, Any]) -> dict[s
         del backstores[step["name"]]
     elif op == "create_target":
         assert step["iqn"] not in targets
-        targets[step["iqn"]] = LioTarget(True, (), {}, "1" if step["chap"] else "0", {})
+        targets[step["iqn"]] = LioTarget(
+            True, (), {}, "1" if step["chap"] else "0", {}, dict(step.get("parameters", {}))
+        )
+    elif op == "set_parameters":
+        target = targets[step["iqn"]]
+        targets[step["iqn"]] = dataclasses.replace(
+            target, parameters={**target.parameters, **step["parameters"]}
+        )
     elif op == "delete_target":
         del targets[step["iqn"]]
     elif op == "create_portal":
@@ -199,15 +212,46 @@ def _iscsiadm(sites: dict[str, SiteFacts], name: str, step: dict[str, Any]) -> d
         held = {m.device for a in site.arrays for m in a.members} | {s.disk for s in sessions}
         disk = next(f"sd{c}" for c in "abcdefghijklmnopqrstuvwxyz"[sid:] if f"sd{c}" not in held)
         timeout = nodes[key].get(REPLACEMENT_TIMEOUT)  # what iscsid hands the kernel at login
-        sessions.append(
-            IscsiSession(sid, iqn, address, int(port), "LOGGED_IN", disk, int(timeout) if timeout else None)
+        session = IscsiSession(
+            sid, iqn, address, int(port), "LOGGED_IN", disk, int(timeout) if timeout else None
         )
+        sessions.append(_negotiate(sites, session, nodes[key]))
     else:
         assert argv[-1] == "--logout", argv
     sites = _replace(sites, name, nodes=nodes, sessions=tuple(sessions))
     if argv[-1] in ("--login", "--logout"):
         sites = _mark_logged_in(sites, iqn, site.initiator or "", argv[-1] == "--login")
     return sites
+
+
+def _negotiate(sites: dict[str, SiteFacts], session: IscsiSession, node: dict[str, str]) -> IscsiSession:
+    """What a login agrees with the target (RFC 7143: InitialR2T is Yes if either side asks for it,
+    ImmediateData only if both offer it, the first burst the smaller), open-iscsi's and LIO's
+    defaults where a side says nothing; the new disk has the kernel's scheduler for it."""
+    target = next((s.targets[session.target] for s in sites.values() if session.target in s.targets), None)
+    offered = target.parameters if target is not None else {}
+    ours = {k.removeprefix("node.session.iscsi."): v for k, v in node.items()}
+    return dataclasses.replace(
+        session,
+        initial_r2t="Yes" in (ours.get("InitialR2T", "No"), offered.get("InitialR2T", "Yes")),
+        immediate_data=ours.get("ImmediateData", "Yes") == offered.get("ImmediateData", "Yes") == "Yes",
+        first_burst=min(
+            int(ours.get("FirstBurstLength", "262144")), int(offered.get("FirstBurstLength", "65536"))
+        ),
+        scheduler="mq-deadline",
+    )
+
+
+def _disk_sysfs(sites: dict[str, SiteFacts], name: str, step: dict[str, Any]) -> dict[str, SiteFacts]:
+    """The agent's `disk_sysfs`: a replica leg's disk (by its by-path link) gets another scheduler."""
+    remote = _BY_PATH.match(step["device"])
+    assert remote is not None, step
+    assert step["attribute"] == "queue/scheduler", step
+    sessions = tuple(
+        dataclasses.replace(s, scheduler=step["value"]) if s.target == remote["iqn"] else s
+        for s in sites[name].sessions
+    )
+    return _replace(sites, name, sessions=sessions)
 
 
 def _mark_logged_in(
@@ -231,13 +275,17 @@ def _node_secrets(sites: dict[str, SiteFacts], name: str, step: dict[str, Any]) 
 
 
 def _mdadm(
-    sites: dict[str, SiteFacts], name: str, argv: list[str], on_disk: dict[str, tuple[int, int]]
+    sites: dict[str, SiteFacts],
+    name: str,
+    argv: list[str],
+    on_disk: dict[str, tuple[int, int]],
+    slots: dict[str, dict[str, int]],
 ) -> dict[str, SiteFacts]:
     site = sites[name]
     if argv[2] in ("--remove", "--re-add", "--fail"):
         return _manage(sites, name, argv)
     if argv[2] == "--add" and _BY_PATH.match(argv[3]):  # a replica leg into a new array's free slot
-        return _add_replica_leg(sites, name, argv)
+        return _add_replica_leg(sites, name, argv, slots)
     device = argv[2]
     md_name = device.removeprefix("/dev/md/")
     if argv[1] == "--stop":
@@ -254,6 +302,10 @@ def _mdadm(
         return _replace(sites, name, arrays=tuple(grown if a is array else a for a in site.arrays))
     uuid_ = next(a.split("=", 1)[1] for a in argv if a.startswith("--uuid="))
     legs = [a for a in argv[3:] if a.startswith("/dev/") or a == "missing"]
+    if argv[1] == "--create":
+        slots[uuid_] = {leg: slot for slot, leg in enumerate(legs) if leg != "missing"}
+    elif uuid_ in slots:  # md takes each leg's slot from its superblock, whatever the order named
+        legs = sorted(legs, key=lambda leg: slots[uuid_].get(leg, len(legs)))
     members = []
     for slot, leg in enumerate(legs):
         if leg == "missing":  # a slot a later `--add` fills
@@ -299,7 +351,9 @@ def _mdadm(
     )
 
 
-def _add_replica_leg(sites: dict[str, SiteFacts], name: str, argv: list[str]) -> dict[str, SiteFacts]:
+def _add_replica_leg(
+    sites: dict[str, SiteFacts], name: str, argv: list[str], slots: dict[str, dict[str, int]]
+) -> dict[str, SiteFacts]:
     """`mdadm MD --add PATH`: the first free slot, its recovery taken as done."""
     site = sites[name]
     md_name = argv[1].removeprefix("/dev/md/")
@@ -309,9 +363,28 @@ def _add_replica_leg(sites: dict[str, SiteFacts], name: str, argv: list[str]) ->
     sites = _remote_superblock(sites, remote["iqn"], array.uuid, md_name)
     session = next(s for s in sites[name].sessions if s.target == remote["iqn"])
     slot = next(i for i in range(array.raid_disks) if i not in [m.slot for m in array.members])
+    slots.setdefault(array.uuid, {})[argv[3]] = slot
     member = MdMember(session.disk or "", slot, frozenset({"in_sync"}))
     added = dataclasses.replace(array, members=(*array.members, member))
     return _replace(sites, name, arrays=tuple(added if a is array else a for a in sites[name].arrays))
+
+
+def _local_leg_last(
+    sites: dict[str, SiteFacts], name: str, step: dict[str, Any], slots: dict[str, dict[str, int]]
+) -> dict[str, SiteFacts]:
+    """The agent's `local_leg_last`: the other legs pack down in order, the local leg goes last."""
+    site = sites[name]
+    md_name = step["md"].removeprefix("/dev/md/")
+    (array,) = [a for a in site.arrays if md_name in site.array_links[a.kernel_name]]
+    local = site.disks[step["device"]].kernel_name
+    order = sorted(array.members, key=lambda m: (m.device == local, m.slot))
+    members = tuple(dataclasses.replace(m, slot=i) for i, m in enumerate(order))
+    known = slots.get(array.uuid, {})
+    for path, slot in sorted(known.items(), key=lambda item: (item[0] == step["device"], item[1])):
+        known[path] = len([p for p, s in known.items() if s < slot and p != step["device"]])
+    known[step["device"]] = len(members) - 1
+    moved = dataclasses.replace(array, members=members)
+    return _replace(sites, name, arrays=tuple(moved if a is array else a for a in site.arrays))
 
 
 def _member_state(sites: dict[str, SiteFacts], name: str, step: dict[str, Any]) -> dict[str, SiteFacts]:
@@ -508,6 +581,7 @@ _STEPS = {
     "write_file": _write_file,
     "write_sysfs": _write_sysfs,
     "member_state": _member_state,
+    "disk_sysfs": _disk_sysfs,
     "wait_path": _nothing,
     "node_secrets": _node_secrets,
     "dm_reload": _dm_reload,

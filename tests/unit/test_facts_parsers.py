@@ -6,9 +6,9 @@ from pathlib import Path
 
 import pytest
 
+from remirror.facts.iscsi import build_iscsi_session, parse_initiator_name
 from remirror.facts.parsers import (
     ParseError,
-    build_iscsi_session,
     build_md_array,
     md_name,
     parse_bitmap_examine,
@@ -18,7 +18,6 @@ from remirror.facts.parsers import (
     parse_examine_export,
     parse_examine_role,
     parse_export,
-    parse_initiator_name,
     parse_sync_completed,
     parse_wipefs_json,
 )
@@ -196,6 +195,50 @@ def test_a_session_from_sysfs() -> None:
     )
 
 
+def recorded_session(name: str) -> dict[str, str]:
+    return {path.rsplit("/", 1)[-1]: value for path, value in key_values(name).items()}
+
+
+def test_a_session_negotiated_by_remirror_sends_writes_in_order() -> None:
+    # Recorded in the lab (record-async.sh): remirror's target and node parameters, then LIO's.
+    ours = build_iscsi_session(1, recorded_session("sysfs-iscsi-session-in-order.txt"))
+    assert (ours.initial_r2t, ours.immediate_data, ours.first_burst, ours.scheduler) == (
+        False,
+        True,
+        16776192,
+        "none",
+    )
+    assert ours.sends_writes_in_order
+    lio = build_iscsi_session(2, recorded_session("sysfs-iscsi-session-lio-defaults.txt"))
+    assert (lio.initial_r2t, lio.first_burst, lio.scheduler) == (True, 65536, "mq-deadline")
+    assert not lio.sends_writes_in_order
+
+
+def test_an_async_arrays_writes_in_flight_to_the_replica() -> None:
+    array = build_md_array("md127", key_values("sysfs-md-async.txt"), fixture("mdadm-detail-export.txt"))
+    remote, local = array.member("sda"), array.member("dm-0")
+    assert remote is not None
+    assert local is not None
+    assert (remote.slot, local.slot) == (0, 1)  # the replica first: md sends writes behind from it
+    assert (remote.writes_in_flight, local.writes_in_flight) == (24, 0)
+    assert array.max_backlog_used == 25
+    assert not array.writes_suspended
+    assert array.is_ahead("sda")
+    assert not array.is_ahead("dm-0")
+
+
+def test_what_a_session_negotiated_and_its_disks_scheduler() -> None:
+    # scsi_transport_iscsi.c prints these as numbers; queue/scheduler brackets the active one.
+    values = {"targetname": "iqn.x:y", "state": "LOGGED_IN", "initial_r2t": "1\n", "immediate_data": "1\n"}
+    session = build_iscsi_session(
+        1, {**values, "first_burst_len": "65536\n", "scheduler": "[mq-deadline] none\n"}
+    )
+    assert (session.initial_r2t, session.immediate_data, session.first_burst) == (True, True, 65536)
+    assert session.scheduler == "mq-deadline"
+    unread = build_iscsi_session(1, {"targetname": "iqn.x:y", "state": "LOGGED_IN"})
+    assert (unread.initial_r2t, unread.first_burst, unread.scheduler) == (None, None, "")
+
+
 def test_initiator_name() -> None:
     text = "## DO NOT EDIT OR REMOVE THIS FILE!\nInitiatorName=iqn.1993-08.org.debian:01:abc\n"
     assert parse_initiator_name(text) == "iqn.1993-08.org.debian:01:abc"
@@ -274,3 +317,23 @@ def test_block_stat_of_a_dm_device() -> None:
     from remirror.daemons.destage import parse_block_stat
 
     assert parse_block_stat(fixture("sys-block-stat-dm.txt")) == (2312 + 2048, 0)
+
+
+def test_a_members_writes_in_flight_and_writes_held_from_sysfs() -> None:
+    # /sys/block/sdX/inflight is "%8u %8u\n", reads then writes (block/genhd.c); md's suspend_lo
+    # and suspend_hi are sectors, writes between them wait in md.
+    sysfs = {
+        **key_values("sysfs-md.txt"),
+        "dev-sda/block/inflight": "       0        7\n",
+        "suspend_lo": "0\n",
+        "suspend_hi": "520192\n",
+    }
+    array = build_md_array("md127", sysfs, fixture("mdadm-detail-export.txt"))
+    remote, local = array.member("sda"), array.member("dm-0")
+    assert remote is not None
+    assert local is not None
+    assert (remote.writes_in_flight, local.writes_in_flight) == (7, None)  # dm-0's was not read
+    assert array.writes_suspended
+    assert not build_md_array(
+        "md127", key_values("sysfs-md.txt"), fixture("mdadm-detail-export.txt")
+    ).writes_suspended

@@ -425,3 +425,49 @@ def test_resolve_refuses_without_a_split_brain_or_a_site() -> None:
         make_resolution(PROFILE, "m0", "a", sites.facts, None)
     with pytest.raises(PlanError, match="cannot be reached"):
         make_resolution(PROFILE, "m0", "a", {**sites.facts, "b": None}, None)
+
+
+def test_a_new_mirrors_record_outranks_what_an_earlier_mirror_left_on_the_disk(tmp_path: object) -> None:
+    # Found in the lab: a mirror destroyed after a forced promotion, its disks wiped (wipefs
+    # clears md's superblock, not the last MiB) and the profile applied again (the same array
+    # UUID): the old record, with the higher sequence, named site b primary of the new array.
+    from pathlib import Path
+
+    from remirror.agent.generations import create_step, read_record, write_record
+
+    disk = Path(str(tmp_path)) / "leg"
+    disk.write_bytes(bytes(8 * MiB))
+    old = record("a", "b")
+    for sequence in (5, 6):  # both slots hold a version of the old mirror's record (6 and 7)
+        write_record(str(disk), dataclasses.replace(old, sequence=sequence))
+    create_step({"devices": [str(disk)], "mirror": "m0", "array": UUID, "site": "a"})
+    found = read_record(str(disk))
+    assert found is not None
+    assert (found.current.n, found.current.site, found.current.how) == (1, "a", "create")
+
+
+def test_after_a_promotion_of_an_async_mirror_the_new_primarys_leg_moves_last() -> None:
+    # The promoted site's leg was a replica's, in the array's first slot; assembled on that site
+    # it would be the first leg md writes to, and md would send nothing behind (plan/md.py).
+    profile = parse_profile(
+        profile_text("async", "mutual", 1, False, "lan").replace(
+            "primary: {site: a, disk: /dev/a0}", "primary: {site: a, disk: /dev/a0, portal: 192.0.2.1:3260}"
+        )
+    )
+    mirror = profile.mirrors[0]
+    sites = applied(profile)
+    sites.run(make_promotion(profile, "m0", "b", sites.facts, SECRETS, force=False))
+    running = profile_as_run(profile, {"m0": "b"})
+    # `promote` applies the new roles twice (failover.py): the first pass assembles the array on
+    # site b, the second moves site b's leg last, now that the array runs with every leg in sync.
+    sites.run(make_plan(running, sites.facts, SECRETS))
+    second = make_plan(running, sites.facts, SECRETS)
+    assert verbs(second) == ["b ReorderLegs"]
+    sites.run(second)
+    assert make_plan(running, sites.facts, SECRETS).is_empty
+    (array,) = sites.facts["b"].arrays
+    local = sites.facts["b"].disks["/dev/b0"].kernel_name
+    member = array.member(local)
+    assert member is not None
+    assert member.slot == max(m.slot or 0 for m in array.members)
+    assert roles(mirror, leg_records(mirror, array_uuid(profile, mirror), sites.facts)).primary == "b"

@@ -18,6 +18,7 @@ from remirror.health.report import MirrorReport, Seen, report
 from remirror.profile.names import cache_name
 from tests.unit.test_facts_parsers import fixture
 from tests.unit.test_health_state import SYNC, applied, with_members, with_session
+from tests.unit.test_plan_properties import PROFILES
 
 MIRROR = SYNC.mirrors[0]
 NOW = 1_800_000_000.0
@@ -100,6 +101,7 @@ def test_check_of_a_healthy_mirror_is_ok_with_perfdata() -> None:
         f"'{MIRROR.name}", "rpo'=0s;900;3600;0",
         f"'{MIRROR.name}", "resync'=100%;;;0;100",
         f"'{MIRROR.name}", "cache_dirty'=0;;;0",
+        f"'{MIRROR.name}", "in_flight'=U;;;0",  # the model's sites read no `inflight`
     ]  # fmt: skip
 
 
@@ -228,3 +230,58 @@ def test_a_cache_with_an_error_is_critical() -> None:
     verdict = judge([r], DEFAULT_WARNING, DEFAULT_CRITICAL)
     assert verdict.status is Status.CRITICAL
     assert "cache error on the replica leg on b (error 5)" in verdict.text.splitlines()[0]
+
+
+ASYNC = PROFILES["async-none-1r-lan"]
+
+
+def test_an_async_mirror_whose_local_leg_is_first_warns_that_writes_wait_for_the_replica() -> None:
+    facts = applied(ASYNC)
+    (array,) = facts["a"].arrays
+    local_first = tuple(
+        dataclasses.replace(m, slot=0 if "write_mostly" not in m.state else 1) for m in array.members
+    )
+    facts["a"] = dataclasses.replace(facts["a"], arrays=(dataclasses.replace(array, members=local_first),))
+    (r,) = report(ASYNC, dict(facts), NEVER, NOW)
+    assert r.state is State.MIRRORED
+    assert any("async writes wait for the replica" in note for note in r.notes), r.notes
+    assert judge([r], DEFAULT_WARNING, DEFAULT_CRITICAL).status is Status.WARNING
+    # As apply builds it (the replica first), or in sync mode, there is nothing to say.
+    (built,) = report(ASYNC, dict(applied(ASYNC)), NEVER, NOW)
+    assert built.notes == ()
+
+
+def test_writes_held_by_md_are_critical_and_the_replicas_writes_in_flight_are_shown() -> None:
+    facts = applied(SYNC)
+    (array,) = facts["a"].arrays
+    members = tuple(
+        dataclasses.replace(m, writes_in_flight=5 if "write_mostly" in m.state else 0) for m in array.members
+    )
+    held = dataclasses.replace(array, members=members, writes_suspended=True)
+    facts["a"] = dataclasses.replace(facts["a"], arrays=(held,))
+    r = one(dict(facts))
+    assert r.writes_held
+    assert r.legs[1].writes_in_flight == 5
+    verdict = judge([r], DEFAULT_WARNING, DEFAULT_CRITICAL)
+    assert verdict.status is Status.CRITICAL
+    assert "md holds every write to /dev/md/m0" in verdict.text
+    assert f"'{MIRROR.name} in_flight'=5;;;0" in verdict.text
+    metrics = {
+        (s.name, s.labels.get("leg", "")): s.value
+        for family in text_string_to_metric_families(render([r], NOW))
+        for s in family.samples
+    }
+    assert metrics[("remirror_leg_writes_in_flight", "b")] == 5
+    assert metrics[("remirror_writes_held", "")] == 1
+
+
+def test_an_async_session_on_which_writes_may_overtake_each_other_warns_of_a_torn_copy() -> None:
+    facts = applied(ASYNC)
+    sessions = tuple(
+        dataclasses.replace(s, initial_r2t=True, immediate_data=True, first_burst=65536)
+        for s in facts["a"].sessions
+    )
+    facts["a"] = dataclasses.replace(facts["a"], sessions=sessions)
+    (r,) = report(ASYNC, dict(facts), NEVER, NOW)
+    assert any("may be torn" in note and "InitialR2T Yes" in note for note in r.notes), r.notes
+    assert judge([r], DEFAULT_WARNING, DEFAULT_CRITICAL).status is Status.WARNING

@@ -173,6 +173,35 @@ PERTURBATIONS: dict[str, Perturbation] = {
             for a in f["a"].arrays
         ),
     ),
+    # An array an older remirror made (or one assembled on a promoted site): the local leg first.
+    "local leg first": lambda f: replace_site(
+        f,
+        "a",
+        arrays=tuple(
+            dataclasses.replace(
+                a,
+                members=tuple(
+                    dataclasses.replace(m, slot=i)
+                    for i, m in enumerate(sorted(a.members, key=lambda m: "write_mostly" in m.state))
+                ),
+            )
+            for a in f["a"].arrays
+        ),
+    ),
+    # The DR host restored an older saved configuration: LIO's default login parameters.
+    "target parameters reset": lambda f: replace_site(
+        f, "b", targets={iqn: dataclasses.replace(t, parameters={}) for iqn, t in f["b"].targets.items()}
+    ),
+    # A session logged in to such a target: writes may overtake each other on the wire.
+    "session out of order": lambda f: replace_site(
+        f, "a", sessions=tuple(dataclasses.replace(s, initial_r2t=True) for s in f["a"].sessions)
+    ),
+    "scheduler reset": lambda f: replace_site(
+        f, "a", sessions=tuple(dataclasses.replace(s, scheduler="mq-deadline") for s in f["a"].sessions)
+    ),
+    "writes held": lambda f: replace_site(
+        f, "a", arrays=tuple(dataclasses.replace(a, writes_suspended=True) for a in f["a"].arrays)
+    ),
     "mdadm.conf lost": lambda f: {n: dataclasses.replace(s, mdadm_conf="") for n, s in f.items()},
     "every site restarted": lambda f: {
         n: dataclasses.replace(s, arrays=(), array_links={}, sessions=(), targets={}, backstores={})
@@ -198,7 +227,11 @@ def test_from_any_disturbance_one_apply_converges_without_recreating(name: str, 
     repair = make_plan(profile, sites.facts, SECRETS)
     assert "CreateArray" not in [a.verb for a in repair.actions]
     assert repair.destructive == ()
-    assert (what == "nothing") == repair.is_empty
+    # Sync mirrors send nothing behind: the order of their legs, or of their writes on the
+    # wire, does not matter to what site B holds.
+    sync = profile.mirrors[0].replication.mode == "sync"
+    unchanged = what == "nothing" or (what in ("local leg first", "session out of order") and sync)
+    assert unchanged == repair.is_empty
     assert converge(profile, sites).actions == ()
 
 

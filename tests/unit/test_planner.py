@@ -13,6 +13,7 @@ from remirror.plan import PlanError, make_plan
 from remirror.plan.mdadm_conf import managed_conf
 from remirror.profile import load_profile
 from remirror.profile.names import array_uuid, backstore_name, by_path
+from remirror.profile.timeouts import IN_ORDER_TARGET
 from tests.conftest import PROFILES
 from tests.unit.simulated_sites import bare_site, wire
 
@@ -59,11 +60,18 @@ def converged() -> dict[str, SiteFacts]:
     node = {"node.startup": "manual", **MIRROR.iscsi.node_settings("degrade"), **chap}
     array = MdArray(
         "md127", "lab0", UUID, "raid1", 2,
-        (MdMember("dm-0", 0, frozenset({"in_sync"})), MdMember("sda", 1, frozenset({"in_sync", "write_mostly"}))),
+        (MdMember("dm-0", 1, frozenset({"in_sync"})), MdMember("sda", 0, frozenset({"in_sync", "write_mostly"}))),
         "clean", "idle", None, 0, 1024**2, 1024, 0,
     )  # fmt: skip
     acl = LioAcl("lab0", secret_digest("initiator-secret-1"), "lab0", secret_digest("target-secret-22"), (0,))
-    target = LioTarget(True, ("192.0.2.2:3260",), {0: backstore_name(MIRROR, REPLICA)}, "1", {INITIATOR: acl})
+    target = LioTarget(
+        True,
+        ("192.0.2.2:3260",),
+        {0: backstore_name(MIRROR, REPLICA)},
+        "1",
+        {INITIATOR: acl},
+        dict(IN_ORDER_TARGET),
+    )
     a = site(
         "site-a",
         arrays=(array,),
@@ -128,6 +136,61 @@ def test_a_converged_site_needs_nothing() -> None:
     plan = make_plan(PROFILE, converged(), SECRETS)
     assert plan.is_empty, [a.line() for a in plan.actions]
     assert plan.summary() == "No changes: the sites match the profile."
+
+
+def with_array(facts: dict[str, SiteFacts], **changes: Any) -> dict[str, SiteFacts]:
+    (array,) = facts["site-a"].arrays
+    return {
+        **facts,
+        "site-a": dataclasses.replace(facts["site-a"], arrays=(dataclasses.replace(array, **changes),)),
+    }
+
+
+LOCAL_FIRST = (
+    MdMember("dm-0", 0, frozenset({"in_sync"})),
+    MdMember("sda", 1, frozenset({"in_sync", "write_mostly"})),
+)
+
+
+def test_an_async_array_with_the_local_leg_first_has_it_moved_last() -> None:
+    # Made by an older remirror, or assembled on a promoted site: md would send no write behind.
+    plan = make_plan(PROFILE, with_array(converged(), members=LOCAL_FIRST), SECRETS)
+    assert [a.verb for a in plan.actions] == ["ReorderLegs"]
+    (move,) = plan.actions
+    assert wire(move) == [{"kind": "local_leg_last", "md": "/dev/md/lab0", "device": "/dev/lab/a0"}]
+    assert not move.repair  # a reshape: apply's, never the reconciler's
+    assert not move.destructive
+    assert "from slot 0 to the last" in move.line()
+
+
+def sync_profile() -> Any:
+    from remirror.profile import parse_profile
+
+    text = (
+        (PROFILES / "lab.yaml")
+        .read_text()
+        .replace("mode: async", "mode: sync")
+        .replace("      write_behind: 1024        # distinct from md's default 256, so tests can tell\n", "")
+    )
+    return parse_profile(text)
+
+
+def test_the_legs_are_moved_only_when_async_and_every_leg_is_in_sync() -> None:
+    facts = with_array(converged(), members=LOCAL_FIRST, backlog=0)
+    assert make_plan(sync_profile(), facts, SECRETS).is_empty  # nothing goes behind in sync mode
+    resyncing = (LOCAL_FIRST[0], MdMember("sda", 1, frozenset({"write_mostly"})))
+    facts = with_array(converged(), members=resyncing, sync_action="recover")
+    assert "ReorderLegs" not in [a.verb for a in make_plan(PROFILE, facts, SECRETS).actions]
+    facts = with_array(converged(), members=LOCAL_FIRST[:1], degraded=1)
+    assert "ReorderLegs" not in [a.verb for a in make_plan(PROFILE, facts, SECRETS).actions]
+
+
+def test_writes_left_held_by_an_unfinished_move_are_let_go_by_a_repair() -> None:
+    plan = make_plan(PROFILE, with_array(converged(), writes_suspended=True), SECRETS)
+    (resume,) = plan.actions
+    assert resume.verb == "ResumeWrites"
+    assert resume.repair
+    assert wire(resume) == [{"kind": "write_sysfs", "path": "/sys/block/md127/md/suspend_hi", "value": "0"}]
 
 
 def test_secrets_appear_in_steps_only_never_in_what_is_shown() -> None:
@@ -209,15 +272,7 @@ def test_a_new_write_behind_changes_the_live_array() -> None:
 
 
 def test_sync_mode_sets_the_backlog_to_zero() -> None:
-    from remirror.profile import parse_profile
-
-    text = (
-        (PROFILES / "lab.yaml")
-        .read_text()
-        .replace("mode: async", "mode: sync")
-        .replace("      write_behind: 1024        # distinct from md's default 256, so tests can tell\n", "")
-    )
-    plan = make_plan(parse_profile(text), converged(), SECRETS)
+    plan = make_plan(sync_profile(), converged(), SECRETS)
     assert [(a.verb, wire(a)[0]["value"]) for a in plan.actions] == [("SetWriteBehind", "0")]
 
 
@@ -274,3 +329,74 @@ def test_a_session_that_is_not_logged_in_is_logged_in_again() -> None:
     (action,) = make_plan(PROFILE, facts, SECRETS).actions
     assert (action.site, action.verb) == ("site-a", "LoginSession")
     assert [s["argv"][-1] for s in wire(action) if s["kind"] == "run"] == ["--login"]
+
+
+def test_the_replica_is_exported_and_logged_in_to_so_that_writes_arrive_in_the_order_sent() -> None:
+    # With LIO's defaults a write over 8 KiB waits a round trip for an R2T while a smaller one
+    # sent after it goes through: after a disaster site B could hold a commit without what it
+    # commits (profile/timeouts.py).
+    plan = make_plan(PROFILE, fresh(), SECRETS).actions
+    target = next(a for a in plan if a.verb == "CreateTarget")
+    assert wire(target)[0]["parameters"] == {
+        "InitialR2T": "No",
+        "ImmediateData": "Yes",
+        "FirstBurstLength": "16776192",
+        "MaxBurstLength": "16776192",
+        "MaxRecvDataSegmentLength": "262144",
+    }
+    node = next(a for a in plan if a.verb == "CreateIscsiNode")
+    updates = {s["argv"][-3]: s["argv"][-1] for s in wire(node) if "update" in s.get("argv", [])}
+    assert updates["node.session.iscsi.InitialR2T"] == "No"
+    assert updates["node.session.iscsi.FirstBurstLength"] == "16776192"
+    login = next(a for a in plan if a.verb == "LoginSession")
+    assert wire(login)[-1] == {
+        "kind": "disk_sysfs",
+        "device": by_path(REPLICA, IQN),
+        "attribute": "queue/scheduler",
+        "value": "none",
+    }
+
+
+def with_session(facts: dict[str, SiteFacts], **changes: Any) -> dict[str, SiteFacts]:
+    sessions = tuple(dataclasses.replace(s, **changes) for s in facts["site-a"].sessions)
+    return {**facts, "site-a": dataclasses.replace(facts["site-a"], sessions=sessions)}
+
+
+def test_an_async_session_that_lets_writes_overtake_each_other_logs_in_again() -> None:
+    facts = with_session(converged(), initial_r2t=True, immediate_data=True, first_burst=65536)
+    plan = make_plan(PROFILE, facts, SECRETS)
+    assert [a.verb for a in plan.actions] == ["LoginSession"]
+    assert [s["kind"] for s in wire(plan.actions[0])] == ["run", "run", "wait_path", "disk_sysfs"]
+    assert wire(plan.actions[0])[0]["argv"][-1] == "--logout"
+    # In sync mode every write waits for both legs: their order on the wire changes nothing at B.
+    assert make_plan(sync_profile(), with_array(facts, backlog=0), SECRETS).is_empty
+    # Negotiated in order: nothing to do.
+    assert make_plan(
+        PROFILE,
+        with_session(converged(), initial_r2t=False, immediate_data=True, first_burst=16776192),
+        SECRETS,
+    ).is_empty
+
+
+def test_a_target_restored_with_other_login_parameters_gets_them_back() -> None:
+    facts = converged()
+    restored = {IQN: dataclasses.replace(facts["site-b"].targets[IQN], parameters={"InitialR2T": "Yes"})}
+    facts["site-b"] = dataclasses.replace(facts["site-b"], targets=restored)
+    plan = make_plan(PROFILE, facts, SECRETS)
+    assert [a.verb for a in plan.actions] == ["SetTargetParameters", "SaveLioConfig"]
+    assert plan.actions[0].repair
+    assert "InitialR2T=No" in plan.actions[0].line()
+
+
+def test_a_replica_disk_with_an_io_scheduler_gets_none() -> None:
+    plan = make_plan(PROFILE, with_session(converged(), scheduler="mq-deadline"), SECRETS)
+    assert [a.verb for a in plan.actions] == ["SetScheduler"]
+    assert plan.actions[0].repair
+    assert wire(plan.actions[0]) == [
+        {
+            "kind": "disk_sysfs",
+            "device": by_path(REPLICA, IQN),
+            "attribute": "queue/scheduler",
+            "value": "none",
+        }
+    ]

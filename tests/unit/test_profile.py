@@ -163,6 +163,13 @@ def test_custom_timeouts_cannot_override_on_link_loss() -> None:
         parse_profile(text, "p.yaml")
 
 
+def test_custom_timeouts_cannot_let_writes_overtake_each_other() -> None:
+    # What async mode promises rests on each write's data following its command (timeouts.py).
+    text = BASE + "    iscsi:\n      timeouts:\n        node.session.iscsi.InitialR2T: 'Yes'\n"
+    with pytest.raises(ProfileError, match=r"node\.session\.iscsi\.InitialR2T is managed by remirror"):
+        parse_profile(text, "p.yaml")
+
+
 def test_where_points_at_profile_lines() -> None:
     profile = parse_profile(BASE, "p.yaml")
     assert profile.where("mirrors", 0, "replicas", 0, "disk") == "p.yaml:15:9"

@@ -69,7 +69,13 @@ def create_step(step: dict[str, Any]) -> None:
         for path in step["devices"]:
             _check_room(path)
     for path in step["devices"]:
-        write_record(path, first_record(step["mirror"], step["array"], step["site"], now))
+        # The new record must outrank whatever a mirror made on this disk before left in its
+        # last MiB (wipefs clears the superblock, not the record): the newest slot is read by
+        # its sequence, and a profile re-applied after `destroy` and a wipe derives the same
+        # array UUID, so an old record with a higher sequence would name an old primary.
+        earlier = read_record(path)
+        record = first_record(step["mirror"], step["array"], step["site"], now)
+        write_record(path, replace(record, sequence=earlier.sequence if earlier is not None else 0))
 
 
 def _check_room(path: str) -> None:

@@ -220,9 +220,10 @@ def _arrays() -> dict[str, Any]:
         names = [
             "array_state", "sync_action", "sync_completed", "degraded", "level", "raid_disks",
             "bitmap/chunksize", "bitmap/backlog", "bitmap/max_backlog_used", "mismatch_cnt", "sync_speed",
+            "suspend_lo", "suspend_hi",
         ]  # fmt: skip
         for member in base.glob("dev-*"):
-            names += [f"{member.name}/state", f"{member.name}/slot"]
+            names += [f"{member.name}/state", f"{member.name}/slot", f"{member.name}/block/inflight"]
         sysfs = _read_tree(base, names)
         if sysfs.get("level", "").strip() == "" or sysfs.get("array_state", "").strip() in (
             "clear",
@@ -261,11 +262,14 @@ def _sessions() -> list[dict[str, Any]]:
     sessions = []
     for session in sorted(Path("/sys/class/iscsi_session").glob("session*")):
         sid = int(session.name.removeprefix("session"))
-        values = _read_tree(session, ["state", "targetname", "recovery_tmo", "initiatorname"])
+        names = ["state", "targetname", "recovery_tmo", "initiatorname", "initial_r2t", "immediate_data"]
+        values = _read_tree(session, [*names, "first_burst_len"])
         for connection in Path("/sys/class/iscsi_connection").glob(f"connection{sid}:*"):
             values.update(_read_tree(connection, ["persistent_address", "persistent_port"]))
         disks = sorted(p.name for p in session.glob("device/target*/*/block/*"))
         values["disk"] = disks[0] if disks else ""
+        if disks:
+            values.update(_read_tree(Path(f"/sys/class/block/{disks[0]}/queue"), ["scheduler"]))
         sessions.append({"sid": sid, "sysfs": values})
     return sessions
 
@@ -340,6 +344,7 @@ def _lio() -> dict[str, Any]:
                 "portals": sorted(f"{p.ip_address}:{p.port}" for p in tpg.network_portals),
                 "luns": {str(lun.lun): lun.storage_object.name for lun in tpg.luns},
                 "authentication": tpg.get_attribute("authentication"),
+                "parameters": {name: tpg.get_parameter(name) for name in tpg.list_parameters()},
                 "acls": acls,
             }
         targets[target.wwn] = {"tpgs": tpgs}

@@ -112,7 +112,10 @@ def _own_process_group() -> None:
 
 
 def _end_abandoned() -> NoReturn:
+    from remirror.agent.critical import wait_for_sections
+
     sys.stderr.write("remirror: agent: the controller went away mid-request: ending what it asked for\n")
+    wait_for_sections()  # a step that must not stop half-way (a leg move) finishes first
     signal.signal(signal.SIGTERM, signal.SIG_IGN)
     if os.getpgrp() == os.getpid():
         os.killpg(os.getpid(), signal.SIGTERM)  # the commands this agent started

@@ -3,7 +3,9 @@
 A step is a small JSON object, so that the controller can ship it over SSH:
 `run` (an argv), `wait_path` (for a udev link), `write_file` (atomic),
 `write_sysfs`, `member_state` (an md member's sysfs state, the member named by its
-device path), `node_secrets` (CHAP secrets into an iSCSI node record),
+device path), `disk_sysfs` (a block device's attribute, the device named by a
+path), `local_leg_last` (the local leg of an array into its last slot,
+remirror.agent.md_slots), `node_secrets` (CHAP secrets into an iSCSI node record),
 `lio` (an rtslib operation), `dm_reload` (a live table swap) and
 `drain_cache` (write a cache back, then swap it for a linear mapping),
 `cdp_stack` and `cdp_deactivate` (a mirror's CDP stack, remirror.agent.cdp),
@@ -22,7 +24,7 @@ import time
 from pathlib import Path
 from typing import Any
 
-from remirror.agent import cdp, generations
+from remirror.agent import cdp, generations, md_slots
 from remirror.errors import CommandError, RemirrorError
 from remirror.facts.model import CacheStatus
 from remirror.facts.parsers import parse_cache_status
@@ -71,6 +73,11 @@ def _member_state(step: dict[str, Any]) -> None:
     md = Path(os.path.realpath(step["md"])).name
     member = Path(os.path.realpath(step["device"])).name
     _write_sysfs({"path": f"/sys/block/{md}/md/dev-{member}/state", "value": step["value"]})
+
+
+def _disk_sysfs(step: dict[str, Any]) -> None:
+    disk = Path(os.path.realpath(step["device"])).name
+    _write_sysfs({"path": f"/sys/class/block/{disk}/{step['attribute']}", "value": step["value"]})
 
 
 def _write_sysfs(step: dict[str, Any]) -> None:
@@ -175,6 +182,10 @@ def _lio(step: dict[str, Any]) -> None:
         return
     target = Target(FabricModule("iscsi"), step["iqn"], mode="create" if op == "create_target" else "lookup")
     tpg = TPG(target, 1, mode="create" if op == "create_target" else "lookup")
+    if op in ("create_target", "set_parameters"):
+        # Login parameters (remirror.profile.timeouts, IN_ORDER_TARGET): taken at the next login.
+        for name, value in step.get("parameters", {}).items():
+            tpg.set_parameter(name, value)
     if op == "create_target":
         tpg.set_attribute("authentication", "1" if step["chap"] else "0")
         tpg.set_attribute("generate_node_acls", "0")
@@ -194,7 +205,7 @@ def _lio(step: dict[str, Any]) -> None:
             if chap.get("mutual_username"):
                 acl.chap_mutual_userid = chap["mutual_username"]
                 acl.chap_mutual_password = chap["mutual_password"]
-    else:
+    elif op != "set_parameters":
         raise RemirrorError(f"unknown LIO operation {op!r}")
 
 
@@ -275,6 +286,8 @@ _STEPS = {
     "write_file": _write_file,
     "write_sysfs": _write_sysfs,
     "member_state": _member_state,
+    "disk_sysfs": _disk_sysfs,
+    "local_leg_last": md_slots.local_leg_last,
     "lio": _lio,
     "dm_reload": _dm_reload,
     "drain_cache": _drain_cache,

@@ -222,6 +222,8 @@ def status_text(reports: list[MirrorReport], now: float) -> str:
     lines = []
     for r in reports:
         lines.append(f"{r.mirror} {r.device} {r.mode}: {r.state}: {r.reason}")
+        if r.writes_held:
+            lines.append(f"  WRITES HELD: md holds every write to {r.device} (reconcile or apply ends it)")
         if r.resync is not None:
             speed = f" at {format_size(r.resync.speed)}/s" if r.resync.speed else ""
             eta = f", about {format_duration(r.resync.eta_seconds)} left" if r.resync.eta_seconds else ""
@@ -246,6 +248,8 @@ def _leg_text(leg: LegReport, size: Callable[[int], str], duration: Callable[[fl
         words.append(f"session {leg.session or 'none'}")
         if leg.rtt_seconds is not None:
             words.append(f"rtt {leg.rtt_seconds * 1000:.1f}ms")
+        if leg.writes_in_flight is not None:
+            words.append(f"in flight {leg.writes_in_flight} write(s)")
     if leg.out_of_sync_bytes is not None:
         words.append(f"out-of-sync {size(leg.out_of_sync_bytes)}")
     if leg.role == "replica":
@@ -301,6 +305,7 @@ def status_json(r: MirrorReport) -> dict[str, Any]:
         },
         "write_behind": r.write_behind,
         "write_behind_high_water": r.write_behind_high_water,
+        "writes_held": r.writes_held,
         "cdp": None
         if r.cdp is None
         else {
@@ -327,6 +332,7 @@ def status_json(r: MirrorReport) -> dict[str, Any]:
                 "out_of_sync_bytes": leg.out_of_sync_bytes,
                 "rpo_seconds": leg.rpo_seconds,
                 "rtt_seconds": leg.rtt_seconds,
+                "writes_in_flight": leg.writes_in_flight,
                 "cache_dirty_blocks": leg.cache_dirty_blocks,
                 "cache_writeback_blocks": leg.cache_writeback_blocks,
                 "cache_error": leg.cache_error,

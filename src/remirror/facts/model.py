@@ -11,6 +11,11 @@ _LVM_TYPES = {"LVM2_member", "LVM1_member"}
 _PARTITION_TABLE_TYPES = {"dos", "gpt", "PMBR", "atari", "bsd", "mac", "sgi", "sun"}
 
 
+# A first burst above any write the SCSI layer sends (max_sectors_kb): open-iscsi's default
+# MaxBurstLength, 16 MiB - 1 KiB (RFC 7143 caps both bursts at 2**24 - 1).
+IN_ORDER_BURST = 16776192
+
+
 def secret_digest(secret: str) -> str:
     """How a site reports a stored secret (a CHAP password in a node record or an ACL): compared
     with the profile's, never shown. The agent and the planner must agree byte for byte."""
@@ -59,6 +64,9 @@ class MdMember:
     device: str  # kernel name: sda, dm-0
     slot: int | None  # None: a spare or not in a slot
     state: frozenset[str] = field(default_factory=frozenset)
+    # Writes md sent to it that it has not completed (its block device's `inflight`). For an
+    # async mirror's replica leg: how many acknowledged writes site B may still lack.
+    writes_in_flight: int | None = None
 
     @property
     def is_faulty(self) -> bool:
@@ -94,10 +102,19 @@ class MdArray:
     backlog: int | None  # write-behind limit
     max_backlog_used: int | None
     sync_speed: int | None = None  # bytes/s of a running resync (md reports KiB/s), None when idle
+    # Writes held by md (`suspend_lo` < `suspend_hi`): left so by a leg move that never finished.
+    writes_suspended: bool = False
 
     def member(self, device: str) -> MdMember | None:
         """The member with this kernel name, if any."""
         return next((m for m in self.members if m.device == device), None)
+
+    def is_ahead(self, device: str) -> bool:
+        """Whether this member holds a slot before another member's: md writes to the legs in
+        slot order (and, in raid1.c of Debian 12's 6.1, sends a write behind only from the first)."""
+        own = self.member(device)
+        slots = [m.slot for m in self.members if m.slot is not None]
+        return own is not None and own.slot is not None and own.slot != max(slots)
 
 
 @dataclass(frozen=True)
@@ -149,6 +166,21 @@ class IscsiSession:
     disk: str | None = None  # kernel name of its LUN 0 disk, while it has one
     recovery_tmo: int | None = None  # seconds: the node's replacement_timeout, or what was written live
     initiator: str = ""  # the initiator name it logged in with (an iface may set another than the host's)
+    # What the login negotiated (sysfs): whether a write waits for an R2T, may carry its data, and
+    # how much data it may send unasked. None: not read (no session attributes).
+    initial_r2t: bool | None = None
+    immediate_data: bool | None = None
+    first_burst: int | None = None
+    scheduler: str = ""  # the I/O scheduler of its disk (`none`, `mq-deadline`), while it has one
+
+    @property
+    def sends_writes_in_order(self) -> bool:
+        """Whether each write's data follows its command on the wire, so that writes reach the
+        target in the order they were sent (no R2T to wait for, a first burst larger than any
+        write); True when sysfs did not say (nothing to act on)."""
+        if self.initial_r2t is None or self.immediate_data is None or self.first_burst is None:
+            return True
+        return not self.initial_r2t and self.immediate_data and self.first_burst >= IN_ORDER_BURST
 
 
 @dataclass(frozen=True)

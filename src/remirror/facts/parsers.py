@@ -15,7 +15,6 @@ import struct
 from remirror.facts.model import (
     CacheStatus,
     DmTable,
-    IscsiSession,
     MdArray,
     MdBitmap,
     MdMember,
@@ -114,11 +113,16 @@ def parse_member_state(text: str) -> frozenset[str]:
     return frozenset(flag for flag in text.strip().split(",") if flag)
 
 
-def parse_member(device: str, state: str, slot: str) -> MdMember:
-    """A member from its sysfs state and slot (`none` when it holds no slot)."""
+def parse_member(device: str, state: str, slot: str, inflight: str = "") -> MdMember:
+    """A member from its sysfs state and slot (`none` when it holds no slot), and its block
+    device's `inflight` (`READS WRITES`, requests not completed; empty when not read)."""
     slot = slot.strip()
+    counts = inflight.split()
     return MdMember(
-        device=device, slot=int(slot) if slot.isdigit() else None, state=parse_member_state(state)
+        device=device,
+        slot=int(slot) if slot.isdigit() else None,
+        state=parse_member_state(state),
+        writes_in_flight=int(counts[1]) if len(counts) == 2 and counts[1].isdigit() else None,
     )
 
 
@@ -155,15 +159,6 @@ def parse_bitmap_examine(text: str) -> MdBitmap:
         raise ParseError(f"mdadm -X: missing or bad field {error}") from None
 
 
-def parse_initiator_name(text: str) -> str:
-    """The IQN from /etc/iscsi/initiatorname.iscsi."""
-    for line in text.splitlines():
-        key, sep, value = line.strip().partition("=")
-        if sep and key.strip() == "InitiatorName" and value.strip():
-            return value.strip()
-    raise ParseError("no InitiatorName= line in initiatorname.iscsi")
-
-
 def build_md_array(kernel_name: str, sysfs: dict[str, str], detail_export: str) -> MdArray:
     """A running array from its sysfs files (relative to /sys/block/mdX/md/) and `mdadm --detail --export`.
 
@@ -178,6 +173,7 @@ def build_md_array(kernel_name: str, sysfs: dict[str, str], detail_export: str) 
             path.removeprefix("dev-").removesuffix("/state"),
             state,
             sysfs.get(path.replace("/state", "/slot"), ""),
+            sysfs.get(path.replace("/state", "/block/inflight"), ""),
         )
         for path, state in sorted(sysfs.items())
         if path.startswith("dev-") and path.endswith("/state")
@@ -202,24 +198,8 @@ def build_md_array(kernel_name: str, sysfs: dict[str, str], detail_export: str) 
         backlog=number("bitmap/backlog"),
         max_backlog_used=number("bitmap/max_backlog_used"),
         sync_speed=None if (speed := number("sync_speed")) is None else speed * 1024,
+        writes_suspended=(number("suspend_hi") or 0) > (number("suspend_lo") or 0),
     )
-
-
-def build_iscsi_session(sid: int, sysfs: dict[str, str]) -> IscsiSession:
-    """A session from its sysfs values: state, targetname, persistent_address/port, disk, recovery_tmo."""
-    try:
-        return IscsiSession(
-            sid=sid,
-            target=sysfs["targetname"].strip(),
-            address=sysfs.get("persistent_address", "").strip(),
-            port=int(sysfs.get("persistent_port", "0").strip() or 0),
-            state=sysfs["state"].strip(),
-            disk=sysfs.get("disk", "").strip() or None,
-            recovery_tmo=int(sysfs["recovery_tmo"]) if sysfs.get("recovery_tmo", "").strip() else None,
-            initiator=sysfs.get("initiatorname", "").strip(),
-        )
-    except (KeyError, ValueError) as error:
-        raise ParseError(f"iSCSI session {sid}: missing or bad {error}") from None
 
 
 def parse_dm_table(text: str) -> DmTable:

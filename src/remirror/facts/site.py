@@ -8,6 +8,7 @@ from typing import Any
 
 from remirror.facts.cdp import CdpPoints, ThinPoolStatus, parse_thin_pool_status
 from remirror.facts.generations import LegRecord, record_from_json
+from remirror.facts.iscsi import build_iscsi_session, parse_initiator_name
 from remirror.facts.model import (
     CacheStatus,
     DmTable,
@@ -19,7 +20,6 @@ from remirror.facts.model import (
 )
 from remirror.facts.parsers import (
     ParseError,
-    build_iscsi_session,
     build_md_array,
     md_data_end,
     parse_bitmap_examine,
@@ -27,7 +27,6 @@ from remirror.facts.parsers import (
     parse_dm_table,
     parse_examine_export,
     parse_examine_role,
-    parse_initiator_name,
     parse_wipefs_json,
 )
 
@@ -82,6 +81,7 @@ class LioTarget:
     luns: dict[int, str] = field(hash=False)
     authentication: str = ""
     acls: dict[str, LioAcl] = field(default_factory=dict, hash=False)
+    parameters: dict[str, str] = field(default_factory=dict, hash=False)  # iSCSI login parameters
 
 
 @dataclass(frozen=True)
@@ -194,6 +194,7 @@ def site_facts(name: str, raw: dict[str, Any]) -> SiteFacts:
             portals=tuple(tpg["portals"]),
             luns={int(lun): so for lun, so in tpg["luns"].items()},
             authentication=str(tpg.get("authentication", "")),
+            parameters={str(k): str(v) for k, v in tpg.get("parameters", {}).items()},
             acls={
                 initiator_iqn: LioAcl(
                     acl["chap_userid"] or "",

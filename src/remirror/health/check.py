@@ -13,6 +13,8 @@ What each mirror state means to a person on call:
 * A site that cannot be reached is CRITICAL for its legs, whatever md says.
 * A cache that reports an error is CRITICAL: writes it acknowledged may
   never reach the disk.
+* Writes md holds (`suspend_hi`, left by a move of the legs that never
+  finished) are CRITICAL: applications wait on every write.
 """
 
 from __future__ import annotations
@@ -96,6 +98,12 @@ def _mirror(report: MirrorReport, warning: Limit, critical: Limit) -> tuple[Stat
     if failing:
         legs = ", ".join(f"{leg.role} leg on {leg.site} (error {leg.cache_error})" for leg in failing)
         return Status.CRITICAL, f"{name} {report.state}: cache error on the {legs}"
+    if report.writes_held:
+        return (
+            Status.CRITICAL,
+            f"{name} {report.state}: md holds every write to {report.device} (a move of its legs that"
+            " did not finish): `remirror reconcile` or `apply` lets them go",
+        )
     if report.state not in (State.MIRRORED, State.SYNCING):
         return Status.CRITICAL, f"{name} {report.state}: {report.reason}"
     cdp = report.cdp
@@ -128,7 +136,8 @@ def _mirror(report: MirrorReport, warning: Limit, critical: Limit) -> tuple[Stat
 
 
 def _perfdata(report: MirrorReport, warning: Limit, critical: Limit) -> str:
-    """Per mirror: out-of-sync bytes, RPO, resync percent, cache dirty blocks."""
+    """Per mirror: out-of-sync bytes, RPO, resync percent, cache dirty blocks, writes in flight to
+    the replicas (in async mode, acknowledged writes a replica may still lack)."""
 
     def number(value: float | None) -> str:
         return "U" if value is None else (f"{value:.0f}" if float(value).is_integer() else f"{value:.1f}")
@@ -138,6 +147,7 @@ def _perfdata(report: MirrorReport, warning: Limit, critical: Limit) -> str:
 
     name = report.mirror
     dirty = [leg.cache_dirty_blocks for leg in report.legs if leg.cache_dirty_blocks is not None]
+    flying = [leg.writes_in_flight for leg in report.legs if leg.writes_in_flight is not None]
     return " ".join(
         [
             f"'{name} out_of_sync'={number(report.out_of_sync_bytes)}B;{warning.bytes};{critical.bytes};0",
@@ -145,5 +155,6 @@ def _perfdata(report: MirrorReport, warning: Limit, critical: Limit) -> str:
             f";{limit(warning.rpo_seconds)};{limit(critical.rpo_seconds)};0",
             f"'{name} resync'={number(report.resync.percent if report.resync else 100.0)}%;;;0;100",
             f"'{name} cache_dirty'={number(sum(dirty) if dirty else 0)};;;0",
+            f"'{name} in_flight'={number(max(flying) if flying else None)};;;0",
         ]
     )

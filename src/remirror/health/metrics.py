@@ -23,6 +23,11 @@ METRICS = {
     "remirror_site_up": ("gauge", "1 if the site's agent answered."),
     "remirror_rpo_seconds": ("gauge", "Age of the replica's copy: 0 in sync, else time since last in sync."),
     "remirror_link_rtt_seconds": ("gauge", "TCP handshake time to the replica's portal."),
+    "remirror_leg_writes_in_flight": (
+        "gauge",
+        "Writes sent to the replica leg and not completed (async: acknowledged writes it may lack).",
+    ),
+    "remirror_writes_held": ("gauge", "1 if md holds every write to the mirror (an unfinished leg move)."),
     "remirror_resync_progress_ratio": ("gauge", "How far md's resync or recovery is, 0-1."),
     "remirror_resync_speed_bytes_per_second": ("gauge", "md's resync speed."),
     "remirror_resync_eta_seconds": ("gauge", "Estimated seconds until the resync ends."),
@@ -70,6 +75,7 @@ def _samples(reports: list[MirrorReport], now: float) -> Iterator[tuple[str, dic
                 yield "remirror_session_up", labels, float(leg.session == "LOGGED_IN")
                 yield "remirror_rpo_seconds", labels, leg.rpo_seconds
                 yield "remirror_link_rtt_seconds", labels, leg.rtt_seconds
+                yield "remirror_leg_writes_in_flight", labels, leg.writes_in_flight
             if leg.cache_dirty_blocks is not None:
                 yield "remirror_cache_dirty_blocks", labels, leg.cache_dirty_blocks
                 yield "remirror_cache_writeback_blocks", labels, leg.cache_writeback_blocks
@@ -78,6 +84,7 @@ def _samples(reports: list[MirrorReport], now: float) -> Iterator[tuple[str, dic
             yield "remirror_resync_progress_ratio", mirror, r.resync.percent / 100
             yield "remirror_resync_speed_bytes_per_second", mirror, r.resync.speed
             yield "remirror_resync_eta_seconds", mirror, r.resync.eta_seconds
+        yield "remirror_writes_held", mirror, float(r.writes_held)
         yield "remirror_write_behind_limit", mirror, r.write_behind
         yield "remirror_write_behind_high_water", mirror, r.write_behind_high_water
         if r.cdp is not None:

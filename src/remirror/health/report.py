@@ -10,6 +10,10 @@ Where the numbers come from:
   that is not in sync misses (whole chunks: a 4 KiB write dirties a chunk).
   A leg in sync misses nothing but, in async mode, the writes md still holds
   behind (at most `write_behind` of them).
+* writes in flight: what md sent a replica leg and the leg has not yet
+  completed (the block layer's `inflight` of its iSCSI disk). In async mode
+  these are acknowledged writes site B may still lack: how far the replica
+  trails, in writes (md does not count their bytes).
 * RPO: how old the replica's copy is. 0 while the leg is in sync; otherwise
   the time since a remirror command last saw it in sync. Observations are
   what dates it, so its resolution is how often `reconcile`, `watch`,
@@ -27,7 +31,7 @@ import dataclasses
 from collections.abc import Mapping
 from dataclasses import dataclass
 
-from remirror.facts.model import CacheStatus
+from remirror.facts.model import CacheStatus, MdArray
 from remirror.facts.parsers import managed_lines
 from remirror.facts.site import SiteFacts
 from remirror.health.state import IN_SYNC, LegHealth, MirrorHealth, State, assess
@@ -72,6 +76,7 @@ class LegReport:
     cache_dirty_blocks: int | None = None  # None: the leg has no cache
     cache_writeback_blocks: int | None = None  # being written back right now
     cache_error: int = 0  # the cache's error indicator (an errno): its writes may be lost
+    writes_in_flight: int | None = None  # replica legs: writes sent and not completed
 
 
 @dataclass(frozen=True)
@@ -109,6 +114,7 @@ class MirrorReport:
     cdp: CdpReport | None = None  # mirrors with `cdp`
     primary: str = ""  # the site running it now (a promotion moves it: docs/failover.md)
     notes: tuple[str, ...] = ()  # what an operator should know though the mirror works (a WARNING)
+    writes_held: bool = False  # md holds every write (a leg move that never finished): CRITICAL
 
     @property
     def out_of_sync_bytes(self) -> int | None:
@@ -219,10 +225,17 @@ def _mirror(
             last = seen.last(mirror.name, leg.site)
             out_of_sync, rpo = dirty, (max(0.0, now - last) if last is not None else None)
         rtt = rtts.get(str(replica.portal_address))
-        reports.append(_leg(leg, reachable, out_of_sync, rpo, rtt, cache_status))
-    notes = _record_notes(profile, mirror, facts) if array is not None else ()
+        member = array.member(leg.member) if array is not None and leg.member else None
+        flying = member.writes_in_flight if member is not None else None
+        reports.append(_leg(leg, reachable, out_of_sync, rpo, rtt, cache_status, flying))
+    notes: tuple[str, ...] = ()
+    if array is not None:
+        notes = _record_notes(profile, mirror, facts)
+        if primary is not None:
+            notes += _async_notes(profile, mirror, primary, array, legs[0].member)
     return MirrorReport(
         notes=notes,
+        writes_held=array is not None and array.writes_suspended,
         mirror=mirror.name,
         device=mirror.md_device,
         mode=mirror.replication.mode,
@@ -255,6 +268,34 @@ def _record_notes(profile: Profile, mirror: Mirror, facts: Mapping[str, SiteFact
     )
 
 
+def _async_notes(
+    profile: Profile, mirror: Mirror, primary: SiteFacts, array: MdArray, local: str
+) -> tuple[str, ...]:
+    """What keeps an async mirror from what async mode promises (docs/failover.md): writes that
+    do not go behind (the local leg is not last: plan/md.py), or a session on which they may
+    overtake each other (profile/timeouts.py)."""
+    if mirror.replication.mode != "async":
+        return ()
+    notes = []
+    own = array.member(local) if local else None
+    if own is not None and array.is_ahead(own.device):
+        notes.append(
+            f"async writes wait for the replica: the local leg is in slot {own.slot} of"
+            f" {mirror.md_device}, ahead of a replica leg, and md sends writes behind only from the first"
+            " leg (`remirror apply` moves it once every leg is in sync)"
+        )
+    for replica in mirror.replicas:
+        portal = replica.portal_address
+        session = primary.session_for(profile.replica_iqn(mirror, replica), portal.address, portal.port)
+        if session is not None and not session.sends_writes_in_order:
+            notes.append(
+                f"the session to {replica.site} lets writes overtake each other (InitialR2T"
+                f" {'Yes' if session.initial_r2t else 'No'}, first burst {session.first_burst}): after a"
+                f" disaster site {replica.site}'s copy may be torn (`remirror apply` logs in again)"
+            )
+    return tuple(notes)
+
+
 def _cdp(mirror: Mirror, primary: SiteFacts | None, now: float) -> CdpReport | None:
     settings = mirror.cdp
     if settings is None or primary is None:
@@ -284,6 +325,7 @@ def _leg(
     rpo: float | None = None,
     rtt: float | None = None,
     cache: CacheStatus | None = None,
+    writes_in_flight: int | None = None,
 ) -> LegReport:
     return LegReport(
         site=leg.site,
@@ -300,6 +342,7 @@ def _leg(
         cache_dirty_blocks=cache.dirty if cache is not None else None,
         cache_writeback_blocks=cache.writeback if cache is not None else None,
         cache_error=cache.error if cache is not None else 0,
+        writes_in_flight=writes_in_flight,
     )
 
 

@@ -21,6 +21,7 @@ from remirror.plan.steps import (
     Run,
     Step,
     WaitPath,
+    WriteDiskSysfs,
     WriteSysfs,
 )
 from remirror.profile.model import Mirror, Profile, ReplicaLeg
@@ -64,6 +65,13 @@ def logout_actions(profile: Profile, mirror: Mirror, primary: SiteFacts) -> list
                 )
             )
     return actions
+
+
+def scheduler_step(replica: ReplicaLeg, iqn: str) -> WriteDiskSysfs:
+    """No I/O scheduler on a replica leg's iSCSI disk: requests go out in the order md sends
+    them (mq-deadline, the kernel's choice for a single-queue disk, sorts waiting writes by
+    sector), and the target has a scheduler of its own anyway."""
+    return WriteDiskSysfs(by_path(replica, iqn), "queue/scheduler", "none")
 
 
 def _node_settings(mirror: Mirror, secrets: Mapping[str, str]) -> tuple[dict[str, str], list[str]]:
@@ -139,6 +147,16 @@ def initiator_actions(
     # login, and a logout fails the leg under md: so none is made for it alone.
     # node.startup only matters at boot: no new login for it either.
     relogin = any(k not in (REPLACEMENT_TIMEOUT, "node.startup") for k in changed)
+    # An async mirror's session that lets writes overtake each other (logged in to a target
+    # restored with other parameters, say) leaves site B a torn copy after a disaster: it logs
+    # in again, which costs the leg a bitmap resync (profile/timeouts.py, IN_ORDER_NODE).
+    disordered = (
+        session is not None
+        and logged_in
+        and mirror.replication.mode == "async"
+        and not session.sends_writes_in_order
+    )
+    relogin = relogin or disordered
     if session is not None and logged_in and not relogin:
         timeout = wanted[REPLACEMENT_TIMEOUT]
         if session.recovery_tmo is not None and str(session.recovery_tmo) != timeout:
@@ -154,9 +172,21 @@ def initiator_actions(
                     target=iqn,
                 )
             )
+    if logged_in and not relogin and session is not None and session.scheduler not in ("none", ""):
+        actions.append(
+            Action(
+                primary.name,
+                Verb.SET_SCHEDULER,
+                f"{by_path(replica, iqn)} ({session.scheduler} -> none: requests leave as md sent them)",
+                CHANGE,
+                (scheduler_step(replica, iqn),),
+                repair=True,
+                target=iqn,
+            )
+        )
     if not logged_in or relogin:
         login: list[Step] = []
-        if session is not None and steps:
+        if session is not None and (steps or disordered):
             # Node settings take effect at the next login.
             login.append(logout_step(iqn, portal))
         login.append(
@@ -170,6 +200,7 @@ def initiator_actions(
             )
         )
         login.append(WaitPath(by_path(replica, iqn), 60))
+        login.append(scheduler_step(replica, iqn))
         actions.append(
             Action(
                 primary.name,

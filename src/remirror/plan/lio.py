@@ -18,6 +18,7 @@ from remirror.plan.cdp import volume_path
 from remirror.plan.steps import Lio
 from remirror.profile.model import Chap, Mirror, Profile, ReplicaLeg
 from remirror.profile.names import backstore_name, export_backstore_name, leg_device
+from remirror.profile.timeouts import IN_ORDER_TARGET
 from remirror.profile.types import Portal
 
 
@@ -103,6 +104,7 @@ def _target_actions(export: Export, secrets: Mapping[str, str], destructive: str
         )
     target = site.targets.get(iqn)
     chap = export.chap
+    parameters = dict(IN_ORDER_TARGET)
     if target is None:
         actions.append(
             Action(
@@ -110,7 +112,22 @@ def _target_actions(export: Export, secrets: Mapping[str, str], destructive: str
                 Verb.CREATE_TARGET,
                 f"{iqn} (TPG 1, CHAP {'on' if chap else 'off'})",
                 CREATE,
-                (Lio("create_target", {"iqn": iqn, "chap": chap is not None}),),
+                (Lio("create_target", {"iqn": iqn, "chap": chap is not None, "parameters": parameters}),),
+                repair=True,
+                target=iqn,
+            )
+        )
+    elif {k: target.parameters.get(k) for k in parameters} != parameters:
+        # Taken at the initiator's next login (remirror.plan.initiator logs in again when what
+        # a session negotiated lets writes overtake each other).
+        changed = ", ".join(f"{k}={v}" for k, v in parameters.items() if target.parameters.get(k) != v)
+        actions.append(
+            Action(
+                site.name,
+                Verb.SET_TARGET_PARAMETERS,
+                f"{iqn} ({changed})",
+                CHANGE,
+                (Lio("set_parameters", {"iqn": iqn, "parameters": parameters}),),
                 repair=True,
                 target=iqn,
             )

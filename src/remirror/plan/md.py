@@ -18,6 +18,7 @@ from remirror.plan.steps import (
     AssembleArray,
     LegRecordCreate,
     LegRecordJoin,
+    LocalLegLast,
     Run,
     SetMemberState,
     Step,
@@ -184,6 +185,14 @@ def array_actions(
         ]
     actions: list[Action] = []
     base = f"/sys/block/{array.kernel_name}/md"
+    resume: list[Action] = []
+    if array.writes_suspended:
+        why = "md holds every write to it: a move of its legs that did not finish"
+        resume.append(
+            _sysfs_repair(
+                primary, Verb.RESUME_WRITES, f"{mirror.md_device} ({why})", f"{base}/suspend_hi", "0"
+            )
+        )
     if array.bitmap_chunk != replication.bitmap_chunk:
         # No way to change a bitmap's chunk in place: drop it and add a new one.
         # Write-behind needs a bitmap, so the backlog is restored afterwards.
@@ -209,15 +218,10 @@ def array_actions(
             )
         )
     if array.backlog != replication.effective_write_behind or actions:
+        subject = f"{mirror.md_device} backlog {array.backlog} -> {replication.effective_write_behind}"
+        backlog = str(replication.effective_write_behind)
         actions.append(
-            Action(
-                primary.name,
-                Verb.SET_WRITE_BEHIND,
-                f"{mirror.md_device} backlog {array.backlog} -> {replication.effective_write_behind}",
-                CHANGE,
-                (WriteSysfs(f"{base}/bitmap/backlog", str(replication.effective_write_behind)),),
-                repair=True,
-            )
+            _sysfs_repair(primary, Verb.SET_WRITE_BEHIND, subject, f"{base}/bitmap/backlog", backlog)
         )
     actions += _missing_leg_records(
         profile, mirror, primary, array, local, replica_disks, remote_paths, uuid_
@@ -226,28 +230,54 @@ def array_actions(
         if member.device == local.kernel_name and member.is_write_mostly:
             # The primary's own leg, write-mostly from when it was a replica (before a promotion):
             # reads would go over the link.
-            actions.append(
-                Action(
-                    primary.name,
-                    Verb.CLEAR_WRITE_MOSTLY,
-                    f"{mirror.md_device} member {member.device} (the local leg: reads stay here)",
-                    CHANGE,
-                    (WriteSysfs(f"{base}/dev-{member.device}/state", "-writemostly"),),
-                    repair=True,
-                )
-            )
+            subject = f"{mirror.md_device} member {member.device} (the local leg: reads stay here)"
+            state = f"{base}/dev-{member.device}/state"
+            actions.append(_sysfs_repair(primary, Verb.CLEAR_WRITE_MOSTLY, subject, state, "-writemostly"))
         if member.device != local.kernel_name and not member.is_write_mostly and not member.is_faulty:
-            actions.append(
-                Action(
-                    primary.name,
-                    Verb.SET_WRITE_MOSTLY,
-                    f"{mirror.md_device} member {member.device}",
-                    CHANGE,
-                    (WriteSysfs(f"{base}/dev-{member.device}/state", "writemostly"),),
-                    repair=True,
-                )
-            )
-    return actions
+            subject, state = f"{mirror.md_device} member {member.device}", f"{base}/dev-{member.device}/state"
+            actions.append(_sysfs_repair(primary, Verb.SET_WRITE_MOSTLY, subject, state, "writemostly"))
+    return resume + actions + _local_leg_last(mirror, primary, array, local)
+
+
+def _sysfs_repair(site: SiteFacts, verb: Verb, subject: str, path: str, value: str) -> Action:
+    """A setting md forgot (or was left with), put back by one sysfs write: the reconciler's too."""
+    return Action(site.name, verb, subject, CHANGE, (WriteSysfs(path, value),), repair=True)
+
+
+def _local_leg_last(mirror: Mirror, primary: SiteFacts, array: MdArray, local: DiskFacts) -> list[Action]:
+    """An async mirror's local leg into the array's last slot, if it is not there.
+
+    md (raid1.c of Debian 12's 6.1) lets a write go behind only when the first
+    leg it writes to, in slot order, is write-mostly: with the local leg first,
+    async writes wait for the replica like sync ones. Arrays this version
+    creates have it last; older ones, and one assembled on a promoted site
+    (its own leg was a replica's), do not. Moving it needs every leg in sync
+    (remirror.agent.md_slots): until then the plan leaves it, and status says
+    why writes still wait. Sync mirrors need no move (nothing goes behind).
+    """
+    if mirror.replication.mode != "async" or not array.is_ahead(local.kernel_name) or not is_whole(array):
+        return []
+    slot = next(m.slot for m in array.members if m.device == local.kernel_name)
+    return [
+        Action(
+            primary.name,
+            Verb.REORDER_LEGS,
+            f"{mirror.md_device}: the local leg {local.path} from slot {slot} to the last, so that writes"
+            " go behind the replicas (md holds writes for a few seconds meanwhile)",
+            CHANGE,
+            (LocalLegLast(mirror.md_device, local.path),),
+        )
+    ]
+
+
+def is_whole(array: MdArray) -> bool:
+    """Every slot holds a leg in sync and md is doing nothing else: a reshape may start."""
+    return (
+        array.degraded == 0
+        and array.sync_action in ("idle", "")
+        and len(array.members) == array.raid_disks
+        and all(m.is_in_sync and not m.is_faulty for m in array.members)
+    )
 
 
 def _missing_leg_records(

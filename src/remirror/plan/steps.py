@@ -96,6 +96,17 @@ class WriteSysfs(Step):
 
 
 @dataclass(frozen=True)
+class WriteDiskSysfs(Step):
+    """One write of a block device's sysfs attribute (`queue/scheduler`), the device named by a
+    path resolved on the site: a replica leg's disk is known only once logged in."""
+
+    kind: ClassVar[str] = "disk_sysfs"
+    device: str
+    attribute: str
+    value: str
+
+
+@dataclass(frozen=True)
 class SetMemberState(Step):
     """Write an md member's sysfs `state` (`writemostly`, `-writemostly`). The member is named
     by its device path, resolved on the site: a replica leg's disk is known only once logged in."""
@@ -104,6 +115,16 @@ class SetMemberState(Step):
     md: str
     device: str
     value: str
+
+
+@dataclass(frozen=True)
+class LocalLegLast(Step):
+    """The local leg of a running array into its last slot, writes held meanwhile
+    (remirror.agent.md_slots): md sends writes behind only from the first leg."""
+
+    kind: ClassVar[str] = "local_leg_last"
+    md: str
+    device: str
 
 
 @dataclass(frozen=True)

@@ -21,6 +21,17 @@ Two separate questions decide an initiator's node settings:
   the iSCSI layer until the link returns, the leg never fails, and the
   application blocks for as long as the outage lasts.
 
+Whatever the preset, the session is negotiated so that writes travel in the
+order md sent them (`IN_ORDER_NODE`, `IN_ORDER_TARGET`): with LIO's defaults
+(InitialR2T=Yes, an 8 KiB first burst) a write larger than 8 KiB waits a
+round trip for the target's R2T while a smaller one sent after it goes
+straight through, so on a WAN a 4 KiB journal commit can reach site B
+before the journal blocks it commits. Without an initial R2T and with a
+first burst as large as any write, each write's data follows its command on
+the wire and LIO runs each write once its data is in: what site B has when
+the link dies is a prefix of what was sent (docs/failover.md, "What async
+mode gives"). It also spares every large write that round trip.
+
 A custom mapping replaces the preset: its keys are iscsiadm node keys and are
 merged over the `lan` values. Keys that remirror manages itself (CHAP,
 `node.startup`) cannot be set there, nor can the replacement timeout: it is
@@ -32,6 +43,8 @@ from __future__ import annotations
 
 from collections.abc import Mapping
 from typing import Literal
+
+from remirror.facts.model import IN_ORDER_BURST
 
 OnLinkLoss = Literal["degrade", "wait"]
 
@@ -46,6 +59,24 @@ PRESETS: Mapping[str, Mapping[str, str]] = {
     "wan": {NOOP_INTERVAL: "10", NOOP_TIMEOUT: "30", CMDS_MAX: "1024", QUEUE_DEPTH: "128"},
 }
 
+BURST = str(IN_ORDER_BURST)
+IN_ORDER_NODE: Mapping[str, str] = {
+    "node.session.iscsi.InitialR2T": "No",
+    "node.session.iscsi.ImmediateData": "Yes",
+    "node.session.iscsi.FirstBurstLength": BURST,
+    "node.session.iscsi.MaxBurstLength": BURST,
+}
+# The target's side of the same negotiation (LIO TPG parameters); the target's receive segment
+# from LIO's 8 KiB to open-iscsi's 256 KiB, so a large write is not cut into many PDUs.
+IN_ORDER_TARGET: Mapping[str, str] = {
+    "InitialR2T": "No",
+    "ImmediateData": "Yes",
+    "FirstBurstLength": BURST,
+    "MaxBurstLength": BURST,
+    "MaxRecvDataSegmentLength": "262144",
+}
+
+
 REPLACEMENT_FOR: Mapping[OnLinkLoss, str] = {
     "degrade": "5",
     "wait": "86400",
@@ -54,7 +85,14 @@ REPLACEMENT_FOR: Mapping[OnLinkLoss, str] = {
 # Keys a custom mapping may not set: remirror owns them (secrets come from
 # files; node.startup stays manual so that boot never brings a remote leg, see
 # docs/safety.md).
-RESERVED_PREFIXES = ("node.session.auth.", "node.conn[0].auth.", "node.startup", "node.discovery")
+# The in-order keys too: a mapping that set InitialR2T would void what async mode promises.
+RESERVED_PREFIXES = (
+    "node.session.auth.",
+    "node.conn[0].auth.",
+    "node.startup",
+    "node.discovery",
+    *IN_ORDER_NODE,
+)
 
 
 def is_reserved_key(key: str) -> bool:
@@ -68,4 +106,4 @@ def node_settings(timeouts: str | Mapping[str, str], on_link_loss: OnLinkLoss) -
     settings = {**PRESETS[preset], REPLACEMENT_TIMEOUT: REPLACEMENT_FOR[on_link_loss]}
     if not isinstance(timeouts, str):
         settings.update(timeouts)
-    return settings
+    return {**settings, **IN_ORDER_NODE}
