@@ -16,11 +16,13 @@ round trip:
   builds it), `async-lio-defaults` (the same, with the iSCSI session
   negotiated as LIO and open-iscsi do by default, and the remote disk's
   default I/O scheduler: what a hand-built md+iSCSI mirror runs with).
-* `loss`: the bound on what async mode loses. One writer, 4 KiB at a time
-  into fresh blocks (O_DIRECT, no flush), on a link slow enough (2 Mbit/s)
-  that md's behind writes pile up to `write_behind`; the link cut; after
+* `loss`: the bound on what async mode loses. One writer, 64 KiB at a
+  time into fresh blocks (O_DIRECT, no flush): the local disk takes about
+  forty a second, a 2 Mbit/s link carries four, so md's behind writes pile
+  up to `write_behind` within seconds and stay there; the link cut; after
   site B's forced promotion, the writes acknowledged before the cut that it
-  lacks, against `write_behind` and md's high-water mark.
+  lacks, against `write_behind` and md's high-water mark. WRITE_BEHIND
+  (default 16,64,256) lists the limits tried.
 * `order`: whether site B holds a prefix of what site A sent (`order`'s
   docstring), with remirror's session and with LIO's defaults, RUNS times.
 
@@ -139,9 +141,11 @@ def read_data(fd: int, offset: int, size: int = 4096) -> str:
     return hashlib.sha256(block).hexdigest()
 
 
-def loss(write_behind: int, seconds: float = 20.0) -> None:
+def loss(write_behind: int, seconds: float = 20.0, size: int = 64 << 10) -> None:
     """Writes acknowledged before a cut that site B lacks after its forced promotion, with md's
-    backlog full (the link drains 4 KiB writes far slower than the local disk takes them)."""
+    backlog full: the link drains `size` writes ten times slower than the local disk takes them.
+    (A 4 KiB writer at queue depth 1 did not fill it: under emulation it wrote about 50 a
+    second, which a 2 Mbit/s link carries, and md's high-water mark stayed near 25.)"""
     site_a, site_b = disaster.profiles(Path("/run"), "async", write_behind, "64MiB")
     log(f"loss: write_behind {write_behind}")
     remirror("apply", "--yes", site_a)
@@ -157,9 +161,10 @@ def loss(write_behind: int, seconds: float = 20.0) -> None:
     try:
         deadline = time.monotonic() + seconds
         offset = 64 << 20
-        while time.monotonic() < deadline:
-            written.append((offset, write_data(fd, offset)))
-            offset += 4096
+        end = int(probes.md_sysfs("component_size", MD)) << 10  # KiB: a raid1 leg is the array
+        while time.monotonic() < deadline and offset + size <= end:
+            written.append((offset, write_data(fd, offset, size)))
+            offset += size
         high_water = int((base / "bitmap/max_backlog_used").read_text())
         in_flight = int((remote / "block/inflight").read_text().split()[1])
         net.set_link(False)  # every write above was acknowledged before this moment
@@ -171,7 +176,7 @@ def loss(write_behind: int, seconds: float = 20.0) -> None:
     run(*net.in_site_b(promote))
     promoted = os.open(MD, os.O_RDONLY | os.O_DIRECT)
     try:
-        missing = sum(1 for at, digest in written if read_data(promoted, at) != digest)
+        missing = sum(1 for at, digest in written if read_data(promoted, at, size) != digest)
     finally:
         os.close(promoted)
     RESULTS["loss"].append(
@@ -181,6 +186,8 @@ def loss(write_behind: int, seconds: float = 20.0) -> None:
             "missing_at_site_b": missing,
             "max_backlog_used": high_water,
             "writes_in_flight_at_the_cut": in_flight,
+            "write_size": size,
+            "missing_bytes": missing * size,
             "link": "2 Mbit/s, 40 ms round trip",
         }
     )
@@ -245,8 +252,8 @@ def main() -> int:
     if not ONLY or "database" in ONLY:
         database_runs()
     if not ONLY or "loss" in ONLY:
-        for write_behind in (64, 512):
-            loss(write_behind)
+        for write_behind in os.environ.get("WRITE_BEHIND", "16,64,256").split(","):
+            loss(int(write_behind))
     if not ONLY or "order" in ONLY:
         for _ in range(RUNS):
             for config in ("async", "async-lio-defaults"):

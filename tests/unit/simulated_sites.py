@@ -186,6 +186,16 @@ def _lio(sites: dict[str, SiteFacts], name: str, step: dict[str, Any]) -> dict[s
     return _replace(sites, name, targets=targets, backstores=backstores)
 
 
+def node_updates(argv: list[str]) -> dict[str, str]:
+    """The settings an `iscsiadm -m node ... -o update -n K -v V [-n K -v V ...]` makes."""
+    at = argv.index("update") + 1
+    pairs = argv[at:]
+    assert len(pairs) % 4 == 0, argv
+    assert pairs[0::4] == ["-n"] * (len(pairs) // 4), argv
+    assert pairs[2::4] == ["-v"] * (len(pairs) // 4), argv
+    return dict(zip(pairs[1::4], pairs[3::4], strict=True))
+
+
 def _iscsiadm(sites: dict[str, SiteFacts], name: str, step: dict[str, Any]) -> dict[str, SiteFacts]:
     argv: list[str] = step["argv"]
     assert argv[0] == "iscsiadm", argv
@@ -200,9 +210,9 @@ def _iscsiadm(sites: dict[str, SiteFacts], name: str, step: dict[str, Any]) -> d
     if argv[-2:] == ["-o", "new"]:
         nodes[key] = {}
     elif "update" in argv:
-        setting, value = argv[argv.index("-n") + 1], argv[argv.index("-v") + 1]
-        assert ".auth.password" not in setting, "a secret in argv"
-        nodes[key][setting] = value
+        for setting, value in node_updates(argv).items():
+            assert ".auth.password" not in setting, "a secret in argv"
+            nodes[key][setting] = value
     elif argv[-2:] == ["-o", "delete"]:
         del nodes[key]
     elif argv[-1] == "--login":

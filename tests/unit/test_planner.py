@@ -15,7 +15,7 @@ from remirror.profile import load_profile
 from remirror.profile.names import array_uuid, backstore_name, by_path
 from remirror.profile.timeouts import IN_ORDER_TARGET
 from tests.conftest import PROFILES
-from tests.unit.simulated_sites import bare_site, wire
+from tests.unit.simulated_sites import bare_site, node_updates, wire
 
 PROFILE = load_profile(PROFILES / "lab.yaml")
 MIRROR = PROFILE.mirrors[0]
@@ -345,7 +345,9 @@ def test_the_replica_is_exported_and_logged_in_to_so_that_writes_arrive_in_the_o
         "MaxRecvDataSegmentLength": "262144",
     }
     node = next(a for a in plan if a.verb == "CreateIscsiNode")
-    updates = {s["argv"][-3]: s["argv"][-1] for s in wire(node) if "update" in s.get("argv", [])}
+    updates = {
+        k: v for s in wire(node) if "update" in s.get("argv", []) for k, v in node_updates(s["argv"]).items()
+    }
     assert updates["node.session.iscsi.InitialR2T"] == "No"
     assert updates["node.session.iscsi.FirstBurstLength"] == "16776192"
     login = next(a for a in plan if a.verb == "LoginSession")

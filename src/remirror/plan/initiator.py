@@ -115,11 +115,11 @@ def initiator_actions(
     steps: list[Step] = []
     if current is None:
         steps.append(Run((*node_args, "-o", "new")))
-    steps += [
-        Run((*node_args, "-o", "update", "-n", k, "-v", v))
-        for k, v in changed.items()
-        if ".auth.password" not in k
-    ]
+    # One iscsiadm for every setting: it takes any number of -n/-v pairs (open-iscsi 2.1.8,
+    # seen in the lab), and under emulation each iscsiadm costs a quarter of a second.
+    pairs = [arg for k, v in changed.items() if ".auth.password" not in k for arg in ("-n", k, "-v", v)]
+    if pairs:
+        steps.append(Run((*node_args, "-o", "update", *pairs)))
     passwords = {k: v for k, v in changed.items() if ".auth.password" in k}
     if passwords:
         # Not through iscsiadm's argv, which every user of the host can read in `ps`.
