@@ -14,12 +14,10 @@ import subprocess
 import threading
 import time
 from collections.abc import Iterator
-from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 from typing import Self
 
 from remirror.lab import probes
-from remirror.lab.demo import leg_digest
 from tests.lab.conftest import on_b, sh
 
 LAB = str(probes.LAB_PROFILE)
@@ -262,11 +260,8 @@ def lio_objects() -> set[str]:
 
 
 def legs_match(size: int | None = None) -> bool:
-    """Whether both legs hold the same data (hashed on each site at once: the lab has two CPUs)."""
-    with ThreadPoolExecutor(max_workers=2) as pool:
-        primary = pool.submit(leg_digest, "/dev/lab/a0", False, size)
-        replica = pool.submit(leg_digest, "/dev/lab/b0", True, size)
-        return primary.result() == replica.result()
+    """Whether both legs hold the same data; `size`: the array's, when it is not running to say it."""
+    return probes.legs_hold_the_same_data("/dev/lab/a0", "/dev/lab/b0", size or probes.array_size(MD))
 
 
 def examine_uuid(disk: str, site_b: bool) -> str:

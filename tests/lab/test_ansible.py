@@ -137,8 +137,9 @@ def playbook(hosts: Path, *args: str) -> Run:
         m["host"]: {k: int(v) for k, v in re.findall(r"(\w+)=(\d+)", m["counts"])}
         for m in re.finditer(r"^(?P<host>site-[ab])\s+:\s+(?P<counts>.*)$", done.stdout, flags=re.M)
     }
-    assert set(recap) == {"site-a", "site-b"}, done.stdout[-4000:] + done.stderr[-2000:]
-    failed = done.returncode != 0 or recap["site-a"]["failed"] + recap["site-b"]["failed"] > 0
+    expected = {"site-a"} if "--limit" in args else {"site-a", "site-b"}
+    assert set(recap) == expected, done.stdout[-4000:] + done.stderr[-2000:]
+    failed = done.returncode != 0 or sum(counts["failed"] for counts in recap.values()) > 0
     assert not failed, done.stdout[-4000:] + done.stderr[-2000:]
     return Run(done.stdout, recap)
 
@@ -186,7 +187,10 @@ def test_check_mode_reports_a_changed_profile_without_making_the_change(hosts: P
     changed["mirrors"][0]["replication"].update({"mode": "async", "write_behind": 512})
     altered = inventory(tmp_path / "altered", changed)
     before = sh("cat", PROFILE_PATH).stdout
-    run = playbook(altered, "--check", "--diff")
+    # Site A alone: the primary plans for both sites, and site B's part of the first play (the
+    # packages, the profile) would only repeat, at the cost of a minute under emulation, what the
+    # first two tests showed.
+    run = playbook(altered, "--check", "--diff", "--limit", "site-a")
     # The module planned from the profile the run would write, and found the change.
     assert "changed: [site-a]" in run.task(APPLY_TASK), run.task(APPLY_TASK)
     assert sh("cat", PROFILE_PATH).stdout == before  # nothing written

@@ -12,13 +12,11 @@ import subprocess
 import sys
 import time
 from collections.abc import Callable, Iterator
-from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 
 import pytest
 
-from remirror.facts.parsers import parse_data_offset
-from remirror.lab.probes import sectors_written
+from remirror.lab.probes import array_size, legs_hold_the_same_data, sectors_written
 from tests.lab import mirror as lab0
 from tests.lab.conftest import on_b, sh
 from tests.lab.mirror import LAB, SLOW, fio_verified, remirror, start_fio_verify
@@ -89,24 +87,9 @@ def cached(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Path]:
         sh("dd", "if=/dev/zero", f"of={disk}", "bs=1M", "count=1", "oflag=direct", "status=none")
 
 
-def data_digest(device: str, site_b: bool) -> str:
-    """sha256 of the array's data region on one leg's device (its superblock left out)."""
-    examine = (on_b if site_b else sh)("mdadm", "--examine", device).stdout
-    offset = parse_data_offset(examine)
-    assert offset is not None, examine
-    size = int(sh("blockdev", "--getsize64", MD).stdout)
-    command = (
-        f"dd if={device} iflag=direct,skip_bytes,count_bytes skip={offset} count={size} bs=1M status=none"
-    )
-    argv = ("sh", "-c", f"{command} | sha256sum")
-    return (on_b(*argv, timeout=600) if site_b else sh(*argv, timeout=600)).stdout.split()[0]
-
-
 def legs_match(primary: str, replica: str) -> bool:
-    with ThreadPoolExecutor(max_workers=2) as pool:
-        a = pool.submit(data_digest, primary, False)
-        b = pool.submit(data_digest, replica, True)
-        return a.result() == b.result()
+    """Whether the two legs' devices (a cache's, or the disk) hold the same array data."""
+    return legs_hold_the_same_data(primary, replica, array_size(MD))
 
 
 def status_legs(profile: str) -> dict[str, dict[str, object]]:

@@ -11,9 +11,9 @@ import time
 from collections.abc import Callable
 from pathlib import Path
 
-from remirror.facts.parsers import parse_bitmap_examine, parse_data_offset
+from remirror.facts.parsers import parse_bitmap_examine
 from remirror.lab import net
-from remirror.lab.probes import lab_names, wait_idle
+from remirror.lab.probes import array_size, lab_names, legs_hold_the_same_data, wait_idle
 from remirror.lab.spec import LAB_FILE, Wan
 from remirror.profile import load_profile
 from remirror.runner.local import LocalRunner
@@ -74,18 +74,6 @@ def _reconcile_until_mirrored(step: Timeline, timeout: float = 600.0) -> bool:
     return False
 
 
-def leg_digest(disk: str, site_b: bool, size: int | None = None) -> str:
-    """sha256 of an md leg's data region, read from the disk itself (superblocks differ by design).
-
-    `size`: of the array's data, when the array is not running to say it.
-    """
-    offset = parse_data_offset(_run(["mdadm", "--examine", LOCAL]).stdout) or 0
-    size = size or int(_run(["blockdev", "--getsize64", MD]).stdout)
-    command = f"dd if={disk} iflag=direct,skip_bytes,count_bytes skip={offset} count={size} bs=1M status=none"
-    argv = ["sh", "-c", f"{command} | sha256sum"]
-    return _run(net.in_site_b(argv) if site_b else argv, timeout=600).stdout.split()[0]
-
-
 def tour(say: Callable[[str], None]) -> int:
     """Run the tour; return 0 when every step that exists worked."""
     net.require_lab()
@@ -129,7 +117,7 @@ def tour(say: Callable[[str], None]) -> int:
         step("the mirror did not come back: that is a bug, please report it")
         return 1
     step(f"bitmap-based recovery done; /proc/mdstat: {_mdstat_line()}")
-    same = leg_digest(LOCAL, site_b=False) == leg_digest(REMOTE_DISK, site_b=True)
+    same = legs_hold_the_same_data(LOCAL, REMOTE_DISK, array_size(MD))
     step(f"both legs' data regions identical: {same}")
     step("done" if same else "the legs differ: that is a bug, please report it")
     return 0 if same else 1
