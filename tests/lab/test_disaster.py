@@ -22,8 +22,9 @@ def test_losing_site_a_under_a_database_leaves_site_b_a_copy_that_comes_up_clean
 ) -> None:
     profile, site_b = profiles(tmp_path, mode)
     try:
-        # A 40 ms round trip while the database runs: async writes go behind.
-        found = rehearse(remirror, profile, site_b, wan=Wan(delay="20ms"))
+        # A 40 ms round trip while the database runs 10 s (bench/async_disaster.py: 20 s, 5 times):
+        # async writes go behind.
+        found = rehearse(remirror, profile, site_b, wan=Wan(delay="20ms"), warm=10.0)
     finally:
         cleanup(remirror, profile)
     record_property("rehearsal", found.as_json())

@@ -14,6 +14,7 @@ from collections.abc import Callable, Mapping
 from typing import Any
 
 from remirror.facts.cdp import stack_names
+from remirror.facts.dm import parse_dm_table
 from remirror.facts.generations import LegRecord, first_record
 from remirror.facts.model import (
     CacheStatus,
@@ -24,7 +25,6 @@ from remirror.facts.model import (
     Signature,
     secret_digest,
 )
-from remirror.facts.parsers import parse_dm_table
 from remirror.facts.site import DiskFacts, DmDevice, LioAcl, LioTarget, SiteFacts
 from remirror.plan import Action, Plan
 from remirror.profile.timeouts import REPLACEMENT_TIMEOUT
@@ -440,7 +440,7 @@ def _with_superblock(
 ) -> dict[str, SiteFacts]:
     site = sites[name]
     signatures = (Signature("linux_raid_member", 0x1000, uuid_, md_name),)
-    superblock = MdSuperblock(uuid_, md_name, "00000000:00000000:00000000:00000000", 1, 0)
+    superblock = MdSuperblock(uuid_, md_name, "00000000:00000000:00000000:00000000", 1)
     disks = dict(site.disks)
     for leg in _through(site, path):
         disks[leg] = dataclasses.replace(disks[leg], signatures=signatures, superblock=superblock)

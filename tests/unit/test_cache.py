@@ -9,8 +9,8 @@ import pytest
 
 from remirror.daemons.destage import Quiet, local_caches, parse_block_stat
 from remirror.errors import ProfileError
+from remirror.facts.dm import parse_dm_table
 from remirror.facts.model import CacheStatus, Signature
-from remirror.facts.parsers import parse_dm_table
 from remirror.facts.site import DiskFacts, DmDevice, SiteFacts
 from remirror.plan import PlanError, make_plan, make_teardown
 from remirror.plan.cache import writecache_table

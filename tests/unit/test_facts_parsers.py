@@ -6,20 +6,22 @@ from pathlib import Path
 
 import pytest
 
+from remirror.facts.dm import parse_cache_status, parse_dm_table
 from remirror.facts.iscsi import build_iscsi_session, parse_initiator_name
 from remirror.facts.parsers import (
     ParseError,
     build_md_array,
     md_name,
     parse_bitmap_examine,
-    parse_cache_status,
     parse_detail_export,
-    parse_dm_table,
-    parse_examine_export,
+    parse_examine,
     parse_examine_role,
     parse_export,
     parse_sync_completed,
     parse_wipefs_json,
+    split_bitmaps,
+    split_examine,
+    split_wipefs_json,
 )
 
 LAB = Path(__file__).parent / "fixtures" / "lab-6.1"
@@ -91,15 +93,37 @@ def test_detail_export_gives_uuid_name_without_homehost_and_roles() -> None:
     assert roles == {"/dev/sda": 1, "/dev/dm-0": 0}
 
 
-def test_examine_export_gives_the_superblock_of_each_leg() -> None:
-    local = parse_examine_export(fixture("mdadm-examine-export-a0.txt"))
-    remote = parse_examine_export(fixture("mdadm-examine-export-remote.txt"))
-    assert local is not None
-    assert remote is not None
-    assert local.array_uuid == remote.array_uuid == UUID
-    assert local.device_uuid != remote.device_uuid
-    assert (local.events, local.name) == (18, "rec")
-    assert parse_examine_export("mdadm: No md superblock detected on /dev/lab/a1.\n") is None
+def test_examine_gives_the_superblock_of_each_leg_from_one_call_for_every_disk() -> None:
+    # record-batched.sh: `mdadm --examine` of an md RAID1's two legs, an ext4 disk, a blank one.
+    parts = split_examine(fixture("mdadm-examine-batched.txt"))
+    assert set(parts) == {"/dev/dm-0", "/dev/dm-1"}  # the other two: only mdadm's stderr
+    first, second = parse_examine(parts["/dev/dm-0"]), parse_examine(parts["/dev/dm-1"])
+    assert first is not None
+    assert second is not None
+    assert first.array_uuid == second.array_uuid == "1d878850:a9b9b663:7785bfbd:c47792fe"
+    assert first.device_uuid == "0d1461d6:f243241d:5f598755:0192c738" != second.device_uuid
+    assert (first.name, first.events, first.slot, first.array_state) == ("rec", 0, 0, "AA")
+    assert second.slot == 1
+    assert first.data_end == (2048 + 522240) * 512
+    single = parse_examine(fixture("mdadm-examine-clean.txt"))  # one disk: the same, its path first
+    assert single is not None
+    assert (single.array_uuid, single.name, single.events) == (
+        "13553443:6fd21886:98e460bc:642c84f0",
+        "sb",
+        18,
+    )
+    assert parse_examine("mdadm: No md superblock detected on /dev/lab/a1.\n") is None
+
+
+def test_bitmaps_and_signatures_of_every_disk_from_one_call() -> None:
+    bitmaps = split_bitmaps(fixture("mdadm-X-batched.txt"))
+    assert set(bitmaps) == {"/dev/dm-0", "/dev/dm-1"}
+    assert parse_bitmap_examine(bitmaps["/dev/dm-1"]).chunk_size == 1 << 20
+    signatures = split_wipefs_json(fixture("wipefs-json-batched.txt"))
+    assert set(signatures) == {"dm-0", "dm-1", "dm-2"}  # dm-3 is blank: wipefs lists nothing
+    assert [s.type for s in parse_wipefs_json(signatures["dm-0"])] == ["linux_raid_member"]
+    assert [s.type for s in parse_wipefs_json(signatures["dm-2"])] == ["ext4"]
+    assert split_wipefs_json(fixture("wipefs-empty.json")) == {}
 
 
 @pytest.mark.parametrize(

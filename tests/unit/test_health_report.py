@@ -8,8 +8,9 @@ from pathlib import Path
 import pytest
 from prometheus_client.parser import text_string_to_metric_families
 
+from remirror.facts.dm import parse_dm_table
 from remirror.facts.model import CacheStatus
-from remirror.facts.parsers import parse_bitmap_examine, parse_dm_table
+from remirror.facts.parsers import parse_bitmap_examine
 from remirror.facts.site import DmDevice, SiteFacts
 from remirror.health import State, assess
 from remirror.health.check import DEFAULT_CRITICAL, DEFAULT_WARNING, Limit, Status, judge

@@ -233,7 +233,7 @@ def test_a_replica_disk_with_this_arrays_superblock_is_exported_and_the_array_ru
     # The replica holds the mirror; the primary's disk nothing: never `mdadm --create` (its
     # initial sync would copy the blank disk over the replica). docs/safety.md, flow 1.
     facts = fresh()
-    ours = MdSuperblock(UUID, "lab0", "f4da7c83:e34a24c7:d8a7bc9d:8442c3a3", 18, 0)
+    ours = MdSuperblock(UUID, "lab0", "f4da7c83:e34a24c7:d8a7bc9d:8442c3a3", 18)
     member = Signature("linux_raid_member", 0x1000, UUID, "lab0")
     facts["site-b"] = site(
         "site-b", disks={"/dev/lab/b0": disk("/dev/lab/b0", "dm-4", member, superblock=ours)}
@@ -250,7 +250,7 @@ def test_a_replica_disk_with_this_arrays_superblock_is_exported_and_the_array_ru
 
 def test_the_local_disk_with_this_arrays_superblock_is_assembled() -> None:
     facts = converged()
-    ours = MdSuperblock(UUID, "lab0", "09d9f39b:52c83ce4:460cf5e6:8e61ce43", 18, 0)
+    ours = MdSuperblock(UUID, "lab0", "09d9f39b:52c83ce4:460cf5e6:8e61ce43", 18)
     local = disk("/dev/lab/a0", "dm-0", Signature("linux_raid_member", 0x1000, UUID, "lab0"), superblock=ours)
     facts["site-a"] = dataclasses.replace(
         facts["site-a"], arrays=(), disks={**facts["site-a"].disks, "/dev/lab/a0": local}

@@ -8,7 +8,7 @@ from pathlib import Path
 import pytest
 
 from remirror.facts.model import MdSuperblock
-from remirror.facts.parsers import parse_examine_export, parse_examine_role
+from remirror.facts.parsers import parse_examine
 from remirror.facts.site import DiskFacts, SiteFacts
 from remirror.health import State, assess
 from remirror.plan import Plan, make_plan
@@ -57,7 +57,7 @@ def with_replica_disk(
     uuid_ = facts["a"].arrays[0].uuid if facts["a"].arrays else ""
     name = next((s.disk or "" for s in facts["a"].sessions if s.state == "LOGGED_IN"), "sdz")
     disk = DiskFacts(
-        BY_PATH, True, name, 1 << 30, superblock=MdSuperblock(uuid_, "m0", "x", events, 0), offline=offline
+        BY_PATH, True, name, 1 << 30, superblock=MdSuperblock(uuid_, "m0", "x", events), offline=offline
     )
     return primary(facts, disks={**facts["a"].disks, BY_PATH: disk})
 
@@ -191,10 +191,9 @@ def test_hands_off_when_a_person_must_decide(break_it: object, words: str) -> No
 
 def recorded_superblock(name: str, uuid_: str) -> MdSuperblock:
     """A superblock recorded in the lab (fixtures/lab-6.1, record-split-brain.sh), moved to this array."""
-    examined = parse_examine_export((FIXTURES / f"mdadm-examine-export-{name}.txt").read_text())
+    examined = parse_examine((FIXTURES / f"mdadm-examine-{name}.txt").read_text())
     assert examined is not None
-    slot, array_state = parse_examine_role((FIXTURES / f"mdadm-examine-{name}.txt").read_text())
-    return dataclasses.replace(examined, array_uuid=uuid_, slot=slot, array_state=array_state)
+    return dataclasses.replace(examined, array_uuid=uuid_)
 
 
 def after_a_split(replica: str) -> dict[str, SiteFacts]:

@@ -21,6 +21,7 @@ from remirror.errors import CommandError
 from remirror.facts.cdp import INDEX_MAGIC, CdpPoints
 from remirror.facts.generations import record_json
 from remirror.facts.model import secret_digest
+from remirror.facts.parsers import split_bitmaps, split_examine, split_wipefs_json
 from remirror.runner.local import LocalRunner
 
 _run = LocalRunner("agent").run
@@ -121,6 +122,7 @@ def _round_trip(portal: str, timeout: float = 3.0) -> float | None:
 
 def _disks(paths: list[str], probe: set[str], records: set[str]) -> dict[str, Any]:
     disks = {path: _disk(path, path in probe, path in records) for path in paths}
+    _signatures_and_superblocks({path: info for path, info in disks.items() if _readable(info)})
     users = _users({os.path.realpath(path) for path, info in disks.items() if info["exists"]})
     for path, info in disks.items():
         if info["exists"]:
@@ -156,16 +158,7 @@ def _disk(path: str, probe: bool, record: bool) -> dict[str, Any]:
         return {"exists": False}
     real = os.path.realpath(path)
     info: dict[str, Any] = {"exists": True, "kernel_name": Path(real).name}
-    # A SCSI disk whose iSCSI session is down is `blocked` (or offline):
-    # reading it would hang until the session recovers (a day under
-    # `on_link_loss: wait`). Say so instead of looking inside.
-    state = Path(f"/sys/class/block/{info['kernel_name']}/device/state")
-
-    def offline() -> str:
-        device_state = state.read_text().strip() if state.exists() else "running"
-        return "" if device_state == "running" else device_state
-
-    if device_state := offline():
+    if device_state := _offline(info["kernel_name"]):
         info["offline"] = device_state
         return info
     # The capacity in 512-byte sectors whatever the logical block size (block/genhd.c): what
@@ -181,24 +174,65 @@ def _disk(path: str, probe: bool, record: bool) -> dict[str, Any]:
                 info["cdp_points"] = dataclasses.asdict(CdpPoints.of(index))
     if record and (found := read_record(real)) is not None:
         info["leg_record"] = record_json(found)
-    try:
-        info["wipefs"] = _run(["wipefs", "--no-act", "--json", real]).stdout
-    except CommandError:
-        # The link went down after the check above (the session's disk goes offline
-        # under wipefs): that is what this disk is now, not an error of the pass.
-        if device_state := offline():
-            info["offline"] = device_state
-            return info
-        raise
-    info["examine"] = _run(["mdadm", "--examine", "--export", real], ok_codes=(0, 1)).stdout
-    if "MD_UUID=" in info["examine"]:
-        # The slot and Array State, which `--export` leaves out: the sign of a leg used elsewhere.
-        info["examine_role"] = _run(["mdadm", "--examine", real], ok_codes=(0, 1)).stdout
-        # The write-intent bitmap as written on the disk: what a replica leg still misses.
-        info["bitmap"] = _run(["mdadm", "--examine-bitmap", real], ok_codes=(0, 1, 2)).stdout
     holders = Path(f"/sys/class/block/{info['kernel_name']}/holders")
     info["holders"] = sorted(p.name for p in holders.iterdir()) if holders.is_dir() else []
     return info
+
+
+def _offline(kernel_name: str) -> str:
+    """A SCSI disk whose iSCSI session is down is `blocked` (or offline): reading it would hang
+    until the session recovers (a day under `on_link_loss: wait`). Say so instead of looking
+    inside ("" for a disk that can be read)."""
+    state = Path(f"/sys/class/block/{kernel_name}/device/state")
+    device_state = state.read_text().strip() if state.exists() else "running"
+    return "" if device_state == "running" else device_state
+
+
+def _readable(info: dict[str, Any]) -> bool:
+    return bool(info["exists"]) and "offline" not in info
+
+
+def _signatures_and_superblocks(disks: dict[str, dict[str, Any]]) -> None:
+    """Each disk's signatures (`wipefs`), md superblock (`mdadm --examine`) and write-intent bitmap
+    (`mdadm --examine-bitmap`), each tool asked once for every disk of the site: under emulation
+    a process costs a quarter of a second, and a pass observes a site for every command."""
+    if not disks:
+        return
+    reals = {path: os.path.realpath(path) for path in disks}
+    try:
+        found = split_wipefs_json(_run(["wipefs", "--no-act", "--json", *reals.values()]).stdout)
+    except CommandError:
+        # A disk went offline under wipefs (its iSCSI session dropped): ask one at a time, so
+        # that the others are seen and that one is reported for what it is now.
+        found = _signatures_one_by_one(disks, reals)
+    for info in disks.values():
+        info["wipefs"] = found.get(info["kernel_name"], "")
+    readable = {path: real for path, real in reals.items() if _readable(disks[path])}
+    if not readable:
+        return
+    # Exit 1 when some disk has no superblock: mdadm says so on stderr and examines the rest.
+    examined = split_examine(_run(["mdadm", "--examine", *readable.values()], ok_codes=(0, 1)).stdout)
+    members = {path: real for path, real in readable.items() if "Array UUID" in examined.get(real, "")}
+    for path, real in readable.items():
+        disks[path]["examine"] = examined.get(real, "")
+    if members:
+        bitmaps = _run(["mdadm", "--examine-bitmap", *members.values()], ok_codes=(0, 1, 2)).stdout
+        by_device = split_bitmaps(bitmaps)  # by the path mdadm was given
+        for path, real in members.items():
+            disks[path]["bitmap"] = by_device.get(real, "")
+
+
+def _signatures_one_by_one(disks: dict[str, dict[str, Any]], reals: dict[str, str]) -> dict[str, str]:
+    found: dict[str, str] = {}
+    for path, info in disks.items():
+        try:
+            found[info["kernel_name"]] = _run(["wipefs", "--no-act", "--json", reals[path]]).stdout
+        except CommandError:
+            if device_state := _offline(info["kernel_name"]):
+                info["offline"] = device_state
+                continue
+            raise
+    return {name: text for name, text in found.items() if text.strip()}
 
 
 def _read_tree(base: Path, names: list[str]) -> dict[str, str]:

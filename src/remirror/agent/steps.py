@@ -26,8 +26,8 @@ from typing import Any
 
 from remirror.agent import cdp, generations, md_slots
 from remirror.errors import CommandError, RemirrorError
+from remirror.facts.dm import parse_cache_status
 from remirror.facts.model import CacheStatus
-from remirror.facts.parsers import parse_cache_status
 from remirror.files import write_atomically
 from remirror.runner.base import redact
 from remirror.runner.local import LocalRunner

@@ -22,7 +22,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 from remirror.errors import CommandError
-from remirror.facts.parsers import parse_cache_status
+from remirror.facts.dm import parse_cache_status
 from remirror.profile.model import Profile
 from remirror.profile.names import cache_name
 from remirror.runner.local import LocalRunner

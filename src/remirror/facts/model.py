@@ -119,16 +119,14 @@ class MdArray:
 
 @dataclass(frozen=True)
 class MdSuperblock:
-    """What `mdadm --examine --export` says of a component device."""
+    """What `mdadm --examine` says of a component device."""
 
     array_uuid: str
     name: str
     device_uuid: str
     events: int
-    update_time: int
-    # From plain `mdadm --examine` (`--export` leaves them out): this device's
-    # slot, and the array as this device last recorded it, one character per
-    # slot: `A` active, `R` replacing, `.` missing.
+    # This device's slot, and the array as this device last recorded it, one
+    # character per slot: `A` active, `R` replacing, `.` missing.
     slot: int | None = None
     array_state: str = ""
     data_end: int | None = None  # bytes from the device's start where md's data ends (md_data_end)

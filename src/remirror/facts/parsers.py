@@ -1,4 +1,5 @@
-"""Pure parsers of what md, device-mapper, open-iscsi and util-linux print.
+"""Pure parsers of what md and util-linux print (device-mapper's: facts/dm.py; open-iscsi's:
+facts/iscsi.py).
 
 Each takes text and returns facts; none runs anything. The formats are those
 of Debian 12's tools (see tests/unit/fixtures/lab-6.1/README.md); where a
@@ -13,8 +14,6 @@ import shlex
 import struct
 
 from remirror.facts.model import (
-    CacheStatus,
-    DmTable,
     MdArray,
     MdBitmap,
     MdMember,
@@ -80,21 +79,77 @@ def parse_detail_export(text: str) -> tuple[str, str, dict[str, int]]:
     return values["MD_UUID"], md_name(values.get("MD_NAME", values.get("MD_DEVNAME", ""))), roles
 
 
-def parse_examine_export(text: str) -> MdSuperblock | None:
-    """The md superblock on a device, from `mdadm --examine --export` (None: there is none)."""
-    values = parse_export(text)
-    if "MD_UUID" not in values:
+def parse_examine(text: str) -> MdSuperblock | None:
+    """The md superblock on a device, from plain `mdadm --examine` (None: there is none): the
+    array and device it names, its events, and (parse_examine_role, md_data_end) its slot, the
+    Array State it last recorded and where its data ends."""
+
+    def field(name: str) -> str:
+        found = re.search(rf"^\s*{name} : (.*?)\s*$", text, flags=re.M)
+        return found.group(1) if found else ""
+
+    uuid = field("Array UUID")
+    if not uuid:
         return None
+    events = field("Events")
+    if not events.isdigit():
+        raise ParseError(f"mdadm --examine: Events {events!r} is not a number")
+    slot, array_state = parse_examine_role(text)
+    return MdSuperblock(
+        array_uuid=uuid,
+        name=md_name(field("Name").split(" ", 1)[0]),  # `site-a:rec  (local to host site-a)`
+        device_uuid=field("Device UUID"),
+        events=int(events),
+        slot=slot,
+        array_state=array_state,
+        data_end=md_data_end(text),
+    )
+
+
+def split_examine(text: str) -> dict[str, str]:
+    """`mdadm --examine DEV...` cut into each device's part, by its path (`/dev/dm-0:` heads it);
+    a device without a superblock has none (mdadm says so on stderr)."""
+    parts: dict[str, str] = {}
+    device = ""
+    for line in text.splitlines(keepends=True):
+        head = re.fullmatch(r"(/dev/\S+):\s*", line)
+        if head:
+            device = head.group(1)
+            parts[device] = ""
+        elif device:
+            parts[device] += line
+    return parts
+
+
+def split_bitmaps(text: str) -> dict[str, str]:
+    """`mdadm --examine-bitmap DEV...` cut into each device's part, by its path (each part
+    starts with `Filename : DEV`)."""
+    parts: dict[str, str] = {}
+    device = ""
+    for line in text.splitlines(keepends=True):
+        head = re.fullmatch(r"\s*Filename : (\S+)\s*", line)
+        if head:
+            device = head.group(1)
+            parts[device] = ""
+        if device:
+            parts[device] += line
+    return parts
+
+
+def split_wipefs_json(text: str) -> dict[str, str]:
+    """`wipefs --no-act --json DEV...` cut into each device's signatures, as the same command
+    would print them for that device alone, by kernel name (wipefs's `device` column: `dm-0`);
+    a device without signatures has none."""
+    if not text.strip():
+        return {}
     try:
-        return MdSuperblock(
-            array_uuid=values["MD_UUID"],
-            name=md_name(values.get("MD_NAME", "")),
-            device_uuid=values.get("MD_DEV_UUID", ""),
-            events=int(values.get("MD_EVENTS", "0")),
-            update_time=int(values.get("MD_UPDATE_TIME", "0")),
-        )
-    except ValueError as error:
-        raise ParseError(f"mdadm --examine --export: {error}") from None
+        entries = json.loads(text).get("signatures", [])
+    except json.JSONDecodeError as error:
+        raise ParseError(f"wipefs output is not JSON: {error}") from None
+    devices: dict[str, list[dict[str, object]]] = {}
+    for entry in entries:
+        devices.setdefault(entry["device"], []).append(entry)
+    return {device: json.dumps({"signatures": found}) for device, found in devices.items()}
 
 
 def parse_examine_role(text: str) -> tuple[int | None, str]:
@@ -202,89 +257,11 @@ def build_md_array(kernel_name: str, sysfs: dict[str, str], detail_export: str) 
     )
 
 
-def parse_dm_table(text: str) -> DmTable:
-    """`dmsetup table NAME` of a one-target device: `0 LEN TYPE ARGS...`.
-
-    Recorded forms (kernel 6.1, tests/unit/fixtures/lab-6.1):
-    `0 524288 writecache s 254:1 254:5 4096 4 high_watermark 50 low_watermark 45`
-    `0 524288 linear 254:1 0`
-    """
-    lines = [line for line in text.splitlines() if line.strip()]
-    if len(lines) != 1:
-        raise ParseError(f"expected a device with one target, got {len(lines)} table lines")
-    fields = lines[0].split()
-    try:
-        length, target, args = int(fields[1]), fields[2], fields[3:]
-    except (IndexError, ValueError):
-        raise ParseError(f"not a device-mapper table line: {lines[0]!r}") from None
-    if target == "linear":
-        return DmTable(length, target, (args[0],))
-    if target == "writecache":
-        # s|p ORIGIN CACHE BLOCK #OPT OPTIONS...: options with values count twice.
-        block, count = int(args[3]), int(args[4])
-        words = args[5 : 5 + count]
-        options: dict[str, str] = {}
-        i = 0
-        while i < len(words):
-            name = words[i]
-            if name in _WRITECACHE_FLAGS:
-                options[name] = ""
-                i += 1
-            else:
-                options[name] = words[i + 1] if i + 1 < len(words) else ""
-                i += 2
-        return DmTable(length, target, (args[1], args[2]), block, options)
-    if target == "cache":
-        # META FAST ORIGIN BLOCK_SECTORS #FEATURES FEATURES... POLICY #POLICY_ARGS ...
-        block = int(args[3]) * 512
-        count = int(args[4])
-        features = dict.fromkeys(args[5 : 5 + count], "")
-        policy = args[5 + count] if len(args) > 5 + count else ""
-        return DmTable(length, target, (args[0], args[1], args[2]), block, {**features, "policy": policy})
-    return DmTable(length, target, tuple(a for a in args if re.fullmatch(r"\d+:\d+", a)))
-
-
-# Writecache options that take no value.
-_WRITECACHE_FLAGS = {"fua", "nofua", "cleaner", "metadata_only", "pause_writeback"}
-
-
-def parse_cache_status(text: str) -> CacheStatus:
-    """`dmsetup status NAME` of a writecache or cache device (recorded: fixtures/lab-6.1/dmsetup-status-*).
-
-    writecache: `0 LEN writecache ERROR BLOCKS FREE WRITEBACK [counters...]`;
-    its cleaner mode shows only in its table.
-    cache: `0 LEN cache META_BLOCK META_USED/TOTAL CACHE_BLOCK CACHE_USED/TOTAL READ_HITS
-    READ_MISSES WRITE_HITS WRITE_MISSES DEMOTIONS PROMOTIONS DIRTY #FEATURES ... POLICY ...
-    rw|ro|Fail` (Documentation/admin-guide/device-mapper/cache.rst).
-    """
-    fields = text.split()
-    try:
-        target = fields[2]
-        if target == "writecache":
-            error, blocks, free, writeback = (int(f) for f in fields[3:7])
-            # The table says whether cleaner mode is on; status cannot.
-            return CacheStatus(blocks=blocks, dirty=blocks - free, writeback=writeback, error=error)
-        if target == "cache":
-            # the cache blocks in use/total are field 6, the dirty count field 13 (see above)
-            _used, _, total = fields[6].partition("/")
-            dirty = int(fields[13])
-            failed = "Fail" in fields[14:]
-            return CacheStatus(
-                blocks=int(total),
-                dirty=dirty,
-                writeback=0,
-                error=-5 if failed else 0,
-                cleaner="cleaner" in fields,
-            )
-    except (IndexError, ValueError):
-        pass
-    raise ParseError(f"not a writecache or cache status line: {text.strip()!r}")
-
-
 # md's on-disk write-intent bitmap (drivers/md/md-bitmap.h, bitmap_super_t): a 256-byte
 # header (magic "bitm", little-endian), then one bit per chunk, bit i of the map = byte
 # i // 8, bit i % 8 (the kernel's little-endian bit order).
 BITMAP_MAGIC = 0x6D746962
+
 _BITMAP_HEADER = struct.Struct("<II16sQQQIIII")  # magic version uuid events cleared sync_size state chunk ...
 
 

@@ -7,6 +7,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from remirror.facts.cdp import CdpPoints, ThinPoolStatus, parse_thin_pool_status
+from remirror.facts.dm import parse_cache_status, parse_dm_table
 from remirror.facts.generations import LegRecord, record_from_json
 from remirror.facts.iscsi import build_iscsi_session, parse_initiator_name
 from remirror.facts.model import (
@@ -21,12 +22,8 @@ from remirror.facts.model import (
 from remirror.facts.parsers import (
     ParseError,
     build_md_array,
-    md_data_end,
     parse_bitmap_examine,
-    parse_cache_status,
-    parse_dm_table,
-    parse_examine_export,
-    parse_examine_role,
+    parse_examine,
     parse_wipefs_json,
 )
 
@@ -264,9 +261,4 @@ def _bitmap(text: str) -> MdBitmap | None:
 
 
 def _superblock(info: dict[str, Any]) -> MdSuperblock | None:
-    superblock = parse_examine_export(info.get("examine", ""))
-    if superblock is None:
-        return None
-    slot, array_state = parse_examine_role(info.get("examine_role", ""))
-    end = md_data_end(info.get("examine_role", ""))
-    return dataclasses.replace(superblock, slot=slot, array_state=array_state, data_end=end)
+    return parse_examine(info.get("examine", ""))
