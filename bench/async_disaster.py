@@ -38,6 +38,7 @@ import mmap
 import os
 import subprocess
 import sys
+import threading
 import time
 from pathlib import Path
 from typing import Any
@@ -158,18 +159,31 @@ def loss(write_behind: int, seconds: float = 20.0, size: int = 64 << 10) -> None
     # md sends a flush to every leg: each write would wait for site B (docs/failover.md).
     fd = os.open(MD, os.O_WRONLY | os.O_DIRECT)
     written: list[tuple[int, str]] = []
-    try:
-        deadline = time.monotonic() + seconds
+    stop = threading.Event()
+    end = int(probes.md_sysfs("component_size", MD)) << 10  # KiB: a raid1 leg is the array
+
+    def writer() -> None:
         offset = 64 << 20
-        end = int(probes.md_sysfs("component_size", MD)) << 10  # KiB: a raid1 leg is the array
-        while time.monotonic() < deadline and offset + size <= end:
+        while not stop.is_set() and offset + size <= end:
             written.append((offset, write_data(fd, offset, size)))
             offset += size
+
+    # The cut comes from here, at a moment of its own, not when a write returns: once md's
+    # backlog is full a write waits for the link to drain it, so "after a write returned" is
+    # the one moment the backlog is empty (a first version cut there and found nothing missing).
+    thread = threading.Thread(target=writer, daemon=True)
+    try:
+        thread.start()
+        time.sleep(seconds)
         high_water = int((base / "bitmap/max_backlog_used").read_text())
         in_flight = int((remote / "block/inflight").read_text().split()[1])
-        net.set_link(False)  # every write above was acknowledged before this moment
+        acknowledged = len(written)  # these returned before the cut
+        net.set_link(False)
+        stop.set()
+        thread.join(timeout=600)  # its last write returns once md fails the remote leg
     finally:
         os.close(fd)
+    written = written[:acknowledged]
     # Site A is lost; site B is promoted by force and serves what it has.
     run("mdadm", "--stop", MD, timeout=300)
     promote = ["remirror", "promote", site_b, disaster.MIRROR, "--site", "site-b", "--force", "--yes"]
