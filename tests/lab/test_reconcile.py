@@ -18,8 +18,9 @@ from typing import Any
 
 import pytest
 
+from remirror.agent.digest import data_offset
 from remirror.facts.parsers import parse_bitmap_examine, parse_examine_role
-from remirror.lab import net, probes
+from remirror.lab import net
 from remirror.lab.probes import sectors_written
 from tests.lab.conftest import on_b, sh
 from tests.lab.mirror import (
@@ -369,7 +370,7 @@ def test_a_leg_that_ran_on_its_own_is_not_re_added(mirror: dict[str, str], tmp_p
         assert recorded[primary_slot] == ".", diverged
         assert recorded.count("A") == 1, diverged  # and its own slot active
         # The leg's first 32 MiB of data, the DR site's write among them: a resync starts there.
-        replica_data = md_digest(probes.data_offset("/dev/lab/b0"), 32 * MiB, "/dev/lab/b0")
+        replica_data = md_digest(data_offset("/dev/lab/b0"), 32 * MiB, "/dev/lab/b0")
     finally:
         net.set_link(True)
         net.wait_until_reachable()
@@ -387,4 +388,4 @@ def test_a_leg_that_ran_on_its_own_is_not_re_added(mirror: dict[str, str], tmp_p
     # Neither side's writes were touched: the leg stays out, its data as the DR site left it.
     assert md_sysfs("degraded") == "1"
     assert md_digest(8 * MiB, MiB) == primary_wrote
-    assert md_digest(probes.data_offset("/dev/lab/b0"), 32 * MiB, "/dev/lab/b0") == replica_data
+    assert md_digest(data_offset("/dev/lab/b0"), 32 * MiB, "/dev/lab/b0") == replica_data

@@ -109,29 +109,26 @@ def parse_examine(text: str) -> MdSuperblock | None:
 def split_examine(text: str) -> dict[str, str]:
     """`mdadm --examine DEV...` cut into each device's part, by its path (`/dev/dm-0:` heads it);
     a device without a superblock has none (mdadm says so on stderr)."""
-    parts: dict[str, str] = {}
-    device = ""
-    for line in text.splitlines(keepends=True):
-        head = re.fullmatch(r"(/dev/\S+):\s*", line)
-        if head:
-            device = head.group(1)
-            parts[device] = ""
-        elif device:
-            parts[device] += line
-    return parts
+    return _split_at_heads(text, r"(/dev/\S+):\s*", keep_head=False)
 
 
 def split_bitmaps(text: str) -> dict[str, str]:
     """`mdadm --examine-bitmap DEV...` cut into each device's part, by its path (each part
     starts with `Filename : DEV`)."""
+    return _split_at_heads(text, r"\s*Filename : (\S+)\s*", keep_head=True)
+
+
+def _split_at_heads(text: str, head: str, keep_head: bool) -> dict[str, str]:
+    """The parts of a tool's output for several devices, each started by a line matching `head`
+    (its group: the device), with or without that line."""
     parts: dict[str, str] = {}
     device = ""
     for line in text.splitlines(keepends=True):
-        head = re.fullmatch(r"\s*Filename : (\S+)\s*", line)
-        if head:
-            device = head.group(1)
-            parts[device] = ""
-        if device:
+        found = re.fullmatch(head, line)
+        if found:
+            device = found.group(1)
+            parts[device] = line if keep_head else ""
+        elif device:
             parts[device] += line
     return parts
 

@@ -8,12 +8,11 @@ from __future__ import annotations
 import functools
 import mmap
 import os
-import subprocess
 import time
 from dataclasses import dataclass
 from pathlib import Path
 
-from remirror.facts.parsers import parse_data_offset
+from remirror.agent.digest import data_offset
 from remirror.plan.cdp import volume_path
 from remirror.profile import load_profile
 from remirror.profile.names import by_path
@@ -80,15 +79,6 @@ def sectors_written(device: str) -> int:
     """Sectors written to a block device since boot (its sysfs stat, field 7)."""
     kernel = Path(device).resolve().name
     return int(Path(f"/sys/class/block/{kernel}/stat").read_text().split()[6])
-
-
-def data_offset(leg: str) -> int:
-    """Where md keeps the array's data on a leg, in bytes (`mdadm --examine`'s Data Offset)."""
-    examine = subprocess.run(["mdadm", "--examine", leg], capture_output=True, text=True, check=False)
-    offset = parse_data_offset(examine.stdout)
-    if offset is None:
-        raise RuntimeError(f"{leg} carries no md 1.x superblock: {examine.stderr.strip()}")
-    return offset
 
 
 def array_size(device: str) -> int:
