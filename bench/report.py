@@ -3,7 +3,8 @@
 Runs on the host after the lab (`./dev bench` calls it): python bench/report.py DIR
 reads DIR/results.json and writes DIR/report.md and DIR/*.png. Every figure is
 given as a ratio to its baseline from the same run, with the absolute number
-beside it, and checked against the targets of issue 11 and the seeds' figures.
+beside it, and checked against the targets of issue 27 and the seeds' figures, after
+the calibration of the modelled disks.
 """
 
 from __future__ import annotations
@@ -27,7 +28,17 @@ CAPSTONE_KB_PER_S = {
     (45, 0): 4975.931, (45, 50): 2113.362, (45, 100): 1114.059, (45, 150): 737.518,
     (100, 0): 10581.333, (100, 50): 2075.265, (100, 100): 1014.673, (100, 150): 687.801,
 }  # fmt: skip
-CONFIG_ORDER = ("baseline", "S-S", "S-iL", "S-iW", "S-iDL", "S-iDW", "D-iDL", "async-W", "CDP")
+CONFIG_ORDER = ("baseline", "S-S", "S-iL", "S-iW", "S-iDL", "S-iDW", "D-iDL", "async-W", "CDP-60s", "CDP-10s")
+
+
+def describe_model(performance: dict[str, Any] | None) -> str:
+    if not performance:
+        return "No performance model (a plain lab: virtio disks, a bare veth)."
+    return (
+        f"Data disks modelled as {performance['disk_model']}, cache disks as {performance['cache_disk_model']},"
+        f" a {performance['lan']['rate_bit_s'] / 1e9:g} Gbit/s LAN, all dilated"
+        f" {performance['dilation']['factor']:.2f}x."
+    )
 
 
 def ratio(value: float, base: float) -> str:
@@ -61,33 +72,58 @@ def configs_table(configs: dict[str, Any]) -> list[str]:
 
 
 def targets(results: dict[str, Any]) -> list[str]:
-    """Issue 11's targets and the seeds' figures, against this run: one row each, for what ran."""
+    """Issue 27's targets, each a ratio from this run, and the seeds' figures for reference."""
     c = results.get("configs", {})
     rows: list[tuple[str, str, float, str, bool | None]] = []  # what, target, value, detail, met
 
-    def q1(name: str, key: str) -> float:
-        return float(c[name]["qd1"][key])
+    def get(name: str, job: str, key: str) -> float:
+        return float(c[name][job][key])
 
     def have(*names: str) -> bool:
         return all(n in c for n in names)
 
-    if have("baseline", "S-iL"):
-        sil, one = c["S-iL"]["seq"]["mb_per_s"], c["baseline"]["seq"]["mb_per_s"]
-        rows.append(("S-iL 1M sequential throughput / single disk", ">= 0.99 (TH-MSNS: 98.67%)",
-                     sil / one, f"{sil:.1f} / {one:.1f} MB/s", sil / one >= 0.99))  # fmt: skip
-    if have("baseline", "async-W"):
-        value = q1("async-W", "p50_ms") / q1("baseline", "p50_ms")
-        rows.append(("async over the WAN, 4k QD1 p50 / single disk", "<= 1.1", value,
-                     f"{q1('async-W', 'p50_ms'):.2f} / {q1('baseline', 'p50_ms'):.2f} ms", value <= 1.1))  # fmt: skip
-    for cached, depth in (("S-iDL", "qd1"), ("S-iDL", "qd16"), ("D-iDL", "qd1"), ("D-iDL", "qd16")):
+    def at_least(
+        what: str, target: float, seed: str, num: tuple[str, str, str], den: tuple[str, str, str]
+    ) -> None:
+        if have(num[0], den[0]):
+            a, b = get(*num), get(*den)
+            rows.append((what, f">= {target:g}{seed}", a / b, f"{a:.2f} / {b:.2f}", a / b >= target))
+
+    def at_most(what: str, target: float, num: tuple[str, str, str], den: tuple[str, str, str]) -> None:
+        if have(num[0], den[0]):
+            a, b = get(*num), get(*den)
+            rows.append((what, f"<= {target:g}", a / b, f"{a:.2f} / {b:.2f} ms", a / b <= target))
+
+    at_least("S-iL 1 MiB sequential MB/s / single disk", 0.97, " (TH-MSNS: 98.67%)",
+             ("S-iL", "seq", "mb_per_s"), ("baseline", "seq", "mb_per_s"))  # fmt: skip
+    at_most("async-W (14 ms round trip) 4 KiB QD1 p50 / single disk", 1.1,
+            ("async-W", "qd1", "p50_ms"), ("baseline", "qd1", "p50_ms"))  # fmt: skip
+    at_least("D-iDL / S-iL 4 KiB QD16 random-write IOPS", 4, " (DCD: about 4x)",
+             ("D-iDL", "qd16", "iops"), ("S-iL", "qd16", "iops"))  # fmt: skip
+    at_least("S-iL / D-iDL mean 4 KiB QD1 write latency", 2, "",
+             ("S-iL", "qd1", "mean_ms"), ("D-iDL", "qd1", "mean_ms"))  # fmt: skip
+    resync = results.get("resync")
+    if resync and resync.get("resynced_over_dirty") is not None:
+        value = resync["resynced_over_dirty"]
+        rows.append(("bytes resynced / dirty bitmap chunks' size", "<= 1.25", value, "", value <= 1.25))
+    for cdp in ("CDP-60s", "CDP-10s"):
+        at_least(
+            f"{cdp} / S-iL 1 MiB sequential MB/s",
+            0.9,
+            "",
+            (cdp, "seq", "mb_per_s"),
+            ("S-iL", "seq", "mb_per_s"),
+        )
+        at_least(f"{cdp} / S-iL 4 KiB QD16 IOPS", 0.9, "", (cdp, "qd16", "iops"), ("S-iL", "qd16", "iops"))
+        at_most(
+            f"{cdp} / S-iL 4 KiB QD1 mean latency", 1.2, (cdp, "qd1", "mean_ms"), ("S-iL", "qd1", "mean_ms")
+        )
+    # The seeds' other figures, for reference.
+    for cached, depth in (("S-iDL", "qd1"), ("S-iDL", "qd16")):
         if have("S-iL", cached):
-            plain, fast = c["S-iL"][depth]["mean_ms"], c[cached][depth]["mean_ms"]
-            rows.append((f"S-iL / {cached} mean 4k write latency, {depth.upper()}", ">= 4 (DCD: about 4x)",
-                         plain / fast, f"{plain:.2f} / {fast:.2f} ms", plain / fast >= 4))  # fmt: skip
-    if have("S-S", "S-iDL"):
-        value = q1("S-iDL", "mean_ms") / q1("S-S", "mean_ms")
-        rows.append(("S-iDL / S-S mean 4k write latency", "< 1 (DCD: faster than local mirroring)",
-                     value, "", value < 1))  # fmt: skip
+            plain, cached_ms = get("S-iL", depth, "mean_ms"), get(cached, depth, "mean_ms")
+            rows.append((f"S-iL / {cached} mean 4 KiB write latency, {depth.upper()}", "DCD: about 4x",
+                         plain / cached_ms, f"{plain:.2f} / {cached_ms:.2f} ms", None))  # fmt: skip
     for slow, fast, seed in (
         ("S-iW", "S-iL", "about 3 (DCD, 14 ms RTT)"),
         ("S-iDW", "S-iW", "about 0.5 (DCD)"),
@@ -95,28 +131,104 @@ def targets(results: dict[str, Any]) -> list[str]:
         if have(slow, fast):
             value = c[slow]["postmark"]["seconds_to_durable"] / c[fast]["postmark"]["seconds_to_durable"]
             rows.append((f"PostMark time {slow} / {fast}", seed, value, "", None))
-    if have("S-iL", "CDP"):
-        rows.append(("CDP (a point every 10 s) / no CDP, 4k QD1 mean", "negligible (Mariner)",
-                     q1("CDP", "mean_ms") / q1("S-iL", "mean_ms"),
-                     f"{q1('CDP', 'mean_ms'):.2f} / {q1('S-iL', 'mean_ms'):.2f} ms", None))  # fmt: skip
-    resync = results.get("resync")
-    if resync and resync.get("resynced_over_dirty") is not None:
-        value = resync["resynced_over_dirty"]
-        rows.append(("bytes resynced / dirty bitmap chunks' size", "<= 1.25", value, "", value <= 1.25))
-    cells = [g for g in results.get("grid", []) if g["through"] == "mirror"]
-    if cells:
-        worst = min(cells, key=lambda g: g["of_ideal"])
-        rows.append(("mirror over the link grid: worst cell / link rate", "near the link's limit (capstone)",
-                     worst["of_ideal"], f"{worst['rate_mbit']} Mbit, {worst['delay_ms']} ms", None))  # fmt: skip
     met = {True: "met", False: "**not met**", None: "(reference)"}
     return [
-        "| what | target (seed) | this run | | |",
+        "| what | target | this run | | |",
         "|---|---|---|---|---|",
         *(
             f"| {what} | {target} | {value:.2f} | {detail} | {met[ok]} |"
             for what, target, value, detail, ok in rows
         ),
     ]
+
+
+CALIBRATION_TOLERANCE = 0.15
+
+
+def calibration_table(results: dict[str, Any]) -> list[str]:
+    """Each modelled disk as measured in the lab, mapped back by the dilation, against what the
+    model declares: the HDD from the baseline's jobs, the SSD from the calibration step's."""
+    performance = results.get("meta", {}).get("performance")
+    if not performance:
+        return ["No performance model in this run (a plain lab): nothing to calibrate."]
+    factor = performance["dilation"]["factor"]
+    measured = {"hdd": results.get("configs", {}).get("baseline"), **results.get("calibration", {})}
+    rows = [
+        "| disk | figure | declared | lab | lab, dilation undone | error | within 15% |",
+        "|---|---|---|---|---|---|---|",
+    ]
+    for disk, declared in performance["declared"].items():
+        jobs = measured.get(disk)
+        if not jobs:
+            continue
+        for figure, lab, physical, unit in (
+            ("QD1 4 KiB write latency", jobs["qd1"]["mean_ms"], jobs["qd1"]["mean_ms"] / factor, "ms"),
+            ("QD16 4 KiB random-write IOPS", jobs["qd16"]["iops"], jobs["qd16"]["iops"] * factor, ""),
+            ("1 MiB sequential write MB/s", jobs["seq"]["mb_per_s"], jobs["seq"]["mb_per_s"] * factor, ""),
+        ):
+            key = {"ms": "qd1_write_ms"}.get(unit) or (
+                "random_iops" if "IOPS" in figure else "sequential_mb_s"
+            )
+            want = declared[key]
+            error = physical / want - 1
+            ok = "yes" if abs(error) <= CALIBRATION_TOLERANCE else "**no**"
+            rows.append(
+                f"| {disk} | {figure} | {want:.4g} {unit} | {lab:.4g} {unit} | {physical:.4g} {unit}"
+                f" | {error:+.1%} | {ok} |"
+            )
+    ratios = performance["dilation"].get("ratios")
+    measured_how = (
+        "measured at boot against the host: " + ", ".join(f"{k} {v:.1f}x" for k, v in ratios.items())
+        if ratios
+        else "given (--dilation)"
+    )
+    lines = [*rows, "", f"Dilation {factor:.2f} ({measured_how}; the geometric mean)."]
+    overhead = performance.get("request_overhead")
+    if overhead:
+        lines.append(
+            f"The guest's own time per request on a scratch {overhead['model']} disk, beyond its service time"
+            f" (lab): {overhead['one_at_a_time_s'] * 1000:.1f} ms one at a time,"
+            f" {overhead['queued_s'] * 1000:.1f} ms queued, {overhead['stream_s'] * 1000:.1f} ms for its"
+            f" largest request; {overhead['taken_off_s'] * 1000:.1f} ms was taken off the service time."
+        )
+    rtt = results.get("iscsi_round_trip")
+    if rtt:
+        extra = rtt["remote_read"]["mean_ms"] - rtt["local_read"]["mean_ms"]
+        lines.append(
+            f"The iSCSI round trip on the LAN (4 KiB reads, QD1, over iSCSI minus local):"
+            f" {extra:.2f} ms in the lab, {extra / factor * 1000:.0f} us with the dilation undone."
+        )
+    return lines
+
+
+TERABYTE = 1e12
+
+
+def sync_table(results: dict[str, Any]) -> list[str]:
+    """1 TB initial sync and resync times over each link, from the resync rates this run
+    measured, next to the physical limit (size over the link's rate, or the disk's)."""
+    performance = results.get("meta", {}).get("performance")
+    resync = results.get("resync", {})
+    if not performance or not resync.get("rates"):
+        return []
+    factor = performance["dilation"]["factor"]
+    disk = performance["declared"][performance["disk_model"]]["sequential_mb_s"] * 1e6
+    rows = [
+        "| link | resync rate (lab) | with the dilation undone | 1 TB full sync | physical limit | of the limit"
+        " | 10 GB dirty |",
+        "|---|---|---|---|---|---|---|",
+    ]
+    for phase in resync["rates"]:
+        rate = phase["bytes_per_s"] * factor
+        link = phase["link_mbit"] * 1e6 / 8 if phase["link_mbit"] else performance["lan"]["rate_bit_s"] / 8
+        limit = min(link, disk)
+        name = f"{phase['link_mbit']} Mbit/s" if phase["link_mbit"] else "LAN (10 Gbit/s)"
+        rows.append(
+            f"| {name} | {phase['bytes_per_s'] / 1e6:.2f} MB/s | {rate / 1e6:.1f} MB/s"
+            f" | {TERABYTE / rate / 3600:.1f} h | {TERABYTE / limit / 3600:.1f} h"
+            f" ({'disk' if disk < link else 'link'}) | {rate / limit:.2f} | {10e9 / rate / 60:.1f} min |"
+        )
+    return rows
 
 
 def grid_table(grid: list[dict[str, Any]]) -> list[str]:
@@ -228,11 +340,15 @@ def render(results: dict[str, Any], out: Path) -> str:
         "# remirror benchmarks",
         "",
         f"Run {meta.get('date', '?')} in the lab: kernel {meta.get('kernel', '?')}, {meta.get('fio', 'fio')},"
-        f" {meta.get('mdadm', 'mdadm')}. Data disks slowed by {meta.get('slow_disk_ms', 0)} ms per I/O"
-        f" (dm-delay), the cache disks not; {meta.get('fio_seconds', '?')} s per fio job; WAN"
-        f" {meta.get('wan_delay_ms_each_way', 7)} ms each way. Method: docs/performance.md.",
+        f" {meta.get('mdadm', 'mdadm')}. {describe_model(meta.get('performance'))}"
+        f" {meta.get('fio_seconds', '?')} s per fio job; WAN {meta.get('wan_delay_ms_each_way', 7)} ms each way,"
+        f" {meta.get('wan_rate_mbit', '?')} Mbit/s. Method: docs/performance.md.",
         "",
         f"> {CAUTION}",
+        "",
+        "## Calibration: the modelled disks against their declared figures",
+        "",
+        *calibration_table(results),
         "",
         "## Targets and the seeds' figures",
         "",
@@ -251,8 +367,12 @@ def render(results: dict[str, Any], out: Path) -> str:
     ]
     for step, error in results.get("errors", {}).items():
         lines += ["", f"**{step} did not finish:** {error}"]
-    if "CDP" in configs:
-        lines += ["", f"CDP: {configs['CDP'].get('points_taken', 0)} recovery points taken while measuring."]
+    for name in ("CDP-60s", "CDP-10s"):
+        if name in configs:
+            lines += [
+                "",
+                f"{name}: {configs[name].get('points_taken', 0)} recovery points taken while measuring.",
+            ]
     if results.get("grid"):
         lines += ["", "## The link grid (1 MiB = 2^20 bytes; MB = 10^6)", "", *grid_table(results["grid"]), "",
                   *plot_grid(results["grid"], out)]  # fmt: skip
@@ -270,6 +390,16 @@ def render(results: dict[str, Any], out: Path) -> str:
             f" {resync['seconds_link_back_to_mirrored']:.0f} s after the link came back"
             f" ({resync['reconcile_passes']} reconcile passes).",
         ]
+        sync = sync_table(results)
+        if sync:
+            lines += [
+                "",
+                "The resync's rate over each link, and what it means for a 1 TB disk: a full sync (a new"
+                " mirror, or a replaced leg: md copies every block the same way) and a resync after"
+                " an outage that dirtied 10 GB:",
+                "",
+                *sync,
+            ]
     if results.get("control"):
         lines += ["", "## Control-plane cost (healthy S-iL mirror)", "", *control_table(results["control"])]
     return "\n".join(lines) + "\n"

@@ -1,32 +1,38 @@
 """The benchmark suite: the seeds' experiments on stock parts, in one lab run.
 
-Run it from the checkout (the lab boots, runs this inside, copies results back,
-and bench/report.py writes the report with its plots):
+Run it from the checkout (the lab boots with the performance model, runs this
+inside, copies results back, and bench/report.py writes the report with its
+calibration, the targets' verdicts and the plots):
 
     ./dev bench
 
 Configurations, named like the DCD paper's (docs/performance.md):
 
-    baseline  one data disk, no mirror
+    baseline  one data disk (the modelled HDD), no mirror
     S-S       md RAID1 over two local data disks (mdadm by hand, as remirror would)
     S-iL      remirror, sync, the replica over iSCSI on the lab's LAN link
-    S-iW      the same over a WAN: 7 ms each way (14 ms round trip)
+    S-iW      the same over a WAN: 7 ms each way (14 ms round trip), 1 Gbit/s
     S-iDL     S-iL with a writecache on the replica's disk (the DCD)
     S-iDW     S-iDL over the WAN
     D-iDL     S-iDL with a writecache on the primary's disk too (a DCD at both sites)
     async-W   remirror, async (write-behind), over the WAN
-    CDP       S-iL with CDP and a recovery point every 10 s (`remirror cdp run`)
+    CDP-60s   S-iL with CDP, a recovery point every 60 s (the contract's cadence)
+    CDP-10s   the same, a point every 10 s (as Mariner took them)
 
-Then, on the S-iL mirror: what `status`, `check`, a no-op `apply` and a
-reconcile pass cost; a link outage and its resync; and the capstone's link
-grid, through the mirror and to the iSCSI disk alone.
+Then: the calibration of the modelled SSD (the baseline calibrates the HDD);
+on the S-iL mirror, the iSCSI round trip, what `status`, `check`, a no-op
+`apply` and a reconcile pass cost, and a link outage with its resync (timed
+over 50 Mbit/s, 1 Gbit/s and the LAN); the capstone's link grid only when
+asked (`grid`).
 
 Results: $LAB_OUT/results.json, rewritten after each step so that a run cut
 off still reports what it finished. BENCH_SECONDS (default 15) sets each fio
 job's length, BENCH_TRACE_SECONDS (60) the part of the trace replayed,
-BENCH_ONLY a comma-separated subset: `configs` (every configuration), a step's
-name (baseline, S-S, S-iL, S-iD, D-iDL, async-W, CDP), `control`, `resync`,
-`grid` (the last three run on the S-iL mirror).
+BENCH_SYNC_PHASE_SECONDS (40) how long the resync runs over each slow link,
+BENCH_ONLY a comma-separated subset: `configs` (every configuration and the
+calibration), a step's name (baseline, calibration, S-S, S-iL, S-iD, D-iDL,
+async-W, CDP-60s, CDP-10s), `control`, `resync`, `grid` (the last three run
+on the S-iL mirror).
 """
 
 from __future__ import annotations
@@ -52,9 +58,9 @@ from common import (
     destroy,
     log,
     md_sysfs,
+    performance,
     profile,
     run,
-    slow_disk_ms,
     wait_idle,
     wan,
     wipe,
@@ -64,6 +70,11 @@ from workloads import REGION_OFFSET, REGION_SIZE, TRACE, TRACE_SECONDS, all_work
 from remirror.lab.probes import sectors_written
 
 WAN_DELAY_MS = 7  # each way: the DCD paper's 14 ms round trip
+WAN_RATE_MBIT = 1000  # a metro fibre: the WAN's delay, not its rate, is what S-iW and async-W test
+LAN_DELAY_MS = 0.05  # each way, as the modelled LAN (remirror.lab.model.LAN)
+SYNC_LINKS_MBIT = (50, 1000)  # the links a 1 TB sync time is given for (issue 27)
+SYNC_PHASE_SECONDS = int(os.environ.get("BENCH_SYNC_PHASE_SECONDS", "40"))
+BITMAP_CHUNK = 64 << 20  # remirror's default bitmap chunk, which the bench's profiles keep
 GRID_RATES_MBIT = (1, 45, 100)
 GRID_DELAYS_MS = (0, 50, 100, 150)
 ONLY = set(filter(None, os.environ.get("BENCH_ONLY", "").split(",")))
@@ -77,8 +88,13 @@ def save() -> None:
 
 
 def wanted(part: str) -> bool:
-    """Whether BENCH_ONLY asks for this part, or a configuration's step (`configs`: all)."""
-    return not ONLY or part in ONLY or (part not in ("control", "resync", "grid") and "configs" in ONLY)
+    """Whether BENCH_ONLY asks for this part, or a configuration's step (`configs`: all). The
+    link grid runs only when asked: in a dilated lab its 1 Mbit cells take hours."""
+    if part == "grid":
+        return part in ONLY
+    return (
+        not ONLY or part in ONLY or (part not in ("control", "resync", "calibration") and "configs" in ONLY)
+    )
 
 
 def measure(name: str, device: str, setup: Callable[[], None] | None = None) -> None:
@@ -87,6 +103,33 @@ def measure(name: str, device: str, setup: Callable[[], None] | None = None) -> 
     started = time.monotonic()
     results["configs"][name] = all_workloads(device, name)
     log(f"{name}: done in {time.monotonic() - started:.0f}s")
+    save()
+
+
+def calibration() -> None:
+    """The modelled cache disk (an SSD) measured with the jobs that measure the baseline's
+    data disk (an HDD), so that the report can hold both against the model's declared figures."""
+    fast = "/dev/lab/a-fast0"
+    region = (0, 32 << 20)
+    results["calibration"] = {
+        "ssd": {
+            "qd1": latency(fio(fast, "randwrite", "4k", 1, region=region)["write"]),
+            "qd16": latency(fio(fast, "randwrite", "4k", 16, region=region)["write"]),
+            "seq": latency(fio(fast, "write", "1M", 4, region=region)["write"]),
+        }
+    }
+    wipe((fast,))
+    save()
+
+
+def iscsi_round_trip() -> None:
+    """4 KiB reads one at a time from the replica's disk over iSCSI and from the same kind of
+    disk at site A: the difference is what the iSCSI round trip on the LAN costs. (Reads:
+    writing to one leg behind md's back would make the legs differ.)"""
+    remote = str(Path(REMOTE_LEG).resolve())  # fio splits file names at ':'
+    over_iscsi = latency(fio(remote, "randread", "4k", 1)["read"])
+    local = latency(fio("/dev/lab/a0", "randread", "4k", 1)["read"])
+    results["iscsi_round_trip"] = {"remote_read": over_iscsi, "local_read": local}
     save()
 
 
@@ -148,29 +191,53 @@ def dirty_bitmap(disk: str) -> tuple[int, int]:
 
 
 def resync_after_outage(path: Path) -> None:
-    """Cut the link, write while it is down, restore it; what the resync cost."""
-    hot = 32 << 20  # the writes fall on 32 MiB: a working set, not the whole disk
+    """Cut the link, write while it is down, restore it; what the resync cost, and how fast it
+    ran over each of the issue's links: 50 Mbit/s, then 1 Gbit/s, then the LAN to the end."""
+    # The writes fall on six bitmap chunks (384 MiB of the 512 MiB disk): enough to resync for
+    # a while over each link, the LAN last.
+    hot = 6 * BITMAP_CHUNK
     writes = 1000
     run("remirror", "lab", "link", "down")
     log("resync: link down, writing (the first write waits until md fails the leg)")
     outage = latency(
-        fio(
-            MD, "randwrite", "4k", 1, seconds=3600, number_ios=str(writes), size=str(hot),
-            time_based="0",
-        )["write"]
-    )  # fmt: skip
+        fio(MD, "randwrite", "4k", 1, seconds=3600, number_ios=str(writes), region=(0, hot), time_based="0")[
+            "write"
+        ]
+    )
     dirty, chunk = dirty_bitmap("/dev/lab/a0")
     replica_before = sectors_written("/dev/lab/b0")
+    wan(LAN_DELAY_MS, SYNC_LINKS_MBIT[0])
     run("remirror", "lab", "link", "up")
     link_back = time.monotonic()
-    passes = 0
-    while md_sysfs("degraded") != "0" or md_sysfs("sync_action") != "idle":
-        if passes >= 10:
-            sys.exit("bench: the mirror did not come back within 10 reconcile passes")
-        run("remirror", "reconcile", str(path), ok=(0, 1, 2))
-        passes += 1
-        time.sleep(2)
-    wait_idle()
+    # One pass puts the leg back; md then resyncs what the bitmap marked, while this process
+    # measures it and changes the link under it.
+    reconcile = subprocess.Popen(["remirror", "reconcile", str(path)], stdout=subprocess.DEVNULL)
+    deadline = time.monotonic() + 600
+    while md_sysfs("sync_action") not in ("recover", "resync"):
+        if time.monotonic() > deadline or (reconcile.poll() is not None and md_sysfs("degraded") == "0"):
+            break
+        time.sleep(0.5)
+    rates = []
+    for rate in (*SYNC_LINKS_MBIT, None):
+        if rate != SYNC_LINKS_MBIT[0]:
+            wan(LAN_DELAY_MS, rate) if rate else wan()
+        before, started = sectors_written("/dev/lab/b0"), time.monotonic()
+        if rate:
+            time.sleep(SYNC_PHASE_SECONDS)
+            seconds, moved = time.monotonic() - started, (sectors_written("/dev/lab/b0") - before) * 512
+        else:
+            seconds, moved = last_of_resync(before, started)
+            reconcile.wait(timeout=900)
+            passes = 1
+            while md_sysfs("degraded") != "0" or md_sysfs("sync_action") != "idle":
+                if passes >= 10:
+                    sys.exit("bench: the mirror did not come back within 10 reconcile passes")
+                run("remirror", "reconcile", str(path), ok=(0, 1, 2))
+                passes += 1
+                time.sleep(2)
+            wait_idle()
+        rates.append({"link_mbit": rate, "seconds": seconds, "bytes": moved, "bytes_per_s": moved / seconds})
+        log(f"resync over {rate or 'the LAN'}: {moved / seconds / 1e6:.2f} MB/s for {seconds:.0f}s")
     to_mirrored = time.monotonic() - link_back
     resynced = (sectors_written("/dev/lab/b0") - replica_before) * 512
     results["resync"] = {
@@ -185,9 +252,22 @@ def resync_after_outage(path: Path) -> None:
         "seconds_link_back_to_mirrored": to_mirrored,
         "reconcile_passes": passes,
         "first_write_stall_ms": outage["max_ms"],  # until md failed the leg
+        "rates": rates,  # lab time: times the dilation for the modelled hardware's
     }
     log(f"resync: {resynced} bytes for {dirty} dirty chunks in {to_mirrored:.0f}s")
     save()
+
+
+def last_of_resync(before: int, started: float) -> tuple[float, int]:
+    """Seconds and bytes from `started` to the replica's last resync write: the rest of the
+    resync, without the wait for md to go idle that follows it."""
+    last_change, last = started, before
+    while md_sysfs("sync_action") in ("recover", "resync"):
+        time.sleep(1)
+        now = sectors_written("/dev/lab/b0")
+        if now != last:
+            last_change, last = time.monotonic(), now
+    return last_change - started, (last - before) * 512
 
 
 def grid(device: str, through: str) -> list[dict[str, Any]]:
@@ -229,8 +309,9 @@ def remote_mirror_configs() -> None:
     sil = profile("sil")
     apply(sil)
     if wanted("S-iL"):
+        iscsi_round_trip()
         measure("S-iL", MD)
-        measure("S-iW", MD, setup=lambda: wan(WAN_DELAY_MS))
+        measure("S-iW", MD, setup=lambda: wan(WAN_DELAY_MS, WAN_RATE_MBIT))
         wan()
     if wanted("control"):
         control_plane(sil)
@@ -245,7 +326,7 @@ def replica_cache_configs() -> None:
     sid = profile("sid", replica_cache=True)
     apply(sid)
     measure("S-iDL", MD)
-    measure("S-iDW", MD, setup=lambda: wan(WAN_DELAY_MS))
+    measure("S-iDW", MD, setup=lambda: wan(WAN_DELAY_MS, WAN_RATE_MBIT))
     wan()
     destroy(sid)
 
@@ -262,28 +343,31 @@ def both_caches_config() -> None:
 def async_config() -> None:
     asynchronous = profile("async", mode="async")
     apply(asynchronous)
-    measure("async-W", MD, setup=lambda: wan(WAN_DELAY_MS))
+    measure("async-W", MD, setup=lambda: wan(WAN_DELAY_MS, WAN_RATE_MBIT))
     wan()
     destroy(asynchronous)
 
 
-def cdp_config() -> None:
-    cdp = profile("cdp", cdp=True)
+def cdp_config(every: int) -> None:
+    """CDP on S-iL with `remirror cdp run` taking a point every `every` seconds while measuring."""
+    name = f"CDP-{every}s"
+    cdp = profile(f"cdp{every}", cdp_every=every)
     apply(cdp)
     # Written once before measuring: the pool's first allocation of a chunk is a
     # one-time cost; what is measured is copy-on-write after each point.
-    log("CDP: filling the region once")
+    log(f"{name}: filling the region once")
     run("dd", "if=/dev/zero", f"of={CDP_VOLUME}", "bs=1M", f"seek={REGION_OFFSET >> 20}",
-        f"count={REGION_SIZE >> 20}", "oflag=direct", "status=none", timeout=900)  # fmt: skip
+        f"count={REGION_SIZE >> 20}", "oflag=direct", "status=none", timeout=1800)  # fmt: skip
     daemon = subprocess.Popen(
         ["remirror", "cdp", "run", "--profile", str(cdp)], stdout=subprocess.PIPE, text=True
     )
     try:
-        measure("CDP", CDP_VOLUME)
+        measure(name, CDP_VOLUME)
     finally:
         daemon.terminate()
         out, _ = daemon.communicate(timeout=300)
-    results["configs"]["CDP"]["points_taken"] = out.count('"event": "point"')
+    results["configs"][name]["points_taken"] = out.count('"event": "point"')
+    results["configs"][name]["every_s"] = every
     save()
     destroy(cdp)
 
@@ -297,23 +381,26 @@ def main() -> int:
             "mdadm": subprocess.run(
                 ["mdadm", "--version"], capture_output=True, text=True, check=False
             ).stderr.strip(),
-            "slow_disk_ms": slow_disk_ms(),
+            "performance": performance(),
             "fio_seconds": SECONDS,
             "trace": {"file": TRACE.name, "seconds": TRACE_SECONDS},
             "region": {"offset": REGION_OFFSET, "size": REGION_SIZE},
             "wan_delay_ms_each_way": WAN_DELAY_MS,
+            "wan_rate_mbit": WAN_RATE_MBIT,
         },
         configs={},
     )
     save()
     steps: list[tuple[str, Callable[[], None]]] = [
         ("baseline", lambda: measure("baseline", "/dev/lab/a3")),
+        ("calibration", calibration),
         ("S-S", local_mirror),
         ("S-iL", remote_mirror_configs),
         ("S-iD", replica_cache_configs),
         ("D-iDL", both_caches_config),
         ("async-W", async_config),
-        ("CDP", cdp_config),
+        ("CDP-60s", lambda: cdp_config(60)),
+        ("CDP-10s", lambda: cdp_config(10)),
     ]
     on_sil = ("control", "resync", "grid")
     steps = [(n, f) for n, f in steps if wanted(n) or (n == "S-iL" and any(wanted(p) for p in on_sil))]

@@ -38,13 +38,21 @@ quit
 """
 
 
-def fio(device: str, rw: str, block: str, depth: int, seconds: int = SECONDS, **extra: str) -> dict[str, Any]:
-    """One fio job on `device`; its JSON report's first job."""
+def fio(
+    device: str,
+    rw: str,
+    block: str,
+    depth: int,
+    seconds: int = SECONDS,
+    region: tuple[int, int] = (REGION_OFFSET, REGION_SIZE),
+    **extra: str,
+) -> dict[str, Any]:
+    """One fio job on `device` over `region` (offset, size); its JSON report's first job."""
     engine = "psync" if depth == 1 else "libaio"
     argv = [
         "fio", f"--name={rw}", f"--filename={device}", f"--rw={rw}", f"--bs={block}",
         f"--iodepth={depth}", f"--ioengine={engine}", "--direct=1",
-        f"--offset={REGION_OFFSET}", f"--size={REGION_SIZE}", "--time_based", f"--runtime={seconds}",
+        f"--offset={region[0]}", f"--size={region[1]}", "--time_based", f"--runtime={seconds}",
         "--randrepeat=0", "--percentile_list=50:99:99.9", "--output-format=json",
         *(f"--{key}={value}" for key, value in extra.items()),
     ]  # fmt: skip

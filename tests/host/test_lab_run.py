@@ -6,9 +6,13 @@ the lab itself. ./dev test runs it; the unit tier does not.
 
 from __future__ import annotations
 
+import json
+import re
 import subprocess
 import sys
 from pathlib import Path
+
+import pytest
 
 REMIRROR = [sys.executable, "-m", "remirror"]
 
@@ -17,16 +21,27 @@ def test_the_command_runs_on_site_a_with_the_boot_options_and_its_exit_code_come
     tmp_path: Path,
 ) -> None:
     out = tmp_path / "out"
+    nullb = "/sys/kernel/config/nullb/nullb"
     script = (
-        'cat /etc/iscsi/initiatorname.iscsi > "$LAB_OUT/iqn";'
-        ' dmsetup table lab-a1 > "$LAB_OUT/a1.table"; dmsetup table lab-a-fast0 > "$LAB_OUT/fast.table";'
+        'cat /etc/iscsi/initiatorname.iscsi > "$LAB_OUT/iqn"; cp /etc/remirror/lab/lab.json "$LAB_OUT/";'
+        f' cat {nullb}-a1/completion_nsec {nullb}-a1/hw_queue_depth > "$LAB_OUT/a1.nullb";'
+        f' cat {nullb}-b-fast0/completion_nsec > "$LAB_OUT/fast.nullb";'
+        ' cat /sys/block/nullb-a1/queue/nr_requests > "$LAB_OUT/a1.nr_requests";'
+        ' dmsetup deps -o devname lab-a1 > "$LAB_OUT/a1.deps";'
+        # Five 4 KiB writes one at a time: each waits at least half the modelled service time.
+        " s=$(date +%s%N); dd if=/dev/zero of=/dev/lab/a1 bs=4k count=5 oflag=direct status=none;"
+        ' echo $(( ($(date +%s%N) - s) / 1000000 )) > "$LAB_OUT/five-writes.ms";'
+        # Sixteen at once: a disk serves two at a time, so they queue (dm-delay would not).
+        " s=$(date +%s%N); for i in $(seq 16); do"
+        " dd if=/dev/zero of=/dev/lab/a1 bs=4k count=1 seek=$((i * 97)) oflag=direct status=none & done; wait;"
+        ' echo $(( ($(date +%s%N) - s) / 1000000 )) > "$LAB_OUT/sixteen-writes.ms";'
         ' blockdev --getsize64 /dev/lab/b1 > "$LAB_OUT/b1.size"; ls /dev/lab > "$LAB_OUT/disks";'
         ' tc qdisc show dev veth-a > "$LAB_OUT/qdisc"; echo to-stdout; exit 7'
     )
     done = subprocess.run(
         [
             *REMIRROR,
-            *("lab", "run", "--disks", "2", "--disk-size", "64MiB", "--slow-disk-ms", "5"),
+            *("lab", "run", "--disks", "2", "--disk-size", "64MiB", "--disk-model", "hdd"),
             *("--wan", "delay=3ms,rate=100mbit", "--out", str(out), "--", "sh", "-c", script),
         ],
         capture_output=True,
@@ -38,14 +53,38 @@ def test_the_command_runs_on_site_a_with_the_boot_options_and_its_exit_code_come
     assert (out / "iqn").read_text().strip() == "InitiatorName=iqn.2026-11.org.remirror.lab:site-a"
     assert (out / "disks").read_text().split() == ["a-fast0", "a0", "a1", "b-fast0", "b0", "b1"]
     assert int((out / "b1.size").read_text()) == 64 * 1024**2
-    # Data disks are slowed (dm-delay, 5 ms), cache disks are not.
-    assert " delay " in (out / "a1.table").read_text()
-    assert (out / "a1.table").read_text().split()[-1] == "5"
-    assert " linear " in (out / "fast.table").read_text()
+    # The time dilation was measured at boot against this host, every probe slower in the guest.
+    performance = json.loads((out / "lab.json").read_text())["performance"]
+    dilation = performance["dilation"]
+    assert dilation["measured"] is True
+    assert set(dilation["ratios"]) == {"cpu", "syscall", "tcp_round_trip", "block_write"}
+    assert all(ratio > 1 for ratio in dilation["ratios"].values()), dilation
+    factor = dilation["factor"]
+    assert performance["declared"]["hdd"]["random_iops"] == 200
+    # Data disks are HDDs dilated by that factor (10 ms per request, two at a time), cache
+    # disks SSDs (60 us); both null_blk under the lab's dm name.
+    # The guest's own time per request, measured on a scratch disk, comes off the HDDs' 10 ms.
+    taken_off = performance["request_overhead"]["taken_off_s"]
+    assert 0 <= taken_off <= 0.010 * factor / 2
+    assert (out / "a1.nullb").read_text().split() == [str(round((0.010 * factor - taken_off) * 1e9)), "2"]
+    assert (out / "fast.nullb").read_text().strip() == str(round(60e3 * factor))
+    assert (out / "a1.nr_requests").read_text().strip() == "64"  # room to queue in front of it
+    assert "nullb" in (out / "a1.deps").read_text()
+    assert int((out / "five-writes.ms").read_text()) >= 5 * 5 * factor
+    assert int((out / "sixteen-writes.ms").read_text()) >= 16 / 2 * 5 * factor
+    # The WAN is a physical link: 3 ms and 100 Mbit/s, dilated.
     qdisc = (out / "qdisc").read_text()
     assert "netem" in qdisc
-    assert "delay 3ms" in qdisc
-    assert "rate 100Mbit" in qdisc
+    delay = re.search(r"delay ([\d.]+)(ms|s)", qdisc)
+    assert delay is not None, qdisc
+    assert float(delay.group(1)) * (1000 if delay.group(2) == "s" else 1) == pytest.approx(
+        3 * factor, rel=0.01
+    )
+    rate = re.search(r"rate (\d+)([KM])bit", qdisc)
+    assert rate is not None, qdisc
+    assert int(rate.group(1)) * (1000 if rate.group(2) == "M" else 1) == pytest.approx(
+        100_000 / factor, rel=0.01
+    )
     assert (out / "lab-setup.log").exists()
     assert "lab is up after" in done.stderr
 

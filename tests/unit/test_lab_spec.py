@@ -23,21 +23,27 @@ def test_default_lab_has_four_disks_per_site_and_a_fast_disk_each() -> None:
     assert {d.size for d in spec.disks if "fast" in d.name} == {64 * 1024**2}
 
 
-def test_slow_disks_slow_the_data_disks_only() -> None:
-    spec = LabSpec(disks_per_site=2, slow_disk_ms=8)
-    assert {d.name: d.slow_ms for d in spec.disks} == {
-        "a0": 8,
-        "a1": 8,
-        "b0": 8,
-        "b1": 8,
-        "a-fast0": 0,
-        "b-fast0": 0,
+def test_a_disk_model_makes_the_data_disks_hdds_and_the_cache_disks_ssds() -> None:
+    spec = LabSpec(disks_per_site=2, disk_model="hdd")
+    assert {d.name: d.model for d in spec.disks} == {
+        "a0": "hdd",
+        "a1": "hdd",
+        "b0": "hdd",
+        "b1": "hdd",
+        "a-fast0": "ssd",
+        "b-fast0": "ssd",
     }
+    assert {d.model for d in LabSpec().disks} == {""}
 
 
 def test_spec_round_trips_through_json() -> None:
     spec = LabSpec(disks_per_site=1, wan=Wan(delay="7ms", rate="45mbit"), command=("pytest", "-q"))
     assert LabSpec.from_json(spec.to_json()) == spec
+    modelled = LabSpec(
+        disk_model="hdd",
+        host_probes={"cpu": 5e-8, "syscall": 3e-7, "tcp_round_trip": 5e-5, "block_write": 3e-5},
+    )
+    assert LabSpec.from_json(modelled.to_json()) == modelled
 
 
 @pytest.mark.parametrize(
@@ -45,10 +51,12 @@ def test_spec_round_trips_through_json() -> None:
     [
         ({"disks_per_site": 0}, "--disks must be 1 to 16"),
         ({"disk_size": 1024**2}, "--disk-size must be at least 16MiB"),
-        ({"slow_disk_ms": -1}, "--slow-disk-ms must be 0 to 10000"),
+        ({"disk_model": "tape"}, "--disk-model 'tape': expected hdd"),
+        ({"disk_model": "hdd", "disk_size": 100 * 1024**2 + 4096}, "multiple of 1MiB"),
+        ({"dilation": 30.0}, "--dilation needs a --disk-model"),
     ],
 )
-def test_bad_lab_settings_are_refused(kwargs: dict[str, int], message: str) -> None:
+def test_bad_lab_settings_are_refused(kwargs: dict[str, object], message: str) -> None:
     with pytest.raises(ValueError, match=message):
         LabSpec(**kwargs)  # type: ignore[arg-type]
 

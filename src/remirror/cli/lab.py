@@ -9,6 +9,7 @@ from typing import Any
 import click
 
 from remirror.errors import UsageError
+from remirror.lab.model import parse_dilation
 from remirror.lab.spec import DEFAULT_DISK_SIZE, DEFAULT_DISKS, LAB_FILE, LabSpec, Wan
 from remirror.units import format_size, parse_duration, parse_size
 
@@ -23,7 +24,17 @@ def _boot_options(command: Callable[..., Any]) -> Callable[..., Any]:
         ),
         click.option("--disks", default=DEFAULT_DISKS, show_default=True, help="Data disks per site."),
         click.option(
-            "--slow-disk-ms", default=0, show_default=True, help="Latency added to each data disk I/O."
+            "--disk-model",
+            type=click.Choice(["hdd"]),
+            help="Data disks that queue like 7200 rpm disks, cache disks like SATA SSDs, a 10 Gbit"
+            " LAN: docs/performance.md.",
+        ),
+        click.option(
+            "--dilation",
+            default="auto",
+            show_default=True,
+            help="With --disk-model: how many times slower than the modelled hardware the lab runs"
+            " (auto: measured at boot against this host).",
         ),
         click.option(
             "--wan", "wan_spec", metavar="SPEC", help="Start with a WAN: 7ms or delay=7ms,rate=45mbit,..."
@@ -38,11 +49,21 @@ def _boot_options(command: Callable[..., Any]) -> Callable[..., Any]:
     return command
 
 
-def _spec(disk_size: str, disks: int, slow_disk_ms: int, wan_spec: str | None, **extra: Any) -> LabSpec:
+def _spec(
+    disk_size: str, disks: int, disk_model: str | None, dilation: str, wan_spec: str | None, **extra: Any
+) -> LabSpec:
     try:
         wan = Wan.parse(wan_spec) if wan_spec else None
+        factor = parse_dilation(dilation)
+        if disk_model is None and factor is not None:
+            raise ValueError("--dilation needs a --disk-model")
         return LabSpec(
-            disks_per_site=disks, disk_size=parse_size(disk_size), slow_disk_ms=slow_disk_ms, wan=wan, **extra
+            disks_per_site=disks,
+            disk_size=parse_size(disk_size),
+            disk_model=disk_model or "",
+            dilation=factor,
+            wan=wan,
+            **extra,
         )
     except ValueError as error:
         raise UsageError(f"lab: {error}") from None
@@ -119,5 +140,5 @@ def wan(delay: str | None, jitter: str | None, rate: str | None, loss: str | Non
         spec = Wan(delay=delay, jitter=jitter, rate=rate, loss=loss)
     except ValueError as error:
         raise UsageError(f"lab wan: {error}") from None
-    net.apply_wan(spec)
+    click.echo(f"netem {' '.join(net.apply_wan(spec))}")
     return 0

@@ -10,10 +10,13 @@ Layout inside the VM:
 - site B is network namespace `site-b` with its own mount and UTS namespaces
   (its own /etc/iscsi, /etc/target, /etc/mdadm and hostname), joined by a
   veth pair on 192.0.2.0/24 (TEST-NET-1: exists only inside the VM);
-- disks are virtio-blk devices backed by sparse files on the host, each
-  wrapped in a device-mapper target (linear, or delay for `--slow-disk-ms`)
-  and named /dev/lab/a0, /dev/lab/b0, ..., /dev/lab/a-fast0, /dev/lab/b-fast0.
+- disks are virtio-blk devices backed by sparse files on the host (with
+  `--disk-model`: null_blk devices in the guest's memory that serve I/O as
+  the model's disks do), each wrapped in a device-mapper linear target and
+  named /dev/lab/a0, /dev/lab/b0, ..., /dev/lab/a-fast0, /dev/lab/b-fast0.
 
-Modules: `spec` (pure: what a lab is), `host` (boots it), `guest` (sets it up
-inside), `net` (link and WAN control inside), `demo` (the narrated tour).
+Modules: `spec` (pure: what a lab is), `model` (pure: the performance model
+and its time dilation), `dilation` (the probes that measure it), `host`
+(boots it), `guest` (sets it up inside), `net` (link and WAN control
+inside), `demo` (the narrated tour).
 """

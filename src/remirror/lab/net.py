@@ -2,11 +2,13 @@
 
 from __future__ import annotations
 
+import json
 import re
 import time
 from pathlib import Path
 
 from remirror.errors import RemirrorError
+from remirror.lab.model import LAN
 from remirror.lab.spec import LAB_FILE, SITE_A_ADDRESS, SITE_B_ADDRESS, SITE_B_ANCHOR_PID, VETH_A, VETH_B, Wan
 from remirror.runner.local import LocalRunner
 
@@ -65,20 +67,45 @@ def set_link(up: bool) -> None:
         )
 
 
-def apply_wan(wan: Wan) -> None:
-    """Emulate a WAN in both directions (netem shapes egress, so both ends get it)."""
+def dilation() -> float | None:
+    """The lab's time dilation when it models hardware (lab.json), else None."""
+    performance = json.loads(Path(LAB_FILE).read_text()).get("performance")
+    return float(performance["dilation"]["factor"]) if performance else None
+
+
+def apply_wan(wan: Wan) -> list[str]:
+    """Emulate a WAN in both directions (netem shapes egress, so both ends get it); the netem
+    arguments. In a lab that models hardware, `wan` is the physical link: its delays are
+    dilated and its rate (the modelled LAN's if it names none) scaled down with the lab."""
     require_lab()
-    args = wan.netem_args()
-    _run(["tc", "qdisc", "replace", "dev", VETH_A, "root", "netem", *args])
-    _run(in_site_b(["tc", "qdisc", "replace", "dev", VETH_B, "root", "netem", *args]))
+    factor = dilation()
+    args = wan.netem_args() if factor is None else wan.dilated_netem_args(factor, LAN.rate_bit_s)
+    _netem(args)
+    return args
+
+
+def apply_lan() -> None:
+    """The modelled LAN between the sites (a lab that models hardware)."""
+    factor = dilation()
+    if factor is None:
+        raise RemirrorError("lab: this lab models no hardware (remirror lab run --disk-model)")
+    _netem(LAN.netem(factor))
 
 
 def clear_wan() -> None:
-    """Back to the plain veth link."""
+    """Back to the plain link: the modelled LAN, or the bare veth."""
     require_lab()
+    if dilation() is not None:
+        apply_lan()
+        return
     # Exit 2: there was no netem qdisc to delete, which is what we want anyway.
     _run(["tc", "qdisc", "del", "dev", VETH_A, "root"], ok_codes=(0, 2))
     _run(in_site_b(["tc", "qdisc", "del", "dev", VETH_B, "root"]), ok_codes=(0, 2))
+
+
+def _netem(args: list[str]) -> None:
+    _run(["tc", "qdisc", "replace", "dev", VETH_A, "root", "netem", *args])
+    _run(in_site_b(["tc", "qdisc", "replace", "dev", VETH_B, "root", "netem", *args]))
 
 
 def round_trip_ms(count: int = 5) -> float:

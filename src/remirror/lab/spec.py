@@ -7,6 +7,7 @@ import re
 from dataclasses import asdict, dataclass, field
 from typing import Any
 
+from remirror.lab.model import CACHE_DISK_MODEL, DISK_MODELS, netem_args
 from remirror.units import format_size, parse_duration
 
 # Inside the VM only. TEST-NET-1 (RFC 5737) is never routed anywhere, so even
@@ -40,12 +41,12 @@ MAX_DISKS = 16
 
 @dataclass(frozen=True)
 class Disk:
-    """One lab disk: its name under /dev/lab, its site, size and whether it is slowed."""
+    """One lab disk: its name under /dev/lab, its site, size and its performance model, if any."""
 
     name: str
     site: str
     size: int
-    slow_ms: int = 0
+    model: str = ""  # a name in remirror.lab.model.DISK_MODELS; "": the plain virtio disk
 
     @property
     def serial(self) -> str:
@@ -119,11 +120,33 @@ class Wan:
     @property
     def one_way_delay_seconds(self) -> float:
         """The added delay in one direction (RTT grows by twice this)."""
-        if not self.delay:
-            return 0.0
-        if self.delay.endswith("us"):
-            return float(self.delay[:-2]) / 1e6
-        return parse_duration(self.delay)
+        return _seconds(self.delay) if self.delay else 0.0
+
+    def dilated_netem_args(self, dilation: float, default_rate_bit_s: float | None) -> list[str]:
+        """The netem arguments for this physical link in a lab `dilation` times slower than the
+        hardware it models: delays times the factor, rates divided by it. A link given no rate
+        keeps `default_rate_bit_s` (the modelled LAN's)."""
+        rate = _bits_per_second(self.rate) if self.rate else default_rate_bit_s
+        return netem_args(
+            self.one_way_delay_seconds * dilation,
+            _seconds(self.jitter) * dilation if self.jitter else None,
+            rate / dilation if rate else None,
+            self.loss,
+        )
+
+
+_RATE_UNITS = {"bit": 1, "kbit": 1e3, "mbit": 1e6, "gbit": 1e9}
+
+
+def _bits_per_second(rate: str) -> float:
+    match = re.fullmatch(r"(\d+(?:\.\d+)?)(bit|kbit|mbit|gbit)", rate)
+    if not match:
+        raise ValueError(f"rate {rate!r}: expected e.g. 1mbit, 45mbit, 100mbit")
+    return float(match.group(1)) * _RATE_UNITS[match.group(2)]
+
+
+def _seconds(text: str) -> float:
+    return float(text[:-2]) / 1e6 if text.endswith("us") else parse_duration(text)
 
 
 @dataclass(frozen=True)
@@ -132,7 +155,9 @@ class LabSpec:
 
     disks_per_site: int = DEFAULT_DISKS
     disk_size: int = DEFAULT_DISK_SIZE
-    slow_disk_ms: int = 0
+    disk_model: str = ""  # the data disks' model; the cache disks get its CACHE_DISK_MODEL
+    dilation: float | None = None  # with a model: None measures it at boot (`auto`)
+    host_probes: dict[str, float] | None = None  # the host's speed, for `auto` (remirror.lab.dilation)
     wan: Wan | None = None
     checkout: str = ""
     python: str = ""
@@ -145,26 +170,34 @@ class LabSpec:
             raise ValueError(f"--disks must be 1 to {MAX_DISKS}")
         if self.disk_size < 16 * 1024**2 or self.disk_size % 4096:
             raise ValueError("--disk-size must be at least 16MiB and a multiple of 4KiB")
-        if not 0 <= self.slow_disk_ms <= 10_000:
-            raise ValueError("--slow-disk-ms must be 0 to 10000")
+        if self.disk_model and self.disk_model not in CACHE_DISK_MODEL:
+            raise ValueError(f"--disk-model {self.disk_model!r}: expected {', '.join(CACHE_DISK_MODEL)}")
+        if self.disk_model and self.disk_size % 1024**2:
+            raise ValueError("--disk-size must be a multiple of 1MiB with a --disk-model")
+        if self.dilation is not None and not self.disk_model:
+            raise ValueError("--dilation needs a --disk-model")
         if not self.disks:
             object.__setattr__(self, "disks", self._make_disks())
 
     def _make_disks(self) -> tuple[Disk, ...]:
+        cache_model = CACHE_DISK_MODEL.get(self.disk_model, "")
         disks = [
-            Disk(f"{site}{i}", site, self.disk_size, self.slow_disk_ms)
+            Disk(f"{site}{i}", site, self.disk_size, self.disk_model)
             for site in ("a", "b")
             for i in range(self.disks_per_site)
         ]
-        disks += [Disk(f"{site}-fast0", site, FAST_DISK_SIZE) for site in ("a", "b")]
+        disks += [Disk(f"{site}-fast0", site, FAST_DISK_SIZE, cache_model) for site in ("a", "b")]
         return tuple(disks)
 
     def describe(self) -> str:
         """One line for the operator: what this lab has."""
-        slow = f", {self.slow_disk_ms} ms per I/O" if self.slow_disk_ms else ""
+        model = ""
+        if self.disk_model:
+            dilated = "measured at boot" if self.dilation is None else f"{self.dilation:g}"
+            model = f" modelled as {DISK_MODELS[self.disk_model].what}, time dilated {dilated}"
         wan = f", WAN {' '.join(self.wan.netem_args())}" if self.wan else ""
         return (
-            f"{self.disks_per_site} disks of {format_size(self.disk_size)} per site{slow},"
+            f"{self.disks_per_site} disks of {format_size(self.disk_size)} per site{model},"
             f" fast disks of {format_size(FAST_DISK_SIZE)}{wan}"
         )
 
