@@ -17,6 +17,7 @@ Layout inside the VM:
 
 Modules: `spec` (pure: what a lab is), `model` (pure: the performance model
 and its time dilation), `dilation` (the probes that measure it), `host`
-(boots it), `guest` (sets it up inside), `net` (link and WAN control
+(boots it), `guest` (sets it up inside), `disks` (the disks it makes, plain
+or modelled), `net` (link and WAN control
 inside), `demo` (the narrated tour).
 """

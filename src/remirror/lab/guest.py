@@ -20,8 +20,7 @@ from pathlib import Path
 from typing import Any
 
 from remirror.agent.lock import LOCK_DIR
-from remirror.lab import dilation as probes
-from remirror.lab import model, net
+from remirror.lab import disks, net
 from remirror.lab.spec import (
     CACHED_ROOT_TAG,
     IDENTITY_FILE,
@@ -37,7 +36,6 @@ from remirror.lab.spec import (
     SITE_B_NETNS,
     VETH_A,
     VETH_B,
-    Disk,
     LabSpec,
 )
 from remirror.runner.local import LocalRunner
@@ -71,7 +69,6 @@ MODULES = [
 # Site B keeps its own copies of these under /etc/remirror/lab/site-b: its own
 # initiator name and node records, its own saved LIO config and mdadm.conf.
 SITE_B_PRIVATE_ETC = ["iscsi", "target", "rtslib-fb-target", "mdadm"]
-DISK_WAIT_SECONDS = 60.0
 
 run = LocalRunner("lab").run
 
@@ -122,8 +119,8 @@ def setup(spec: LabSpec) -> None:
         Path(directory).mkdir(parents=True, exist_ok=True)
     _put_remirror_on_path(spec)
     _site_b_iscsiadm()
-    performance = _performance_model(spec)
-    _make_disks(spec, performance)
+    performance = disks.performance_model(spec)
+    disks.make_disks(spec, performance)
     _make_network()
     _make_site_b()
     _start_site_b_sshd()
@@ -218,116 +215,6 @@ def _site_b_iscsiadm() -> None:
         f'exec nsenter --net=/proc/1/ns/net -- {real} "$@"\n'
     )
     wrapper.chmod(0o755)
-
-
-def _performance_model(spec: LabSpec) -> dict[str, Any] | None:
-    """The lab's performance model, with its time dilation measured now if asked (`auto`)."""
-    if not spec.disk_model:
-        return None
-    dilation: dict[str, Any] = {"factor": spec.dilation, "measured": spec.dilation is None}
-    if spec.dilation is None:
-        if spec.host_probes is None:
-            raise RuntimeError("--dilation auto needs the host's probes (remirror.lab.host measures them)")
-        started = time.monotonic()
-        guest = probes.measure()
-        dilation.update(
-            factor=model.dilation_factor(spec.host_probes, guest),
-            host=spec.host_probes,
-            guest=guest,
-            ratios=model.probe_ratios(spec.host_probes, guest),
-        )
-        log.info("dilation measured in %.1fs: %s", time.monotonic() - started, dilation)
-    names = {spec.disk_model, model.CACHE_DISK_MODEL[spec.disk_model]}
-    data_disk = model.DISK_MODELS[spec.disk_model]
-    # No device of its own making: each is configured through configfs (_null_blk).
-    run(["modprobe", "null_blk", "nr_devices=0"])
-    return {
-        "request_overhead": _request_overhead(data_disk, dilation["factor"]),
-        "disk_model": spec.disk_model,
-        "cache_disk_model": model.CACHE_DISK_MODEL[spec.disk_model],
-        "declared": {name: model.DISK_MODELS[name].declared() for name in sorted(names)},
-        "lan": {"rate_bit_s": model.LAN.rate_bit_s, "delay_s": model.LAN.delay_s},
-        "dilation": dilation,
-    }
-
-
-def _request_overhead(disk_model: model.DiskModel, dilation: float) -> dict[str, Any]:
-    """What the guest itself adds to each request of a `disk_model` disk, measured on a scratch
-    one, and the part of it the data disks' service time is shortened by (model.overhead_to_take_off)."""
-    probe = Disk("probe", "a", 64 << 20, disk_model.name)
-    service_s = disk_model.service_ms / 1000 * dilation
-    device = _null_blk(probe, disk_model, dilation)
-    try:
-        measured = probes.request_overhead(device, service_s, disk_model.depth, disk_model.max_io)
-    finally:
-        _remove_null_blk(probe)
-    taken_off = model.overhead_to_take_off(measured, service_s)
-    log.info("request overhead %s, %.1f ms taken off", measured, taken_off * 1000)
-    return {**measured, "taken_off_s": taken_off, "model": disk_model.name}
-
-
-def _make_disks(spec: LabSpec, performance: dict[str, Any] | None) -> None:
-    run(["udevadm", "settle", "--timeout=30"])
-    for disk in spec.disks:
-        by_id = Path(f"/dev/disk/by-id/virtio-{disk.serial}")
-        _wait_for(by_id)
-        device = os.path.realpath(by_id)
-        if disk.model and performance is not None:
-            overhead = performance["request_overhead"]
-            taken_off = overhead["taken_off_s"] if overhead["model"] == disk.model else 0.0
-            device = _null_blk(
-                disk, model.DISK_MODELS[disk.model], performance["dilation"]["factor"], taken_off
-            )
-        sectors = int(run(["blockdev", "--getsz", device]).stdout)
-        # Every lab disk is a dm device so that a modelled disk and a plain
-        # one look the same to what sits on top.
-        run(["dmsetup", "create", disk.dm_name, "--table", f"0 {sectors} linear {device} 0"])
-        link = Path(disk.path)
-        link.unlink(missing_ok=True)
-        link.symlink_to(f"/dev/mapper/{disk.dm_name}")
-
-
-NULL_BLK_CONFIG = Path("/sys/kernel/config/nullb")
-
-
-def _null_blk(disk: Disk, disk_model: model.DiskModel, dilation: float, overhead_s: float = 0.0) -> str:
-    """A null_blk device that stores `disk`'s data in the guest's memory and serves it as
-    `disk_model` does, `dilation` times slower, its service time shortened by `overhead_s`
-    (what the guest adds to each request); its /dev path. (The virtio disk stays unused.)"""
-    config = NULL_BLK_CONFIG / f"nullb-{disk.name}"
-    config.mkdir()
-    attributes = {
-        "size": disk.size >> 20,  # MiB
-        "memory_backed": 1,
-        "irqmode": 2,  # complete each request from a timer, completion_nsec after it started
-        **disk_model.null_blk(dilation, overhead_s),
-    }
-    for name, value in attributes.items():
-        (config / name).write_text(f"{value}\n")
-    (config / "power").write_text("1\n")
-    # Linux 5.19 and later name the disk after its configfs directory, older ones nullbINDEX.
-    index = (config / "index").read_text().strip()
-    device = _wait_for(Path("/dev") / config.name, Path(f"/dev/nullb{index}"))
-    queue = Path("/sys/block") / device.name / "queue"
-    for setting, text in disk_model.queue().items():  # the scheduler first: nr_requests is its
-        (queue / setting).write_text(f"{text}\n")
-    return str(device)
-
-
-def _remove_null_blk(disk: Disk) -> None:
-    config = NULL_BLK_CONFIG / f"nullb-{disk.name}"
-    (config / "power").write_text("0\n")
-    config.rmdir()
-
-
-def _wait_for(*names: Path) -> Path:
-    """The first of `names` to appear (devtmpfs and udev make them shortly after the disk)."""
-    deadline = time.monotonic() + DISK_WAIT_SECONDS
-    while not (found := [name for name in names if name.exists()]):
-        if time.monotonic() > deadline:
-            raise RuntimeError(f"{' or '.join(map(str, names))} did not appear")
-        time.sleep(0.2)
-    return found[0]
 
 
 def _make_network() -> None:
