@@ -7,14 +7,12 @@ little: every figure is compared with its baseline measured in the same run.
 
 from __future__ import annotations
 
-import json
 import os
 import re
 import subprocess
 import sys
 import time
 from pathlib import Path
-from typing import Any
 
 from remirror.lab import probes
 from remirror.lab.probes import LAB_PROFILE, lab_names
@@ -132,17 +130,3 @@ def wan(delay_ms: float = 0, rate_mbit: int | None = None) -> None:
     if rate_mbit is not None:
         argv += ["--rate", f"{rate_mbit}mbit"]
     run(*argv)
-
-
-def performance() -> dict[str, Any] | None:
-    """The lab's performance model and its dilation (lab.json), or None for a plain lab."""
-    from remirror.lab.spec import LAB_FILE
-
-    model: dict[str, Any] | None = json.loads(Path(LAB_FILE).read_text()).get("performance")
-    return model
-
-
-def dilation() -> float:
-    """How many times slower than the modelled hardware the lab runs (1: no model)."""
-    model = performance()
-    return float(model["dilation"]["factor"]) if model else 1.0

@@ -58,7 +58,6 @@ from common import (
     destroy,
     log,
     md_sysfs,
-    performance,
     profile,
     run,
     wait_idle,
@@ -67,6 +66,7 @@ from common import (
 )
 from workloads import REGION_OFFSET, REGION_SIZE, TRACE, TRACE_SECONDS, all_workloads, fio, latency
 
+from remirror.lab import net
 from remirror.lab.probes import sectors_written
 
 WAN_DELAY_MS = 7  # each way: the DCD paper's 14 ms round trip
@@ -381,7 +381,7 @@ def main() -> int:
             "mdadm": subprocess.run(
                 ["mdadm", "--version"], capture_output=True, text=True, check=False
             ).stderr.strip(),
-            "performance": performance(),
+            "performance": net.performance(),
             "fio_seconds": SECONDS,
             "trace": {"file": TRACE.name, "seconds": TRACE_SECONDS},
             "region": {"offset": REGION_OFFSET, "size": REGION_SIZE},

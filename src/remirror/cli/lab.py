@@ -55,8 +55,6 @@ def _spec(
     try:
         wan = Wan.parse(wan_spec) if wan_spec else None
         factor = parse_dilation(dilation)
-        if disk_model is None and factor is not None:
-            raise ValueError("--dilation needs a --disk-model")
         return LabSpec(
             disks_per_site=disks,
             disk_size=parse_size(disk_size),

@@ -6,6 +6,7 @@ import json
 import re
 import time
 from pathlib import Path
+from typing import Any
 
 from remirror.errors import RemirrorError
 from remirror.lab.model import LAN
@@ -67,10 +68,16 @@ def set_link(up: bool) -> None:
         )
 
 
+def performance() -> dict[str, Any] | None:
+    """The lab's performance model and its dilation (lab.json), or None for a plain lab."""
+    model: dict[str, Any] | None = json.loads(Path(LAB_FILE).read_text()).get("performance")
+    return model
+
+
 def dilation() -> float | None:
-    """The lab's time dilation when it models hardware (lab.json), else None."""
-    performance = json.loads(Path(LAB_FILE).read_text()).get("performance")
-    return float(performance["dilation"]["factor"]) if performance else None
+    """The lab's time dilation when it models hardware, else None."""
+    model = performance()
+    return float(model["dilation"]["factor"]) if model else None
 
 
 def apply_wan(wan: Wan) -> list[str]:

@@ -65,7 +65,7 @@ class Disk:
 
 
 _WAN_KEYS = ("delay", "jitter", "rate", "loss")
-_RATE_RE = re.compile(r"^\d+(\.\d+)?(bit|kbit|mbit|gbit)$")
+_RATE_RE = re.compile(r"^(\d+(?:\.\d+)?)(bit|kbit|mbit|gbit)$")
 _LOSS_RE = re.compile(r"^\d+(\.\d+)?%$")
 
 
@@ -139,7 +139,7 @@ _RATE_UNITS = {"bit": 1, "kbit": 1e3, "mbit": 1e6, "gbit": 1e9}
 
 
 def _bits_per_second(rate: str) -> float:
-    match = re.fullmatch(r"(\d+(?:\.\d+)?)(bit|kbit|mbit|gbit)", rate)
+    match = _RATE_RE.match(rate)
     if not match:
         raise ValueError(f"rate {rate!r}: expected e.g. 1mbit, 45mbit, 100mbit")
     return float(match.group(1)) * _RATE_UNITS[match.group(2)]
