@@ -16,6 +16,7 @@ Configurations, named like the DCD paper's (docs/performance.md):
     S-iDW     S-iDL over the WAN
     D-iDL     S-iDL with a writecache on the primary's disk too (a DCD at both sites)
     async-W   remirror, async (write-behind), over the WAN
+    CDP-stack S-iL with CDP's stack (dm-era over a thin volume), no point taken
     CDP-60s   S-iL with CDP, a recovery point every 60 s (the contract's cadence)
     CDP-10s   the same, a point every 10 s (as Mariner took them)
 
@@ -31,7 +32,7 @@ job's length, BENCH_TRACE_SECONDS (60) the part of the trace replayed,
 BENCH_SYNC_PHASE_SECONDS (40) how long the resync runs over each slow link,
 BENCH_ONLY a comma-separated subset: `configs` (every configuration and the
 calibration), a step's name (baseline, calibration, S-S, S-iL, S-iD, D-iDL,
-async-W, CDP-60s, CDP-10s), `control`, `resync`, `grid` (the last three run
+async-W, CDP-stack, CDP-60s, CDP-10s), `control`, `resync`, `grid` (the last three run
 on the S-iL mirror).
 """
 
@@ -349,15 +350,21 @@ def async_config() -> None:
 
 
 def cdp_config(every: int) -> None:
-    """CDP on S-iL with `remirror cdp run` taking a point every `every` seconds while measuring."""
-    name = f"CDP-{every}s"
-    cdp = profile(f"cdp{every}", cdp_every=every)
+    """CDP on S-iL with `remirror cdp run` taking a point every `every` seconds while measuring;
+    with `every` 0, the same stack with no point taken (CDP-stack): what dm-era and the thin
+    volume cost standing, apart from what each point costs after it (copy-on-write, a new era)."""
+    name = f"CDP-{every}s" if every else "CDP-stack"
+    cdp = profile(f"cdp{every}", cdp_every=every or 60)
     apply(cdp)
     # Written once before measuring: the pool's first allocation of a chunk is a
     # one-time cost; what is measured is copy-on-write after each point.
     log(f"{name}: filling the region once")
     run("dd", "if=/dev/zero", f"of={CDP_VOLUME}", "bs=1M", f"seek={REGION_OFFSET >> 20}",
         f"count={REGION_SIZE >> 20}", "oflag=direct", "status=none", timeout=1800)  # fmt: skip
+    if not every:
+        measure(name, CDP_VOLUME)
+        destroy(cdp)
+        return
     daemon = subprocess.Popen(
         ["remirror", "cdp", "run", "--profile", str(cdp)], stdout=subprocess.PIPE, text=True
     )
@@ -366,10 +373,10 @@ def cdp_config(every: int) -> None:
     finally:
         daemon.terminate()
         out, _ = daemon.communicate(timeout=300)
+        destroy(cdp)
     results["configs"][name]["points_taken"] = out.count('"event": "point"')
     results["configs"][name]["every_s"] = every
     save()
-    destroy(cdp)
 
 
 def main() -> int:
@@ -399,6 +406,7 @@ def main() -> int:
         ("S-iD", replica_cache_configs),
         ("D-iDL", both_caches_config),
         ("async-W", async_config),
+        ("CDP-stack", lambda: cdp_config(0)),
         ("CDP-60s", lambda: cdp_config(60)),
         ("CDP-10s", lambda: cdp_config(10)),
     ]

@@ -26,7 +26,16 @@ def test_the_command_runs_on_site_a_with_the_boot_options_and_its_exit_code_come
         'cat /etc/iscsi/initiatorname.iscsi > "$LAB_OUT/iqn"; cp /etc/remirror/lab/lab.json "$LAB_OUT/";'
         f' cat {nullb}-a1/completion_nsec {nullb}-a1/hw_queue_depth > "$LAB_OUT/a1.nullb";'
         f' cat {nullb}-b-fast0/completion_nsec > "$LAB_OUT/fast.nullb";'
-        ' cat /sys/block/nullb-a1/queue/nr_requests > "$LAB_OUT/a1.nr_requests";'
+        " cd /sys/block/nullb-a1/queue && cat nr_requests iosched/async_depth rotational wbt_lat_usec"
+        ' > "$LAB_OUT/a1.queue"; cat /sys/block/nullb-b-fast0/queue/rotational > "$LAB_OUT/fast.rotational";'
+        ' blockdev --getsize64 /dev/lab/a-fast0 > "$LAB_OUT/fast.size"; cd /;'
+        # md RAID1 over two modelled disks sends its legs queued writes two at a time, as to
+        # the disk alone (writeback throttling, on, let them through one at a time).
+        " mdadm --create /dev/md/t --run --level=1 --raid-devices=2 --metadata=1.2 --bitmap=none"
+        " --assume-clean /dev/lab/a0 /dev/lab/a1 2>/dev/null; for i in $(seq 16); do"
+        " dd if=/dev/zero of=/dev/md/t bs=4k count=1 seek=$((i * 97)) oflag=direct status=none & done;"
+        ' for i in $(seq 40); do cat /sys/block/nullb-a0/inflight; sleep 0.05; done > "$LAB_OUT/md.inflight";'
+        " wait; mdadm --stop /dev/md/t 2>/dev/null;"
         ' dmsetup deps -o devname lab-a1 > "$LAB_OUT/a1.deps";'
         # Five 4 KiB writes one at a time: each waits at least half the modelled service time.
         " s=$(date +%s%N); dd if=/dev/zero of=/dev/lab/a1 bs=4k count=5 oflag=direct status=none;"
@@ -41,7 +50,8 @@ def test_the_command_runs_on_site_a_with_the_boot_options_and_its_exit_code_come
     done = subprocess.run(
         [
             *REMIRROR,
-            *("lab", "run", "--disks", "2", "--disk-size", "64MiB", "--disk-model", "hdd"),
+            *("lab", "run", "--disks", "2", "--disk-size", "64MiB", "--fast-disk-size", "32MiB"),
+            *("--disk-model", "hdd"),
             *("--wan", "delay=3ms,rate=100mbit", "--out", str(out), "--", "sh", "-c", script),
         ],
         capture_output=True,
@@ -68,7 +78,12 @@ def test_the_command_runs_on_site_a_with_the_boot_options_and_its_exit_code_come
     assert 0 <= taken_off <= 0.010 * factor / 2
     assert (out / "a1.nullb").read_text().split() == [str(round((0.010 * factor - taken_off) * 1e9)), "2"]
     assert (out / "fast.nullb").read_text().strip() == str(round(60e3 * factor))
-    assert (out / "a1.nr_requests").read_text().strip() == "64"  # room to queue in front of it
+    assert (out / "fast.size").read_text().strip() == str(32 * 1024**2)
+    # Room to queue in front of it, 3/4 of it for writes, rotational, no writeback throttling.
+    assert (out / "a1.queue").read_text().split() == ["64", "48", "1", "0"]
+    assert (out / "fast.rotational").read_text().strip() == "0"
+    in_flight = [int(line.split()[1]) for line in (out / "md.inflight").read_text().splitlines()]
+    assert max(in_flight) == 2, in_flight
     assert "nullb" in (out / "a1.deps").read_text()
     assert int((out / "five-writes.ms").read_text()) >= 5 * 5 * factor
     assert int((out / "sixteen-writes.ms").read_text()) >= 16 / 2 * 5 * factor

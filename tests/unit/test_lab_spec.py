@@ -52,7 +52,12 @@ def test_spec_round_trips_through_json() -> None:
         ({"disks_per_site": 0}, "--disks must be 1 to 16"),
         ({"disk_size": 1024**2}, "--disk-size must be at least 16MiB"),
         ({"disk_model": "tape"}, "--disk-model 'tape': expected hdd"),
-        ({"disk_model": "hdd", "disk_size": 100 * 1024**2 + 4096}, "multiple of 1MiB"),
+        ({"disk_model": "hdd", "disk_size": 100 * 1024**2 + 4096}, "--disk-size must be a multiple of 1MiB"),
+        ({"fast_disk_size": 8 * 1024**2}, "--fast-disk-size must be at least 16MiB"),
+        (
+            {"disk_model": "hdd", "fast_disk_size": 100 * 1024**2 + 4096},
+            "--fast-disk-size must be a multiple",
+        ),
         ({"dilation": 30.0}, "--dilation needs a --disk-model"),
     ],
 )

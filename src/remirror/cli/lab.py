@@ -10,7 +10,7 @@ import click
 
 from remirror.errors import UsageError
 from remirror.lab.model import parse_dilation
-from remirror.lab.spec import DEFAULT_DISK_SIZE, DEFAULT_DISKS, LAB_FILE, LabSpec, Wan
+from remirror.lab.spec import DEFAULT_DISK_SIZE, DEFAULT_DISKS, FAST_DISK_SIZE, LAB_FILE, LabSpec, Wan
 from remirror.units import format_size, parse_duration, parse_size
 
 
@@ -23,6 +23,12 @@ def _boot_options(command: Callable[..., Any]) -> Callable[..., Any]:
             help="Size of each data disk.",
         ),
         click.option("--disks", default=DEFAULT_DISKS, show_default=True, help="Data disks per site."),
+        click.option(
+            "--fast-disk-size",
+            default=format_size(FAST_DISK_SIZE),
+            show_default=True,
+            help="Size of each site's cache disk.",
+        ),
         click.option(
             "--disk-model",
             type=click.Choice(["hdd"]),
@@ -50,7 +56,13 @@ def _boot_options(command: Callable[..., Any]) -> Callable[..., Any]:
 
 
 def _spec(
-    disk_size: str, disks: int, disk_model: str | None, dilation: str, wan_spec: str | None, **extra: Any
+    disk_size: str,
+    fast_disk_size: str,
+    disks: int,
+    disk_model: str | None,
+    dilation: str,
+    wan_spec: str | None,
+    **extra: Any,
 ) -> LabSpec:
     try:
         wan = Wan.parse(wan_spec) if wan_spec else None
@@ -58,6 +70,7 @@ def _spec(
         return LabSpec(
             disks_per_site=disks,
             disk_size=parse_size(disk_size),
+            fast_disk_size=parse_size(fast_disk_size),
             disk_model=disk_model or "",
             dilation=factor,
             wan=wan,

@@ -112,7 +112,7 @@ def _null_blk(disk: Disk, disk_model: model.DiskModel, dilation: float, overhead
     index = (config / "index").read_text().strip()
     device = _wait_for(Path("/dev") / config.name, Path(f"/dev/nullb{index}"))
     queue = Path("/sys/block") / device.name / "queue"
-    for setting, text in disk_model.queue().items():  # the scheduler first: nr_requests is its
+    for setting, text in disk_model.queue().items():  # in order: each depends on the last
         (queue / setting).write_text(f"{text}\n")
     return str(device)
 

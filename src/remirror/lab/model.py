@@ -52,6 +52,7 @@ class DiskModel:
     service_ms: float
     depth: int
     max_io: int  # bytes
+    rotational: bool
 
     def __post_init__(self) -> None:
         if self.service_ms <= 0 or self.depth < 1 or self.max_io < 4096 or self.max_io % 4096:
@@ -93,15 +94,31 @@ class DiskModel:
         }
 
     def queue(self) -> dict[str, str]:
-        """The block queue's settings (sysfs) in front of the disk: a scheduler with room to queue.
+        """The block queue's settings (sysfs, in this order) in front of the disk: what Linux
+        gives the real disk, as far as it holds under dilation.
 
-        blk-mq sizes a scheduler's queue from the driver's depth (twice it), so a disk
-        served two at a time would have four requests' room, and a writer would block
-        waiting for one: md, which sends each write to its legs one after the other, would
-        then hold the second leg idle while the first has no room (S-S ran at half a disk's
-        IOPS). A SATA disk's queue has room for 64.
+        - Room to queue. blk-mq sizes a scheduler's queue from the driver's depth (twice
+          it), so a disk served two at a time would have four requests' room; a SATA disk's
+          has 64. mq-deadline then lets writes take 3/4 of it (`async_depth`), figured when the
+          scheduler starts, so it is set after `nr_requests` (Linux 6.1 figures it from the
+          old size when `nr_requests` changes).
+        - The kind of disk (null_blk says non-rotational, whatever it models): md's read
+          balancing follows from it.
+        - No writeback throttling (blk-wbt). It limits the writes in flight to a disk from
+          constants the lab cannot dilate: the queue depth it finds when the disk appears
+          (4 on null_blk, 32 on a SATA disk, of which it allows half, at most 8) and a 100 ms
+          window. It counts every write md sends to a leg (md drops the flag that exempts
+          O_DIRECT's), and on a dilated null_blk it let them through one at a time: md RAID1
+          ran at half a disk's throughput. On the real disk it allows 8, more than the disk
+          serves at once.
         """
-        return {"scheduler": "mq-deadline", "nr_requests": str(QUEUE_ROOM)}
+        return {
+            "scheduler": "mq-deadline",
+            "nr_requests": str(QUEUE_ROOM),
+            "iosched/async_depth": str(QUEUE_ROOM * 3 // 4),
+            "rotational": "1" if self.rotational else "0",
+            "wbt_lat_usec": "0",
+        }
 
 
 # A 7200 rpm SATA disk with its write cache off (a mirror wants writes on the
@@ -110,10 +127,10 @@ class DiskModel:
 # the block layer splits a 1 MiB write of scattered pages in two anyway, at
 # 128 segments, so a larger limit would make the figure depend on the
 # writer's memory).
-HDD = DiskModel("hdd", "7200 rpm SATA disk", service_ms=10.0, depth=2, max_io=512 << 10)
+HDD = DiskModel("hdd", "7200 rpm SATA disk", service_ms=10.0, depth=2, max_io=512 << 10, rotational=True)
 # A SATA SSD, as the cache disks: 60 us per 4 KiB write, about 67,000 random
 # IOPS at QD16, about 550 MB/s sequential (8 KiB pieces, four at a time).
-SSD = DiskModel("ssd", "SATA SSD", service_ms=0.06, depth=4, max_io=8 << 10)
+SSD = DiskModel("ssd", "SATA SSD", service_ms=0.06, depth=4, max_io=8 << 10, rotational=False)
 DISK_MODELS = {m.name: m for m in (HDD, SSD)}
 # Which model the lab's cache disks get when its data disks get one.
 CACHE_DISK_MODEL = {"hdd": "ssd"}

@@ -155,6 +155,7 @@ class LabSpec:
 
     disks_per_site: int = DEFAULT_DISKS
     disk_size: int = DEFAULT_DISK_SIZE
+    fast_disk_size: int = FAST_DISK_SIZE  # each site's cache disk
     disk_model: str = ""  # the data disks' model; the cache disks get its CACHE_DISK_MODEL
     dilation: float | None = None  # with a model: None measures it at boot (`auto`)
     host_probes: dict[str, float] | None = None  # the host's speed, for `auto` (remirror.lab.dilation)
@@ -168,12 +169,13 @@ class LabSpec:
     def __post_init__(self) -> None:
         if not 1 <= self.disks_per_site <= MAX_DISKS:
             raise ValueError(f"--disks must be 1 to {MAX_DISKS}")
-        if self.disk_size < 16 * 1024**2 or self.disk_size % 4096:
-            raise ValueError("--disk-size must be at least 16MiB and a multiple of 4KiB")
         if self.disk_model and self.disk_model not in CACHE_DISK_MODEL:
             raise ValueError(f"--disk-model {self.disk_model!r}: expected {', '.join(CACHE_DISK_MODEL)}")
-        if self.disk_model and self.disk_size % 1024**2:
-            raise ValueError("--disk-size must be a multiple of 1MiB with a --disk-model")
+        for option, size in (("--disk-size", self.disk_size), ("--fast-disk-size", self.fast_disk_size)):
+            if size < 16 * 1024**2 or size % 4096:
+                raise ValueError(f"{option} must be at least 16MiB and a multiple of 4KiB")
+            if self.disk_model and size % 1024**2:
+                raise ValueError(f"{option} must be a multiple of 1MiB with a --disk-model")
         if self.dilation is not None and not self.disk_model:
             raise ValueError("--dilation needs a --disk-model")
         if not self.disks:
@@ -186,7 +188,7 @@ class LabSpec:
             for site in ("a", "b")
             for i in range(self.disks_per_site)
         ]
-        disks += [Disk(f"{site}-fast0", site, FAST_DISK_SIZE, cache_model) for site in ("a", "b")]
+        disks += [Disk(f"{site}-fast0", site, self.fast_disk_size, cache_model) for site in ("a", "b")]
         return tuple(disks)
 
     def describe(self) -> str:
@@ -198,7 +200,7 @@ class LabSpec:
         wan = f", WAN {' '.join(self.wan.netem_args())}" if self.wan else ""
         return (
             f"{self.disks_per_site} disks of {format_size(self.disk_size)} per site{model},"
-            f" fast disks of {format_size(FAST_DISK_SIZE)}{wan}"
+            f" fast disks of {format_size(self.fast_disk_size)}{wan}"
         )
 
     def to_json(self) -> str:
