@@ -46,10 +46,17 @@ CONFIG_ORDER = (
 def describe_model(performance: dict[str, Any] | None) -> str:
     if not performance:
         return "No performance model (a plain lab: virtio disks, a bare veth)."
+    queue = performance.get("queue", {}).get(performance["disk_model"])  # recorded since 2026-11-26
+    settings = (
+        f" Each disk's queue: {queue['scheduler']}, room for {queue['nr_requests']} requests,"
+        f" writeback throttling {'off' if queue['wbt_lat_usec'] == '0' else 'on'}."
+        if queue
+        else ""
+    )
     return (
         f"Data disks modelled as {performance['disk_model']}, cache disks as {performance['cache_disk_model']},"
         f" a {performance['lan']['rate_bit_s'] / 1e9:g} Gbit/s LAN, all dilated"
-        f" {performance['dilation']['factor']:.2f}x."
+        f" {performance['dilation']['factor']:.2f}x.{settings}"
     )
 
 

@@ -71,6 +71,7 @@ def test_the_command_runs_on_site_a_with_the_boot_options_and_its_exit_code_come
     assert all(ratio > 1 for ratio in dilation["ratios"].values()), dilation
     factor = dilation["factor"]
     assert performance["declared"]["hdd"]["random_iops"] == 200
+    assert performance["queue"]["hdd"]["wbt_lat_usec"] == "0"  # lab.json records the queue's settings
     # Data disks are HDDs dilated by that factor (10 ms per request, two at a time), cache
     # disks SSDs (60 us); both null_blk under the lab's dm name.
     # The guest's own time per request, measured on a scratch disk, comes off the HDDs' 10 ms.

@@ -49,6 +49,7 @@ def performance_model(spec: LabSpec) -> dict[str, Any] | None:
         "disk_model": spec.disk_model,
         "cache_disk_model": model.CACHE_DISK_MODEL[spec.disk_model],
         "declared": {name: model.DISK_MODELS[name].declared() for name in sorted(names)},
+        "queue": {name: model.DISK_MODELS[name].queue() for name in sorted(names)},
         "lan": {"rate_bit_s": model.LAN.rate_bit_s, "delay_s": model.LAN.delay_s},
         "dilation": dilation,
     }
