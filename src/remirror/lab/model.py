@@ -106,11 +106,11 @@ class DiskModel:
           balancing follows from it.
         - No writeback throttling (blk-wbt). It limits the writes in flight to a disk from
           constants the lab cannot dilate: the queue depth it finds when the disk appears
-          (4 on null_blk, 32 on a SATA disk, of which it allows half, at most 8) and a 100 ms
-          window. It counts every write md sends to a leg (md drops the flag that exempts
-          O_DIRECT's), and on a dilated null_blk it let them through one at a time: md RAID1
-          ran at half a disk's throughput. On the real disk it allows 8, more than the disk
-          serves at once.
+          (4 on null_blk, 32 on a SATA disk; it allows at most 16) and a 100 ms window. It
+          counts every write md sends to a leg (md drops the flag that exempts O_DIRECT's),
+          and on a dilated null_blk it let them through one at a time: md RAID1 ran at half a
+          disk's throughput. On the real disk it allows 8 to 16, more than the disk serves at
+          once.
         """
         return {
             "scheduler": "mq-deadline",
