@@ -17,6 +17,7 @@ from typing import Any
 
 from prometheus_client.parser import text_string_to_metric_families
 
+from remirror import __version__
 from remirror.facts.parsers import parse_data_offset
 from remirror.lab import net
 from remirror.lab.spec import VETH_A
@@ -151,11 +152,10 @@ def test_the_textfile_is_valid_prometheus_text_replaced_atomically(
     remirror("metrics", LAB, "--textfile", str(tmp_path))
     assert textfile.stat().st_ino != first  # a new file renamed over the old: never half-written
     assert [p.name for p in tmp_path.iterdir()] == ["remirror_lab.prom"]  # no temporary file left
-    samples = {
-        (s.name, tuple(sorted(s.labels.items()))): s.value
-        for family in text_string_to_metric_families(textfile.read_text())
-        for s in family.samples
-    }
+    every = [s for family in text_string_to_metric_families(textfile.read_text()) for s in family.samples]
+    assert {s.labels.get("profile") for s in every} == {"lab"}  # two profiles' series never clash
+    samples = {(s.name, tuple(sorted(s.labels.items() - {("profile", "lab")}))): s.value for s in every}
+    assert samples[("remirror_build_info", (("version", __version__),))] == 1
     leg = (("leg", "site-b"), ("mirror", "lab0"), ("role", "replica"))
     assert samples[("remirror_mirror_state", (("mirror", "lab0"), ("state", "MIRRORED")))] == 1
     assert samples[("remirror_leg_out_of_sync_bytes", leg)] == 0

@@ -106,9 +106,29 @@ def test_schema_is_json(capsys: pytest.CaptureFixture[str]) -> None:
     assert json.loads(out)["title"] == "Profile"
 
 
-def test_version(capsys: pytest.CaptureFixture[str]) -> None:
-    code, out, _ = run(capsys, "--version")
+@pytest.mark.parametrize("flag", ["--version", "-V"])
+def test_version(capsys: pytest.CaptureFixture[str], flag: str) -> None:
+    code, out, _ = run(capsys, flag)
     assert (code, out.strip()) == (0, f"remirror, version {__version__}")
+
+
+def test_check_answers_a_bad_flag_and_a_bug_as_a_plugin_unknown_on_stdout(
+    capsys: pytest.CaptureFixture[str], monkeypatch: pytest.MonkeyPatch
+) -> None:
+    code, out, err = run(capsys, "check", "--no-such-flag", TWO_SITE)
+    assert code == 3
+    assert out == "REMIRROR UNKNOWN - No such option '--no-such-flag'.\n"
+    assert "Usage:" in err  # the details stay on stderr
+
+    def broken(*_: object, **__: object) -> None:
+        raise ZeroDivisionError("oops")
+
+    monkeypatch.setattr("remirror.profile.load_profile", broken)
+    code, out, _ = run(capsys, "-v", "check", TWO_SITE)
+    assert code == 3  # not 70: a plugin exits 0 to 3
+    assert out == "REMIRROR UNKNOWN - internal error: ZeroDivisionError: oops\n"
+    code, out, _ = run(capsys, "validate", TWO_SITE)
+    assert (code, out) == (70, "")  # other verbs keep sysexits' EX_SOFTWARE
 
 
 def test_a_bug_is_not_shown_as_a_traceback_without_debug(

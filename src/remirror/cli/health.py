@@ -73,10 +73,11 @@ def status(profile_path: str | None, output: str, every: float | None) -> int:
 
 @click.command()
 @optional_profile
-@click.option("-w", "--warning", default="256MiB,15m", show_default=True, metavar="BYTES[,AGE]",
-              help="WARNING above this many out-of-sync bytes or this RPO.")  # fmt: skip
-@click.option("-c", "--critical", default="1GiB,1h", show_default=True, metavar="BYTES[,AGE]",
-              help="CRITICAL above this many out-of-sync bytes or this RPO.")  # fmt: skip
+@click.option("-w", "--warning", default="256MiB,15m", show_default=True, metavar="RANGE[,RANGE]",
+              help="WARNING when out-of-sync bytes (or the RPO) leave this range (monitoring-plugins"
+              " syntax: 256MiB is 0:256MiB; @ alerts inside).")  # fmt: skip
+@click.option("-c", "--critical", default="1GiB,1h", show_default=True, metavar="RANGE[,RANGE]",
+              help="CRITICAL when out-of-sync bytes (or the RPO) leave this range.")  # fmt: skip
 @click.option("-t", "--timeout", type=click.FloatRange(min=1), default=60, show_default=True,
               help="Seconds before giving up (CRITICAL, as monitoring-plugins do).")  # fmt: skip
 def check(profile_path: str | None, warning: str, critical: str, timeout: float) -> int:
@@ -111,12 +112,13 @@ def check(profile_path: str | None, warning: str, critical: str, timeout: float)
               help="Write remirror_PROFILE.prom here (atomically) for node_exporter.")  # fmt: skip
 def metrics(profile_path: str | None, directory: str | None) -> int:
     """Prometheus text format, on stdout or into node_exporter's textfile directory."""
+    from remirror import __version__
     from remirror.files import write_atomically
     from remirror.health.metrics import render
     from remirror.profile import load_profile
 
     profile = load_profile(_profile_path(profile_path))
-    text = render(_reports(profile), time.time())
+    text = render(_reports(profile), time.time(), profile.name, __version__)
     if directory is None:
         click.echo(text, nl=False)
     else:
