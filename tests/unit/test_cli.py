@@ -181,6 +181,27 @@ def test_the_shipped_cron_and_systemd_files_call_real_verbs_with_valid_options()
         assert argv[-1].startswith("/etc/remirror/"), (path, call)
 
 
+def test_the_shipped_units_are_hardened_and_do_not_restart_on_a_bad_profile() -> None:
+    """systemd.exec hardening on every unit; a daemon's exit 3 (bad profile or flag) ends its restarts;
+    the units that reach other sites over SSH can still read root's ~/.ssh."""
+    units = sorted((REPO / "contrib" / "systemd").glob("*.service"))
+    assert len(units) == 4
+    for unit in units:
+        settings = dict(
+            line.split("=", 1)
+            for line in unit.read_text().splitlines()
+            if "=" in line and not line.startswith("#")
+        )
+        for key in ("NoNewPrivileges", "PrivateTmp", "ProtectControlGroups", "RestrictSUIDSGID"):
+            assert settings.get(key) == "yes", (unit.name, key)
+        assert settings["RestrictAddressFamilies"] == "AF_UNIX AF_INET AF_INET6 AF_NETLINK", unit.name
+        remote = "watch" in unit.name or "check" in unit.name
+        assert settings["ProtectHome"] == ("read-only" if remote else "yes"), unit.name
+        if settings.get("Type") == "notify":  # the daemons
+            assert settings["Restart"] == "on-failure", unit.name
+            assert settings["RestartPreventExitStatus"] == "3", unit.name
+
+
 def test_the_help_summaries_are_the_verbs_own() -> None:
     """`remirror --help` lists the verbs from a table (so it imports none): it says what each says."""
     import click

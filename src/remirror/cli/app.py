@@ -10,13 +10,14 @@ none of them; a unit test holds them equal to the verbs' own docstrings.
 from __future__ import annotations
 
 import importlib
+import logging
 import traceback
 
 import click
 
 from remirror import __version__
 from remirror.errors import EXIT_BAD_INPUT, EXIT_FAILURE, ProfileError, RemirrorError
-from remirror.logs import setup_logging
+from remirror.logs import journal_prefix, setup_logging
 
 EXIT_BUG = 70  # EX_SOFTWARE from sysexits.h
 CHECK_UNKNOWN = 3  # `check`'s every failure: monitoring-plugins UNKNOWN (remirror.health.check.Status)
@@ -168,18 +169,22 @@ def run(args: list[str]) -> int:
         error.show()
         return failed(error.format_message(), EXIT_BAD_INPUT)
     except click.Abort:
-        click.echo("remirror: interrupted", err=True)
+        click.echo(f"{journal_prefix(logging.ERROR)}remirror: interrupted", err=True)
         return failed("interrupted", EXIT_FAILURE)
     except RemirrorError as error:
         if _wants_json(args):
             _emit_error(error)
         prefix = "" if isinstance(error, ProfileError) else "remirror: "
-        click.echo(f"{prefix}{error.one_line()}", err=True)
+        click.echo(f"{journal_prefix(logging.ERROR)}{prefix}{error.one_line()}", err=True)
         return failed(error.one_line(), error.exit_code)
     except Exception as error:  # noqa: BLE001 - the last line of defence against bugs
         if "--debug" in args:
             traceback.print_exc()
         reason = f"internal error: {type(error).__name__}: {error}"
-        click.echo(f"remirror: {reason} (a bug: run with --debug for the traceback and report it)", err=True)
+        click.echo(
+            f"{journal_prefix(logging.CRITICAL)}remirror: {reason} (a bug: run with --debug for the traceback"
+            " and report it)",
+            err=True,
+        )
         return failed(reason, EXIT_BUG)
     return result if isinstance(result, int) else 0
