@@ -299,6 +299,20 @@ def test_a_missing_disk_is_named_with_its_profile_line() -> None:
     assert str(caught.value) == f"{line}: site site-b: disk /dev/lab/b0 does not exist"
 
 
+def test_every_missing_disk_is_named_at_once_a_line_each() -> None:
+    facts = fresh()
+    facts["site-a"] = dataclasses.replace(facts["site-a"], disks={})
+    facts["site-b"] = site("site-b", disks={"/dev/lab/b0": DiskFacts("/dev/lab/b0", False)})
+    with pytest.raises(PlanError) as caught:
+        make_plan(PROFILE, facts, SECRETS)
+    replica = PROFILE.where("mirrors", 0, "replicas", 0, "disk")
+    primary = PROFILE.where("mirrors", 0, "primary", "disk")
+    assert caught.value.one_line().splitlines() == [
+        f"{replica}: site site-b: disk /dev/lab/b0 does not exist",
+        f"{primary}: site site-a: disk /dev/lab/a0 does not exist",
+    ]
+
+
 def test_a_disk_in_use_is_not_exported() -> None:
     facts = fresh()
     busy = dataclasses.replace(disk("/dev/lab/b0", "dm-4"), holders=("md126",), mounts=("/srv",))
