@@ -219,6 +219,8 @@ def test_status_text_and_json_show_what_a_cut_leg_misses() -> None:
 
     r = one(dict(cut(applied(SYNC))), Seen({MIRROR.name: {"b": NOW - 72}}))
     lines = status_text([r], NOW).splitlines()
+    why = "site b: cannot connect to dr1:22: Connection refused"
+    assert status_text([r], NOW, {"b": why}).splitlines() == [*lines, f"site b unreachable: {why}"]
     assert (
         lines[0]
         == f"{MIRROR.name} {MIRROR.md_device} sync: MIRROR_DEFUNCT: replica leg on b is faulty (session FAILED)"

@@ -58,12 +58,20 @@ def status(profile_path: str | None, output: str, every: float | None) -> int:
     try:
         while True:
             reports = snapshot(controller)[0]
+            unreachable = dict(controller.unreachable)
             if output == "json":
-                emit_json("status", {"profile": profile.name, "mirrors": [status_json(r) for r in reports]})
+                emit_json(
+                    "status",
+                    {
+                        "profile": profile.name,
+                        "mirrors": [status_json(r) for r in reports],
+                        "unreachable": unreachable,
+                    },
+                )
             else:
                 if every is not None and sys.stdout.isatty():
                     click.echo("\033[H\033[2J", nl=False)  # refresh in place: cursor home, clear screen
-                click.echo(status_text(reports, time.time()))
+                click.echo(status_text(reports, time.time(), unreachable))
             if every is None:
                 return 0
             time.sleep(every)
@@ -217,8 +225,9 @@ def _within(seconds: float, work: Callable[[], Any]) -> Any:
     return outcome.get("result")
 
 
-def status_text(reports: list[MirrorReport], now: float) -> str:
-    """`drbdadm status`-like text: a line per mirror, then one per leg."""
+def status_text(reports: list[MirrorReport], now: float, unreachable: dict[str, str] | None = None) -> str:
+    """`drbdadm status`-like text: a line per mirror, then one per leg; then why each site that
+    could not be reached was not (`unreachable`: site -> reason)."""
     from remirror.units import format_duration, format_size
 
     lines = []
@@ -237,6 +246,7 @@ def status_text(reports: list[MirrorReport], now: float) -> str:
         for leg in r.legs:
             lines.append("  " + _leg_text(leg, format_size, format_duration))
         lines += [f"  note: {note}" for note in r.notes]
+    lines += [f"site {site} unreachable: {why}" for site, why in sorted((unreachable or {}).items())]
     return "\n".join(lines)
 
 
