@@ -165,6 +165,27 @@ def test_the_textfile_is_valid_prometheus_text_replaced_atomically(
     assert abs(samples[("remirror_check_timestamp_seconds", ())] - time.time()) < 600
 
 
+def test_a_resync_limit_from_the_profile_is_mds_own_and_changes_live(
+    mirror: dict[str, str], tmp_path: Path
+) -> None:
+    wait_in_sync()
+    limited = variant(
+        tmp_path,
+        "limited.yaml",
+        **{"      on_link_loss: degrade\n": "      on_link_loss: degrade\n      resync_max: 8MiB\n"},
+    )
+    limit = Path(f"/sys/block/{Path(MD).resolve().name}/md/sync_speed_max")
+    try:
+        _, out, _ = remirror("apply", "--yes", limited)
+        assert "SetResyncLimit" in out, out
+        assert "CreateArray" not in out  # live, on the running array
+        assert limit.read_text().split() == ["8192", "(local)"]  # KiB/s, this array's own
+        assert status()["mirrors"][0]["resync_max_bytes_per_second"] == 8 * MiB
+    finally:
+        remirror("apply", "--yes", LAB)  # the lab profile sets none: back to the system's
+    assert limit.read_text().split()[1] == "(system)"
+
+
 def received_from_site_b() -> int:
     """Bytes site A has received on the link from site B (the veth's counter)."""
     return int(Path(f"/sys/class/net/{VETH_A}/statistics/rx_bytes").read_text())

@@ -416,3 +416,47 @@ def test_a_replica_disk_with_an_io_scheduler_gets_none() -> None:
             "value": "none",
         }
     ]
+
+
+def limited_profile(limit: str) -> Any:
+    from remirror.profile import parse_profile
+
+    text = (PROFILES / "lab.yaml").read_text()
+    return parse_profile(
+        text.replace(
+            "      on_link_loss: degrade\n", f"      on_link_loss: degrade\n      resync_max: {limit}\n"
+        )
+    )
+
+
+def test_a_resync_limit_is_set_before_the_initial_sync_and_changed_live() -> None:
+    limited = limited_profile("40MiB")
+    create = next(a for a in make_plan(limited, fresh(), SECRETS).actions if a.verb == "CreateArray")
+    kinds = [s["kind"] for s in wire(create)]
+    # Right after the array exists, before the replica legs are added (each add starts the sync).
+    assert kinds.index("disk_sysfs") < kinds.index("run", kinds.index("disk_sysfs"))
+    limit = next(s for s in wire(create) if s["kind"] == "disk_sysfs")
+    assert (limit["device"], limit["attribute"], limit["value"]) == (
+        "/dev/md/lab0",
+        "md/sync_speed_max",
+        "40960",
+    )
+    # A running array without it (assembled: md forgets it), or with another: one sysfs write, live.
+    plan = make_plan(limited, converged(), SECRETS)
+    assert [a.verb for a in plan.actions] == ["SetResyncLimit"]
+    assert plan.actions[0].repair
+    assert plan.actions[0].subject == "/dev/md/lab0 resync limit the system's -> 40MiB/s"
+    assert wire(plan.actions[0]) == [
+        {"kind": "write_sysfs", "path": "/sys/block/md127/md/sync_speed_max", "value": "40960"}
+    ]
+    assert make_plan(limited, with_array(converged(), sync_speed_max=40 << 20), SECRETS).is_empty
+    # Taken out of the profile: back to the system's.
+    back = make_plan(PROFILE, with_array(converged(), sync_speed_max=40 << 20), SECRETS)
+    assert wire(back.actions[0])[0]["value"] == "system"
+
+
+def test_a_resync_limit_below_what_md_resyncs_at_anyway_is_refused() -> None:
+    from remirror.errors import ProfileError
+
+    with pytest.raises(ProfileError, match=r"resync_max.*at least 1MiB"):
+        limited_profile("512KiB")

@@ -237,6 +237,7 @@ def status_text(reports: list[MirrorReport], now: float, unreachable: dict[str, 
             lines.append(f"  WRITES HELD: md holds every write to {r.device} (reconcile or apply ends it)")
         if r.resync is not None:
             speed = f" at {format_size(r.resync.speed)}/s" if r.resync.speed else ""
+            speed += f" (limit {format_size(r.resync_max)}/s)" if r.resync_max is not None else ""
             eta = f", about {format_duration(r.resync.eta_seconds)} left" if r.resync.eta_seconds else ""
             lines.append(f"  {r.resync.action} {r.resync.percent:.1f}%{speed}{eta}")
         if r.write_behind is not None:
@@ -317,6 +318,7 @@ def status_json(r: MirrorReport) -> dict[str, Any]:
         },
         "write_behind": r.write_behind,
         "write_behind_high_water": r.write_behind_high_water,
+        "resync_max_bytes_per_second": r.resync_max,
         "writes_held": r.writes_held,
         "cdp": None
         if r.cdp is None

@@ -112,6 +112,7 @@ class MirrorReport:
     resync: Resync | None = None
     write_behind: int | None = None  # md's backlog limit (async mode)
     write_behind_high_water: int | None = None  # the most writes md held behind at once
+    resync_max: int | None = None  # bytes/s the array's resyncs are held to; None: the system's
     cdp: CdpReport | None = None  # mirrors with `cdp`
     primary: str = ""  # the site running it now (a promotion moves it: docs/failover.md)
     notes: tuple[str, ...] = ()  # what an operator should know though the mirror works (a WARNING)
@@ -249,6 +250,7 @@ def _mirror(
         resync=resync,
         write_behind=array.backlog if array is not None else None,
         write_behind_high_water=array.max_backlog_used if array is not None else None,
+        resync_max=array.sync_speed_max if array is not None else None,
         cdp=_cdp(mirror, primary, now),
         primary=mirror.primary.site,
     )

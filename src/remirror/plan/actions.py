@@ -93,6 +93,7 @@ class Verb(StrEnum):
     SET_SESSION_TIMEOUT = "SetSessionTimeout"
     SET_TARGET_PARAMETERS = "SetTargetParameters"
     SET_WRITE_BEHIND = "SetWriteBehind"
+    SET_RESYNC_LIMIT = "SetResyncLimit"
     SET_WRITE_MOSTLY = "SetWriteMostly"
     STOP_ARRAY = "StopArray"
     TUNE_CACHE = "TuneCache"
