@@ -4,6 +4,8 @@ What a resync or the initial sync may take of the link. md keeps the limit
 in memory only: an array created or assembled starts without it, so those
 steps set it at once (before a recovery gets far), and the reconciler puts
 it back whenever it is found otherwise (a live change of the profile too).
+A profile that sets none leaves md's limit alone: an operator may tune it by
+hand (`echo 20000 > .../md/sync_speed_max`) and the reconciler must not undo it.
 """
 
 from __future__ import annotations
@@ -26,7 +28,7 @@ def resync_limit_steps(mirror: Mirror) -> tuple[Step, ...]:
 def resync_limit_actions(primary: SiteFacts, mirror: Mirror, array: MdArray) -> list[Action]:
     """The limit of a running array set to the profile's, live, if it is not."""
     wanted = mirror.replication.resync_max
-    if array.sync_speed_max == wanted:
+    if wanted is None or array.sync_speed_max == wanted:
         return []
     path = f"/sys/block/{array.kernel_name}/md/sync_speed_max"
     subject = f"{mirror.md_device} resync limit {_shown(array.sync_speed_max)} -> {_shown(wanted)}"
@@ -43,9 +45,8 @@ def resync_limit_actions(primary: SiteFacts, mirror: Mirror, array: MdArray) -> 
 
 
 def _sysfs_value(mirror: Mirror) -> str:
-    """What sync_speed_max takes: KiB/s, or `system` (/proc/sys/dev/raid/speed_limit_max) for none."""
-    limit = mirror.replication.resync_max
-    return "system" if limit is None else str(limit // 1024)
+    """What sync_speed_max takes: KiB/s."""
+    return str((mirror.replication.resync_max or 0) // 1024)
 
 
 def _shown(limit: int | None) -> str:
