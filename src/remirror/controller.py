@@ -101,6 +101,7 @@ class Controller:
     def __init__(self, profile: Profile, lock: str = "") -> None:
         self.profile = profile
         self.clients = {name: AgentClient(name, site) for name, site in profile.sites.items()}
+        self.unreachable: dict[str, str] = {}  # site -> why the last observe_reachable could not reach it
         self._lock, self._lock_wait = lock, operator_wait(LOCK_WAIT)
 
     @contextmanager
@@ -179,14 +180,17 @@ class Controller:
         return facts
 
     def observe_reachable(self) -> dict[str, SiteFacts | None]:
-        """Facts of every site that can be reached; None for the others (the reconciler waits for them)."""
+        """Facts of every site that can be reached; None for the others (the reconciler waits for
+        them), and why each could not be reached in `unreachable`."""
         facts: dict[str, SiteFacts | None] = {}
+        self.unreachable = {}
         for name, result in self._observe_all().items():
             try:
                 facts[name] = result.result()
             except SiteUnreachable as error:
                 log.info("%s", error.one_line())
                 facts[name] = None
+                self.unreachable[name] = error.one_line()
         refuse_names_for_the_same_thing(self.profile, facts)
         return facts
 

@@ -17,6 +17,7 @@ from typing import Any
 
 from prometheus_client.parser import text_string_to_metric_families
 
+from remirror import __version__
 from remirror.facts.parsers import parse_data_offset
 from remirror.lab import net
 from remirror.lab.spec import VETH_A
@@ -151,11 +152,10 @@ def test_the_textfile_is_valid_prometheus_text_replaced_atomically(
     remirror("metrics", LAB, "--textfile", str(tmp_path))
     assert textfile.stat().st_ino != first  # a new file renamed over the old: never half-written
     assert [p.name for p in tmp_path.iterdir()] == ["remirror_lab.prom"]  # no temporary file left
-    samples = {
-        (s.name, tuple(sorted(s.labels.items()))): s.value
-        for family in text_string_to_metric_families(textfile.read_text())
-        for s in family.samples
-    }
+    every = [s for family in text_string_to_metric_families(textfile.read_text()) for s in family.samples]
+    assert {s.labels.get("profile") for s in every} == {"lab"}  # two profiles' series never clash
+    samples = {(s.name, tuple(sorted(s.labels.items() - {("profile", "lab")}))): s.value for s in every}
+    assert samples[("remirror_build_info", (("version", __version__),))] == 1
     leg = (("leg", "site-b"), ("mirror", "lab0"), ("role", "replica"))
     assert samples[("remirror_mirror_state", (("mirror", "lab0"), ("state", "MIRRORED")))] == 1
     assert samples[("remirror_leg_out_of_sync_bytes", leg)] == 0
@@ -163,6 +163,30 @@ def test_the_textfile_is_valid_prometheus_text_replaced_atomically(
     assert samples[("remirror_rpo_seconds", leg)] == 0
     assert samples[("remirror_write_behind_limit", (("mirror", "lab0"),))] == 1024
     assert abs(samples[("remirror_check_timestamp_seconds", ())] - time.time()) < 600
+
+
+def test_a_resync_limit_from_the_profile_is_mds_own_and_changes_live(
+    mirror: dict[str, str], tmp_path: Path
+) -> None:
+    wait_in_sync()
+    limited = variant(
+        tmp_path,
+        "limited.yaml",
+        **{"      on_link_loss: degrade\n": "      on_link_loss: degrade\n      resync_max: 8MiB\n"},
+    )
+    limit = Path(f"/sys/block/{Path(MD).resolve().name}/md/sync_speed_max")
+    try:
+        _, out, _ = remirror("apply", "--yes", limited)
+        assert "SetResyncLimit" in out, out
+        assert "CreateArray" not in out  # live, on the running array
+        assert limit.read_text().split() == ["8192", "(local)"]  # KiB/s, this array's own
+        assert status()["resync_max_bytes_per_second"] == 8 * MiB
+        # A profile without one leaves md's limit alone (an operator may have tuned it).
+        _, out, _ = remirror("apply", "--yes", LAB)
+        assert "SetResyncLimit" not in out, out
+        assert limit.read_text().split() == ["8192", "(local)"]
+    finally:
+        limit.write_text("system\n")
 
 
 def received_from_site_b() -> int:

@@ -327,7 +327,7 @@ def test_status_shows_the_points_the_window_and_the_pool() -> None:
     text = status_text([r], now)
     assert "cdp 360 point(s)  newest 4s ago  window 1h of 1h  pool" in text
     assert status_json(r)["cdp"]["overdue"] is False
-    assert 'remirror_cdp_newest_point_age_seconds{mirror="m0"} 4' in render([r], now)
+    assert 'remirror_cdp_newest_point_age_seconds{profile="p",mirror="m0"} 4' in render([r], now, "p", "1")
 
 
 @pytest.mark.parametrize(

@@ -106,9 +106,29 @@ def test_schema_is_json(capsys: pytest.CaptureFixture[str]) -> None:
     assert json.loads(out)["title"] == "Profile"
 
 
-def test_version(capsys: pytest.CaptureFixture[str]) -> None:
-    code, out, _ = run(capsys, "--version")
+@pytest.mark.parametrize("flag", ["--version", "-V"])
+def test_version(capsys: pytest.CaptureFixture[str], flag: str) -> None:
+    code, out, _ = run(capsys, flag)
     assert (code, out.strip()) == (0, f"remirror, version {__version__}")
+
+
+def test_check_answers_a_bad_flag_and_a_bug_as_a_plugin_unknown_on_stdout(
+    capsys: pytest.CaptureFixture[str], monkeypatch: pytest.MonkeyPatch
+) -> None:
+    code, out, err = run(capsys, "check", "--no-such-flag", TWO_SITE)
+    assert code == 3
+    assert out == "REMIRROR UNKNOWN - No such option '--no-such-flag'.\n"
+    assert "Usage:" in err  # the details stay on stderr
+
+    def broken(*_: object, **__: object) -> None:
+        raise ZeroDivisionError("oops")
+
+    monkeypatch.setattr("remirror.profile.load_profile", broken)
+    code, out, _ = run(capsys, "-v", "check", TWO_SITE)
+    assert code == 3  # not 70: a plugin exits 0 to 3
+    assert out == "REMIRROR UNKNOWN - internal error: ZeroDivisionError: oops\n"
+    code, out, _ = run(capsys, "validate", TWO_SITE)
+    assert (code, out) == (70, "")  # other verbs keep sysexits' EX_SOFTWARE
 
 
 def test_a_bug_is_not_shown_as_a_traceback_without_debug(
@@ -159,6 +179,27 @@ def test_the_shipped_cron_and_systemd_files_call_real_verbs_with_valid_options()
         assert verb is not None, (path, call)
         verb.make_context(argv[0], argv[1:])  # raises on an unknown option or a missing argument
         assert argv[-1].startswith("/etc/remirror/"), (path, call)
+
+
+def test_the_shipped_units_are_hardened_and_do_not_restart_on_a_bad_profile() -> None:
+    """systemd.exec hardening on every unit; a daemon's exit 3 (bad profile or flag) ends its restarts;
+    the units that reach other sites over SSH can still read root's ~/.ssh."""
+    units = sorted((REPO / "contrib" / "systemd").glob("*.service"))
+    assert len(units) == 4
+    for unit in units:
+        settings = dict(
+            line.split("=", 1)
+            for line in unit.read_text().splitlines()
+            if "=" in line and not line.startswith("#")
+        )
+        for key in ("NoNewPrivileges", "PrivateTmp", "ProtectControlGroups", "RestrictSUIDSGID"):
+            assert settings.get(key) == "yes", (unit.name, key)
+        assert settings["RestrictAddressFamilies"] == "AF_UNIX AF_INET AF_INET6 AF_NETLINK", unit.name
+        remote = "watch" in unit.name or "check" in unit.name
+        assert settings["ProtectHome"] == ("read-only" if remote else "yes"), unit.name
+        if settings.get("Type") == "notify":  # the daemons
+            assert settings["Restart"] == "on-failure", unit.name
+            assert settings["RestartPreventExitStatus"] == "3", unit.name
 
 
 def test_the_help_summaries_are_the_verbs_own() -> None:

@@ -17,6 +17,7 @@ from remirror.facts.parsers import (
     parse_examine,
     parse_examine_role,
     parse_export,
+    parse_speed_limit,
     parse_sync_completed,
     parse_wipefs_json,
     split_bitmaps,
@@ -361,3 +362,10 @@ def test_a_members_writes_in_flight_and_writes_held_from_sysfs() -> None:
     assert not build_md_array(
         "md127", key_values("sysfs-md.txt"), fixture("mdadm-detail-export.txt")
     ).writes_suspended
+
+
+def test_an_arrays_own_resync_limit_and_the_systems() -> None:
+    # md prints KiB/s and whose limit it is (drivers/md/md.c, sync_max_show; Debian 12's 6.1).
+    assert parse_speed_limit("40960 (local)\n") == 40 << 20
+    assert parse_speed_limit("200000 (system)\n") is None
+    assert parse_speed_limit("") is None

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import dataclasses
+import math
 from pathlib import Path
 
 import pytest
@@ -13,7 +14,7 @@ from remirror.facts.model import CacheStatus
 from remirror.facts.parsers import parse_bitmap_examine
 from remirror.facts.site import DmDevice, SiteFacts
 from remirror.health import State, assess
-from remirror.health.check import DEFAULT_CRITICAL, DEFAULT_WARNING, Limit, Status, judge
+from remirror.health.check import DEFAULT_CRITICAL, DEFAULT_WARNING, Limit, Range, Status, judge
 from remirror.health.metrics import render
 from remirror.health.report import MirrorReport, Seen, report
 from remirror.profile.names import cache_name
@@ -113,6 +114,7 @@ def test_check_of_a_cut_link_is_critical_naming_the_mirror_and_the_leg() -> None
         f"REMIRROR CRITICAL - {MIRROR.name} MIRROR_DEFUNCT: replica leg on b is faulty (session FAILED) | "
     )
     assert f"'{MIRROR.name} out_of_sync'={4 * 1024**2}B;" in verdict.text
+    assert f"'{MIRROR.name} rpo'=U;900;3600;0" in verdict.text  # unknown takes no unit (not `UB`)
 
 
 def test_an_unreachable_replica_site_is_critical_for_its_leg() -> None:
@@ -132,20 +134,43 @@ def test_an_unreachable_primary_site_is_critical() -> None:
 def test_thresholds_on_out_of_sync_bytes_and_rpo() -> None:
     syncing = with_bitmap(with_members(applied(SYNC), {"in_sync"}, {"write_mostly"}, sync_action="recover"))
     r = one(dict(syncing), Seen({MIRROR.name: {"b": NOW - 600}}))
-    assert judge([r], Limit(1024**2), Limit(3 * 1024**2)).status is Status.CRITICAL  # 4 MiB missing
-    assert judge([r], Limit(1024**3, 60), Limit(1024**3, 300)).status is Status.CRITICAL  # 10 min old
-    assert judge([r], Limit(1024**3, 60), Limit(1024**3, 3600)).status is Status.WARNING
+    critical = judge([r], Limit.parse("1MiB"), Limit.parse("3MiB"))  # 4 MiB missing
+    assert critical.status is Status.CRITICAL
+    assert "4MiB out of sync > 3MiB" in critical.text
+    assert ";1048576;3145728;0" in critical.text  # perfdata's warn and crit, in bytes
+    assert judge([r], Limit.parse("1GiB,1m"), Limit.parse("1GiB,5m")).status is Status.CRITICAL  # 10 min old
+    assert judge([r], Limit.parse("1GiB,1m"), Limit.parse("1GiB,1h")).status is Status.WARNING
+    # The plugins' range syntax: `@` alerts inside the range, and perfdata carries it as given.
+    inside = judge([r], Limit.parse("1GiB"), Limit.parse("@2MiB:8MiB"))
+    assert inside.status is Status.CRITICAL
+    assert "out of sync inside 2MiB:8MiB" in inside.text
+    assert ";1073741824;@2097152:8388608;0" in inside.text
 
 
 @pytest.mark.parametrize(
     ("text", "limit"),
-    [("256MiB,15m", Limit(256 * 1024**2, 900)), ("1GiB", Limit(1024**3)), ("0,30s", Limit(0, 30))],
+    [
+        ("256MiB,15m", Limit(Range(0, 256 * 1024**2), Range(0, 900))),
+        ("1GiB", Limit(Range(0, 1024**3))),
+        ("0,30s", Limit(Range(0, 0), Range(0, 30))),
+        ("10MiB:,~:1h", Limit(Range(10 * 1024**2), Range(-math.inf, 3600))),
+        ("@1MiB:2MiB", Limit(Range(1024**2, 2 * 1024**2, inside=True))),
+    ],
 )
-def test_limits_parse(text: str, limit: Limit) -> None:
+def test_limits_parse_in_the_plugins_range_syntax(text: str, limit: Limit) -> None:
     assert Limit.parse(text) == limit
 
 
-@pytest.mark.parametrize("text", ["lots", "1GiB,soon", ""])
+@pytest.mark.parametrize(
+    ("value", "text", "alerts"),
+    [(11, "10", True), (10, "10", False), (-1, "10", True), (5, "10:", True), (5, "~:10", False),
+     (-5, "~:10", False), (15, "10:20", False), (25, "10:20", True), (15, "@10:20", True), (25, "@10:20", False)],
+)  # fmt: skip
+def test_a_range_alerts_as_the_plugin_guidelines_say(value: float, text: str, alerts: bool) -> None:
+    assert Range.parse(text, float).alerts(value) is alerts
+
+
+@pytest.mark.parametrize("text", ["lots", "1GiB,soon", "", "@", "20:10", "1GiB,@"])
 def test_bad_limits_are_refused(text: str) -> None:
     with pytest.raises(ValueError):  # noqa: PT011 - the CLI shows whatever the reason is
         Limit.parse(text)
@@ -153,11 +178,12 @@ def test_bad_limits_are_refused(text: str) -> None:
 
 def test_metrics_are_valid_prometheus_text_with_base_units() -> None:
     reports = [one(dict(cut(applied(SYNC))), Seen({MIRROR.name: {"b": NOW - 30}}))]
-    text = render(reports, NOW)
+    text = render(reports, NOW, "p1", "9.9")
     families = {f.name: f for f in text_string_to_metric_families(text)}
-    samples = {
-        (s.name, tuple(sorted(s.labels.items()))): s.value for f in families.values() for s in f.samples
-    }
+    every = [s for f in families.values() for s in f.samples]
+    assert {s.labels.get("profile") for s in every} == {"p1"}  # on every series
+    samples = {(s.name, tuple(sorted(s.labels.items() - {("profile", "p1")}))): s.value for s in every}
+    assert samples[("remirror_build_info", (("version", "9.9"),))] == 1
     leg = (("leg", "b"), ("mirror", MIRROR.name), ("role", "replica"))
     assert samples[("remirror_leg_out_of_sync_bytes", leg)] == 4 * 1024**2
     assert samples[("remirror_rpo_seconds", leg)] == 30
@@ -172,7 +198,7 @@ def test_metrics_are_valid_prometheus_text_with_base_units() -> None:
 
 def test_metric_label_values_are_escaped() -> None:
     r = dataclasses.replace(one(dict(applied(SYNC))), mirror='we"ird\\name')
-    families = list(text_string_to_metric_families(render([r], NOW)))
+    families = list(text_string_to_metric_families(render([r], NOW, "p1", "9.9")))
     labels = {s.labels.get("mirror") for f in families for s in f.samples}
     assert 'we"ird\\name' in labels
 
@@ -193,6 +219,8 @@ def test_status_text_and_json_show_what_a_cut_leg_misses() -> None:
 
     r = one(dict(cut(applied(SYNC))), Seen({MIRROR.name: {"b": NOW - 72}}))
     lines = status_text([r], NOW).splitlines()
+    why = "site b: cannot connect to dr1:22: Connection refused"
+    assert status_text([r], NOW, {"b": why}).splitlines() == [*lines, f"site b unreachable: {why}"]
     assert (
         lines[0]
         == f"{MIRROR.name} {MIRROR.md_device} sync: MIRROR_DEFUNCT: replica leg on b is faulty (session FAILED)"
@@ -217,12 +245,19 @@ def with_replica_cache(facts: dict[str, SiteFacts], status: CacheStatus) -> dict
     return {**facts, "b": dataclasses.replace(facts["b"], dm={name: device})}
 
 
-def test_a_replica_cache_shows_its_dirty_and_writeback_blocks_in_status_and_metrics() -> None:
+def test_a_replica_cache_shows_its_dirty_and_writeback_data_in_status_and_metrics() -> None:
     r = one(dict(with_replica_cache(applied(SYNC), CacheStatus(16384, 1536, 12))))
     assert (r.legs[1].cache_dirty_blocks, r.legs[1].cache_writeback_blocks) == (1536, 12)
     assert r.legs[0].cache_dirty_blocks is None  # no cache on the primary leg
-    text = render([r], NOW)
-    assert 'remirror_cache_dirty_blocks{mirror="m0",leg="b",role="replica"} 1536' in text.splitlines()
+    text = render([r], NOW, "p1", "9.9")
+    # In bytes, from the writecache's 4 KiB blocks.
+    assert f'remirror_cache_dirty_bytes{{profile="p1",mirror="m0",leg="b",role="replica"}} {1536 * 4096}' in (
+        text.splitlines()
+    )
+    assert (
+        f'remirror_cache_writeback_bytes{{profile="p1",mirror="m0",leg="b",role="replica"}} {12 * 4096}'
+        in (text.splitlines())
+    )
     assert judge([r], DEFAULT_WARNING, DEFAULT_CRITICAL).status is Status.OK
 
 
@@ -269,7 +304,7 @@ def test_writes_held_by_md_are_critical_and_the_replicas_writes_in_flight_are_sh
     assert f"'{MIRROR.name} in_flight'=5;;;0" in verdict.text
     metrics = {
         (s.name, s.labels.get("leg", "")): s.value
-        for family in text_string_to_metric_families(render([r], NOW))
+        for family in text_string_to_metric_families(render([r], NOW, "p1", "9.9"))
         for s in family.samples
     }
     assert metrics[("remirror_leg_writes_in_flight", "b")] == 5

@@ -299,6 +299,20 @@ def test_a_missing_disk_is_named_with_its_profile_line() -> None:
     assert str(caught.value) == f"{line}: site site-b: disk /dev/lab/b0 does not exist"
 
 
+def test_every_missing_disk_is_named_at_once_a_line_each() -> None:
+    facts = fresh()
+    facts["site-a"] = dataclasses.replace(facts["site-a"], disks={})
+    facts["site-b"] = site("site-b", disks={"/dev/lab/b0": DiskFacts("/dev/lab/b0", False)})
+    with pytest.raises(PlanError) as caught:
+        make_plan(PROFILE, facts, SECRETS)
+    replica = PROFILE.where("mirrors", 0, "replicas", 0, "disk")
+    primary = PROFILE.where("mirrors", 0, "primary", "disk")
+    assert caught.value.one_line().splitlines() == [
+        f"{replica}: site site-b: disk /dev/lab/b0 does not exist",
+        f"{primary}: site site-a: disk /dev/lab/a0 does not exist",
+    ]
+
+
 def test_a_disk_in_use_is_not_exported() -> None:
     facts = fresh()
     busy = dataclasses.replace(disk("/dev/lab/b0", "dm-4"), holders=("md126",), mounts=("/srv",))
@@ -402,3 +416,46 @@ def test_a_replica_disk_with_an_io_scheduler_gets_none() -> None:
             "value": "none",
         }
     ]
+
+
+def limited_profile(limit: str) -> Any:
+    from remirror.profile import parse_profile
+
+    text = (PROFILES / "lab.yaml").read_text()
+    return parse_profile(
+        text.replace(
+            "      on_link_loss: degrade\n", f"      on_link_loss: degrade\n      resync_max: {limit}\n"
+        )
+    )
+
+
+def test_a_resync_limit_is_set_before_the_initial_sync_and_changed_live() -> None:
+    limited = limited_profile("40MiB")
+    create = next(a for a in make_plan(limited, fresh(), SECRETS).actions if a.verb == "CreateArray")
+    kinds = [s["kind"] for s in wire(create)]
+    # Right after the array exists, before the replica legs are added (each add starts the sync).
+    assert kinds.index("disk_sysfs") < kinds.index("run", kinds.index("disk_sysfs"))
+    limit = next(s for s in wire(create) if s["kind"] == "disk_sysfs")
+    assert (limit["device"], limit["attribute"], limit["value"]) == (
+        "/dev/md/lab0",
+        "md/sync_speed_max",
+        "40960",
+    )
+    # A running array without it (assembled: md forgets it), or with another: one sysfs write, live.
+    plan = make_plan(limited, converged(), SECRETS)
+    assert [a.verb for a in plan.actions] == ["SetResyncLimit"]
+    assert plan.actions[0].repair
+    assert plan.actions[0].subject == "/dev/md/lab0 resync limit the system's -> 40MiB/s"
+    assert wire(plan.actions[0]) == [
+        {"kind": "write_sysfs", "path": "/sys/block/md127/md/sync_speed_max", "value": "40960"}
+    ]
+    assert make_plan(limited, with_array(converged(), sync_speed_max=40 << 20), SECRETS).is_empty
+    # A profile without one leaves md's limit alone, an operator's own included.
+    assert make_plan(PROFILE, with_array(converged(), sync_speed_max=40 << 20), SECRETS).is_empty
+
+
+def test_a_resync_limit_below_what_md_resyncs_at_anyway_is_refused() -> None:
+    from remirror.errors import ProfileError
+
+    with pytest.raises(ProfileError, match=r"resync_max.*at least 1MiB"):
+        limited_profile("512KiB")

@@ -223,6 +223,7 @@ REPAIR_VERBS = {
     "ResumeResync",
     "ResumeWrites",
     "SaveLioConfig",
+    "SetResyncLimit",
     "SetScheduler",
     "SetSessionTimeout",
     "SetTargetParameters",

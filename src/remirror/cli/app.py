@@ -10,15 +10,17 @@ none of them; a unit test holds them equal to the verbs' own docstrings.
 from __future__ import annotations
 
 import importlib
+import logging
 import traceback
 
 import click
 
 from remirror import __version__
 from remirror.errors import EXIT_BAD_INPUT, EXIT_FAILURE, ProfileError, RemirrorError
-from remirror.logs import setup_logging
+from remirror.logs import journal_prefix, setup_logging
 
 EXIT_BUG = 70  # EX_SOFTWARE from sysexits.h
+CHECK_UNKNOWN = 3  # `check`'s every failure: monitoring-plugins UNKNOWN (remirror.health.check.Status)
 
 # verb -> (module, attribute, the summary `remirror --help` shows)
 VERBS: dict[str, tuple[str, str, str]] = {
@@ -115,7 +117,7 @@ def _shortened(text: str, width: int) -> str:
 
 
 @click.group(cls=LazyGroup, context_settings={"help_option_names": ["-h", "--help"]})
-@click.version_option(__version__, "--version", prog_name="remirror")
+@click.version_option(__version__, "-V", "--version", prog_name="remirror")
 @click.option("-v", "--verbose", count=True, help="Log what is being done (to stderr).")
 @click.option("--debug", is_flag=True, help="Log every command run; show tracebacks of bugs.")
 def cli(verbose: int, debug: bool) -> None:
@@ -149,29 +151,40 @@ def _emit_error(error: RemirrorError) -> None:
 
 def run(args: list[str]) -> int:
     """Run the CLI on `args`; every outcome as an exit code."""
+    # `check` is a monitoring plugin: whatever stops it (a bad flag, a bug) is UNKNOWN, exit 3,
+    # with one line on stdout, the only output a monitoring system shows.
+    plugin = next((a for a in args if not a.startswith("-")), "") == "check"
+
+    def failed(reason: str, code: int) -> int:
+        if not plugin:
+            return code
+        click.echo(f"REMIRROR UNKNOWN - {reason}")
+        return CHECK_UNKNOWN
+
     try:
         result = cli.main(args=args, prog_name="remirror", standalone_mode=False)
     except click.exceptions.Exit as done:  # --help, --version
         return done.exit_code
     except click.ClickException as error:  # usage errors: bad flag, missing argument
         error.show()
-        return EXIT_BAD_INPUT
+        return failed(error.format_message(), EXIT_BAD_INPUT)
     except click.Abort:
-        click.echo("remirror: interrupted", err=True)
-        return EXIT_FAILURE
+        click.echo(f"{journal_prefix(logging.ERROR)}remirror: interrupted", err=True)
+        return failed("interrupted", EXIT_FAILURE)
     except RemirrorError as error:
         if _wants_json(args):
             _emit_error(error)
         prefix = "" if isinstance(error, ProfileError) else "remirror: "
-        click.echo(f"{prefix}{error.one_line()}", err=True)
-        return error.exit_code
+        click.echo(f"{journal_prefix(logging.ERROR)}{prefix}{error.one_line()}", err=True)
+        return failed(error.one_line(), error.exit_code)
     except Exception as error:  # noqa: BLE001 - the last line of defence against bugs
         if "--debug" in args:
             traceback.print_exc()
+        reason = f"internal error: {type(error).__name__}: {error}"
         click.echo(
-            f"remirror: internal error: {type(error).__name__}: {error}"
-            " (a bug: run with --debug for the traceback and report it)",
+            f"{journal_prefix(logging.CRITICAL)}remirror: {reason} (a bug: run with --debug for the traceback"
+            " and report it)",
             err=True,
         )
-        return EXIT_BUG
+        return failed(reason, EXIT_BUG)
     return result if isinstance(result, int) else 0

@@ -58,12 +58,20 @@ def status(profile_path: str | None, output: str, every: float | None) -> int:
     try:
         while True:
             reports = snapshot(controller)[0]
+            unreachable = dict(controller.unreachable)
             if output == "json":
-                emit_json("status", {"profile": profile.name, "mirrors": [status_json(r) for r in reports]})
+                emit_json(
+                    "status",
+                    {
+                        "profile": profile.name,
+                        "mirrors": [status_json(r) for r in reports],
+                        "unreachable": unreachable,
+                    },
+                )
             else:
                 if every is not None and sys.stdout.isatty():
                     click.echo("\033[H\033[2J", nl=False)  # refresh in place: cursor home, clear screen
-                click.echo(status_text(reports, time.time()))
+                click.echo(status_text(reports, time.time(), unreachable))
             if every is None:
                 return 0
             time.sleep(every)
@@ -73,10 +81,11 @@ def status(profile_path: str | None, output: str, every: float | None) -> int:
 
 @click.command()
 @optional_profile
-@click.option("-w", "--warning", default="256MiB,15m", show_default=True, metavar="BYTES[,AGE]",
-              help="WARNING above this many out-of-sync bytes or this RPO.")  # fmt: skip
-@click.option("-c", "--critical", default="1GiB,1h", show_default=True, metavar="BYTES[,AGE]",
-              help="CRITICAL above this many out-of-sync bytes or this RPO.")  # fmt: skip
+@click.option("-w", "--warning", default="256MiB,15m", show_default=True, metavar="RANGE[,RANGE]",
+              help="WARNING when out-of-sync bytes (or the RPO) leave this range (monitoring-plugins"
+              " syntax: 256MiB is 0:256MiB; @ alerts inside).")  # fmt: skip
+@click.option("-c", "--critical", default="1GiB,1h", show_default=True, metavar="RANGE[,RANGE]",
+              help="CRITICAL when out-of-sync bytes (or the RPO) leave this range.")  # fmt: skip
 @click.option("-t", "--timeout", type=click.FloatRange(min=1), default=60, show_default=True,
               help="Seconds before giving up (CRITICAL, as monitoring-plugins do).")  # fmt: skip
 def check(profile_path: str | None, warning: str, critical: str, timeout: float) -> int:
@@ -111,12 +120,13 @@ def check(profile_path: str | None, warning: str, critical: str, timeout: float)
               help="Write remirror_PROFILE.prom here (atomically) for node_exporter.")  # fmt: skip
 def metrics(profile_path: str | None, directory: str | None) -> int:
     """Prometheus text format, on stdout or into node_exporter's textfile directory."""
+    from remirror import __version__
     from remirror.files import write_atomically
     from remirror.health.metrics import render
     from remirror.profile import load_profile
 
     profile = load_profile(_profile_path(profile_path))
-    text = render(_reports(profile), time.time())
+    text = render(_reports(profile), time.time(), profile.name, __version__)
     if directory is None:
         click.echo(text, nl=False)
     else:
@@ -215,8 +225,9 @@ def _within(seconds: float, work: Callable[[], Any]) -> Any:
     return outcome.get("result")
 
 
-def status_text(reports: list[MirrorReport], now: float) -> str:
-    """`drbdadm status`-like text: a line per mirror, then one per leg."""
+def status_text(reports: list[MirrorReport], now: float, unreachable: dict[str, str] | None = None) -> str:
+    """`drbdadm status`-like text: a line per mirror, then one per leg; then why each site that
+    could not be reached was not (`unreachable`: site -> reason)."""
     from remirror.units import format_duration, format_size
 
     lines = []
@@ -226,6 +237,7 @@ def status_text(reports: list[MirrorReport], now: float) -> str:
             lines.append(f"  WRITES HELD: md holds every write to {r.device} (reconcile or apply ends it)")
         if r.resync is not None:
             speed = f" at {format_size(r.resync.speed)}/s" if r.resync.speed else ""
+            speed += f" (limit {format_size(r.resync_max)}/s)" if r.resync_max is not None else ""
             eta = f", about {format_duration(r.resync.eta_seconds)} left" if r.resync.eta_seconds else ""
             lines.append(f"  {r.resync.action} {r.resync.percent:.1f}%{speed}{eta}")
         if r.write_behind is not None:
@@ -235,6 +247,7 @@ def status_text(reports: list[MirrorReport], now: float) -> str:
         for leg in r.legs:
             lines.append("  " + _leg_text(leg, format_size, format_duration))
         lines += [f"  note: {note}" for note in r.notes]
+    lines += [f"site {site} unreachable: {why}" for site, why in sorted((unreachable or {}).items())]
     return "\n".join(lines)
 
 
@@ -305,6 +318,7 @@ def status_json(r: MirrorReport) -> dict[str, Any]:
         },
         "write_behind": r.write_behind,
         "write_behind_high_water": r.write_behind_high_water,
+        "resync_max_bytes_per_second": r.resync_max,
         "writes_held": r.writes_held,
         "cdp": None
         if r.cdp is None

@@ -32,7 +32,8 @@ def _load(profile_path: str, lock: str = "") -> tuple[Controller, dict[str, str]
 
 @click.command()
 @profile_argument
-@click.option("--detailed-exitcode", is_flag=True, help="Exit 0: no changes, 2: changes, 1: error.")
+@click.option("--detailed-exitcode", is_flag=True,
+              help="Exit 0: no changes, 2: changes; 1: a failure on a site, 3: bad input.")  # fmt: skip
 @output_option
 def plan(profile_path: str, detailed_exitcode: bool, output: str) -> int:
     """Show what apply would change, without changing anything."""

@@ -211,6 +211,13 @@ def parse_bitmap_examine(text: str) -> MdBitmap:
         raise ParseError(f"mdadm -X: missing or bad field {error}") from None
 
 
+def parse_speed_limit(text: str) -> int | None:
+    """md's `sync_speed_max` (`40960 (local)`, `200000 (system)`, KiB/s): bytes/s when the array
+    has a limit of its own, None when it follows the system's (or the file was not read)."""
+    value, _, scope = text.strip().partition(" ")
+    return int(value) * 1024 if value.isdigit() and scope == "(local)" else None
+
+
 def build_md_array(kernel_name: str, sysfs: dict[str, str], detail_export: str) -> MdArray:
     """A running array from its sysfs files (relative to /sys/block/mdX/md/) and `mdadm --detail --export`.
 
@@ -250,6 +257,7 @@ def build_md_array(kernel_name: str, sysfs: dict[str, str], detail_export: str) 
         backlog=number("bitmap/backlog"),
         max_backlog_used=number("bitmap/max_backlog_used"),
         sync_speed=None if (speed := number("sync_speed")) is None else speed * 1024,
+        sync_speed_max=parse_speed_limit(sysfs.get("sync_speed_max", "")),
         writes_suspended=(number("suspend_hi") or 0) > (number("suspend_lo") or 0),
     )
 

@@ -19,6 +19,8 @@ What each mirror state means to a person on call:
 
 from __future__ import annotations
 
+import math
+from collections.abc import Callable
 from dataclasses import dataclass
 from enum import IntEnum
 
@@ -37,31 +39,89 @@ class Status(IntEnum):
 
 
 @dataclass(frozen=True)
-class Limit:
-    """One threshold: out-of-sync bytes and, optionally, RPO seconds."""
+class Range:
+    """A threshold in the monitoring-plugins range syntax, `[@]START:END` with units: a value
+    alerts when it lies outside START..END, or inside it with `@`. `N` means `0:N`, `N:` has no
+    end, `~:N` no start (the development guidelines' "Threshold and ranges")."""
 
-    bytes: int
-    rpo_seconds: float | None = None
+    start: float
+    end: float = math.inf
+    inside: bool = False
+
+    @classmethod
+    def parse(cls, text: str, number: Callable[[str], float]) -> Range:
+        """`text` with each bound read by `number` (parse_size, parse_duration). Raises ValueError."""
+        body = text.strip()
+        inside = body.startswith("@")
+        body = body.removeprefix("@")
+        if not body:
+            raise ValueError(f"{text!r}: an empty range")
+        start_text, _, end_text = body.rpartition(":") if ":" in body else ("0", ":", body)
+        start = -math.inf if start_text == "~" else number(start_text) if start_text else 0.0
+        end = number(end_text) if end_text else math.inf
+        if start > end:
+            raise ValueError(f"{text!r}: the range starts after it ends")
+        return cls(float(start), float(end), inside)
+
+    def alerts(self, value: float) -> bool:
+        outside = value < self.start or value > self.end
+        return not outside if self.inside else outside
+
+    @property
+    def simple(self) -> bool:
+        """`0:N`, the common case: alert above N."""
+        return self.start == 0 and not self.inside and self.end != math.inf
+
+    def words(self, show: Callable[[float], str]) -> str:
+        """What crossing it means, with values shown by `show`: `> 256MiB`, `outside 1MiB:2GiB`."""
+        if self.simple:
+            return f"> {show(self.end)}"
+        start = "~" if self.start == -math.inf else show(self.start)
+        end = "" if self.end == math.inf else show(self.end)
+        return f"{'inside' if self.inside else 'outside'} {start}:{end}"
+
+    def perfdata(self) -> str:
+        """The range in base units, for perfdata's warn and crit fields."""
+
+        def plain(value: float) -> str:
+            return f"{value:.0f}" if float(value).is_integer() else f"{value:g}"
+
+        if self.simple:
+            return plain(self.end)
+        start = "~" if self.start == -math.inf else plain(self.start)
+        end = "" if self.end == math.inf else plain(self.end)
+        return f"{'@' if self.inside else ''}{start}:{end}"
+
+
+@dataclass(frozen=True)
+class Limit:
+    """One threshold: on out-of-sync bytes and, optionally, on RPO seconds."""
+
+    bytes: Range
+    rpo_seconds: Range | None = None
 
     @classmethod
     def parse(cls, text: str) -> Limit:
-        """`BYTES[,AGE]`: `256MiB`, `1GiB,1h`. Raises ValueError with the reason."""
+        """`BYTES[,AGE]`, each a range: `256MiB`, `1GiB,1h`, `@1MiB:2MiB`. Raises ValueError."""
         size, _, age = text.partition(",")
-        return cls(parse_size(size.strip()), parse_duration(age.strip()) if age.strip() else None)
+        return cls(
+            Range.parse(size, parse_size),
+            Range.parse(age, parse_duration) if age.strip() else None,
+        )
 
     def crossed_by(self, report: MirrorReport) -> str:
         """What in the report crosses this limit, in words; "" if nothing."""
         words = []
         oos, rpo = report.out_of_sync_bytes, report.rpo_seconds
-        if oos is not None and oos > self.bytes:
-            words.append(f"{format_size(oos)} out of sync > {format_size(self.bytes)}")
-        if self.rpo_seconds is not None and rpo is not None and rpo > self.rpo_seconds:
-            words.append(f"RPO {format_duration(rpo)} > {format_duration(self.rpo_seconds)}")
+        if oos is not None and self.bytes.alerts(oos):
+            words.append(f"{format_size(oos)} out of sync {self.bytes.words(lambda v: format_size(int(v)))}")
+        if self.rpo_seconds is not None and rpo is not None and self.rpo_seconds.alerts(rpo):
+            words.append(f"RPO {format_duration(rpo)} {self.rpo_seconds.words(format_duration)}")
         return ", ".join(words)
 
 
-DEFAULT_WARNING = Limit(256 * 1024**2, 15 * 60)
-DEFAULT_CRITICAL = Limit(1024**3, 60 * 60)
+DEFAULT_WARNING = Limit(Range(0, 256 * 1024**2), Range(0, 15 * 60))
+DEFAULT_CRITICAL = Limit(Range(0, 1024**3), Range(0, 60 * 60))
 
 
 @dataclass(frozen=True)
@@ -139,21 +199,25 @@ def _perfdata(report: MirrorReport, warning: Limit, critical: Limit) -> str:
     """Per mirror: out-of-sync bytes, RPO, resync percent, cache dirty blocks, writes in flight to
     the replicas (in async mode, acknowledged writes a replica may still lack)."""
 
-    def number(value: float | None) -> str:
-        return "U" if value is None else (f"{value:.0f}" if float(value).is_integer() else f"{value:.1f}")
+    def number(value: float | None, unit: str = "") -> str:
+        # `U` (unknown) takes no unit: `'x'=UB` is not perfdata.
+        if value is None:
+            return "U"
+        return (f"{value:.0f}" if float(value).is_integer() else f"{value:.1f}") + unit
 
-    def limit(value: float | None) -> str:
-        return "" if value is None else number(value)
+    def limit(value: Range | None) -> str:
+        return "" if value is None else value.perfdata()
 
     name = report.mirror
     dirty = [leg.cache_dirty_blocks for leg in report.legs if leg.cache_dirty_blocks is not None]
     flying = [leg.writes_in_flight for leg in report.legs if leg.writes_in_flight is not None]
     return " ".join(
         [
-            f"'{name} out_of_sync'={number(report.out_of_sync_bytes)}B;{warning.bytes};{critical.bytes};0",
-            f"'{name} rpo'={number(report.rpo_seconds)}s"
+            f"'{name} out_of_sync'={number(report.out_of_sync_bytes, 'B')}"
+            f";{warning.bytes.perfdata()};{critical.bytes.perfdata()};0",
+            f"'{name} rpo'={number(report.rpo_seconds, 's')}"
             f";{limit(warning.rpo_seconds)};{limit(critical.rpo_seconds)};0",
-            f"'{name} resync'={number(report.resync.percent if report.resync else 100.0)}%;;;0;100",
+            f"'{name} resync'={number(report.resync.percent if report.resync else 100.0, '%')};;;0;100",
             f"'{name} cache_dirty'={number(sum(dirty) if dirty else 0)};;;0",
             f"'{name} in_flight'={number(max(flying) if flying else None)};;;0",
         ]

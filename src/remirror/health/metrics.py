@@ -1,7 +1,9 @@
 """`remirror metrics`: the reports in Prometheus' text exposition format. Pure.
 
 Names carry the `remirror_` prefix and base units (bytes, seconds, ratios),
-as Prometheus' naming guide asks. A value that cannot be known now (the RPO
+as Prometheus' naming guide asks. Every series carries the profile's name
+(`profile`): two profiles on one host export distinct series, into their
+own textfiles. A value that cannot be known now (the RPO
 of a leg never seen in sync, the round trip to an unreachable portal) is left
 out rather than given as 0: a missing series alerts as `absent()`, a false 0
 would not alert at all.
@@ -33,8 +35,11 @@ METRICS = {
     "remirror_resync_eta_seconds": ("gauge", "Estimated seconds until the resync ends."),
     "remirror_write_behind_limit": ("gauge", "md's write-behind limit (writes), async mode."),
     "remirror_write_behind_high_water": ("gauge", "The most writes md has held behind at once."),
-    "remirror_cache_dirty_blocks": ("gauge", "Dirty blocks in the leg's cache (legs with a cache)."),
-    "remirror_cache_writeback_blocks": ("gauge", "Blocks the leg's cache is writing back now."),
+    "remirror_cache_dirty_bytes": (
+        "gauge",
+        "Data in the leg's cache not yet on its disk (legs with a cache).",
+    ),
+    "remirror_cache_writeback_bytes": ("gauge", "Data the leg's cache is writing back now."),
     "remirror_cache_error": ("gauge", "The leg's cache error indicator (an errno; 0 when fine)."),
     "remirror_cdp_points": ("gauge", "Recovery points kept (mirrors with cdp)."),
     "remirror_cdp_newest_point_age_seconds": ("gauge", "Age of the newest recovery point."),
@@ -42,16 +47,18 @@ METRICS = {
     "remirror_cdp_pool_used_bytes": ("gauge", "Data in the CDP thin pool (the volume and its points)."),
     "remirror_cdp_pool_size_bytes": ("gauge", "The CDP thin pool's data size."),
     "remirror_check_timestamp_seconds": ("gauge", "When these metrics were gathered (unix time)."),
+    "remirror_build_info": ("gauge", "Always 1: the version of remirror that wrote these metrics."),
 }
 
 
-def render(reports: list[MirrorReport], now: float) -> str:
-    """The exposition text, every family with HELP and TYPE, ending in a newline."""
+def render(reports: list[MirrorReport], now: float, profile: str, version: str) -> str:
+    """The exposition text of `profile`'s reports, every family with HELP and TYPE, ending in a
+    newline; `version` is remirror's, for remirror_build_info."""
     samples: dict[str, list[str]] = {name: [] for name in METRICS}
-    for name, labels, value in _samples(reports, now):
+    for name, labels, value in _samples(reports, now, version):
         if value is None:  # unknown now: left out, see the module's docstring
             continue
-        samples[name].append(f"{name}{_labels(labels)} {_value(value)}")
+        samples[name].append(f"{name}{_labels({'profile': profile, **labels})} {_value(value)}")
     lines = []
     for name, (kind, words) in METRICS.items():
         if not samples[name]:
@@ -60,7 +67,9 @@ def render(reports: list[MirrorReport], now: float) -> str:
     return "\n".join(lines) + "\n"
 
 
-def _samples(reports: list[MirrorReport], now: float) -> Iterator[tuple[str, dict[str, str], float | None]]:
+def _samples(
+    reports: list[MirrorReport], now: float, version: str
+) -> Iterator[tuple[str, dict[str, str], float | None]]:
     sites: dict[str, bool] = {}
     for r in reports:
         mirror = {"mirror": r.mirror}
@@ -77,8 +86,9 @@ def _samples(reports: list[MirrorReport], now: float) -> Iterator[tuple[str, dic
                 yield "remirror_link_rtt_seconds", labels, leg.rtt_seconds
                 yield "remirror_leg_writes_in_flight", labels, leg.writes_in_flight
             if leg.cache_dirty_blocks is not None:
-                yield "remirror_cache_dirty_blocks", labels, leg.cache_dirty_blocks
-                yield "remirror_cache_writeback_blocks", labels, leg.cache_writeback_blocks
+                block = leg.cache_block_bytes
+                yield "remirror_cache_dirty_bytes", labels, _times(leg.cache_dirty_blocks, block)
+                yield "remirror_cache_writeback_bytes", labels, _times(leg.cache_writeback_blocks, block)
                 yield "remirror_cache_error", labels, leg.cache_error
         if r.resync is not None:
             yield "remirror_resync_progress_ratio", mirror, r.resync.percent / 100
@@ -96,6 +106,12 @@ def _samples(reports: list[MirrorReport], now: float) -> Iterator[tuple[str, dic
     for site, up in sorted(sites.items()):
         yield "remirror_site_up", {"site": site}, float(up)
     yield "remirror_check_timestamp_seconds", {}, now
+    yield "remirror_build_info", {"version": version}, 1.0
+
+
+def _times(blocks: int | None, block_bytes: int | None) -> float | None:
+    """Blocks in bytes; unknown (left out) when either is."""
+    return None if blocks is None or block_bytes is None else float(blocks * block_bytes)
 
 
 def _labels(labels: dict[str, str]) -> str:

@@ -75,6 +75,7 @@ class LegReport:
     rtt_seconds: float | None = None
     cache_dirty_blocks: int | None = None  # None: the leg has no cache
     cache_writeback_blocks: int | None = None  # being written back right now
+    cache_block_bytes: int | None = None  # the cache's block size, when its table says it
     cache_error: int = 0  # the cache's error indicator (an errno): its writes may be lost
     writes_in_flight: int | None = None  # replica legs: writes sent and not completed
 
@@ -111,6 +112,7 @@ class MirrorReport:
     resync: Resync | None = None
     write_behind: int | None = None  # md's backlog limit (async mode)
     write_behind_high_water: int | None = None  # the most writes md held behind at once
+    resync_max: int | None = None  # bytes/s the array's resyncs are held to; None: the system's
     cdp: CdpReport | None = None  # mirrors with `cdp`
     primary: str = ""  # the site running it now (a promotion moves it: docs/failover.md)
     notes: tuple[str, ...] = ()  # what an operator should know though the mirror works (a WARNING)
@@ -216,8 +218,11 @@ def _mirror(
         reachable = site is not None
         cache = site.dm.get(cache_name(mirror, leg.site)) if site is not None else None
         cache_status = cache.cache if cache is not None else None
+        block = cache.table.block_size if cache is not None and cache.table is not None else None
         if leg.role == "primary" or replica is None:
-            reports.append(_leg(leg, reachable, 0 if leg.status == IN_SYNC else None, cache=cache_status))
+            reports.append(
+                _leg(leg, reachable, 0 if leg.status == IN_SYNC else None, cache=cache_status, block=block)
+            )
             continue
         out_of_sync: int | None = 0
         rpo: float | None = 0.0
@@ -227,7 +232,7 @@ def _mirror(
         rtt = rtts.get(str(replica.portal_address))
         member = array.member(leg.member) if array is not None and leg.member else None
         flying = member.writes_in_flight if member is not None else None
-        reports.append(_leg(leg, reachable, out_of_sync, rpo, rtt, cache_status, flying))
+        reports.append(_leg(leg, reachable, out_of_sync, rpo, rtt, cache_status, flying, block))
     notes: tuple[str, ...] = ()
     if array is not None:
         notes = _record_notes(profile, mirror, facts)
@@ -245,6 +250,7 @@ def _mirror(
         resync=resync,
         write_behind=array.backlog if array is not None else None,
         write_behind_high_water=array.max_backlog_used if array is not None else None,
+        resync_max=array.sync_speed_max if array is not None else None,
         cdp=_cdp(mirror, primary, now),
         primary=mirror.primary.site,
     )
@@ -326,6 +332,7 @@ def _leg(
     rtt: float | None = None,
     cache: CacheStatus | None = None,
     writes_in_flight: int | None = None,
+    block: int | None = None,
 ) -> LegReport:
     return LegReport(
         site=leg.site,
@@ -341,6 +348,7 @@ def _leg(
         rtt_seconds=rtt,
         cache_dirty_blocks=cache.dirty if cache is not None else None,
         cache_writeback_blocks=cache.writeback if cache is not None else None,
+        cache_block_bytes=block if cache is not None else None,
         cache_error=cache.error if cache is not None else 0,
         writes_in_flight=writes_in_flight,
     )

@@ -8,6 +8,7 @@ them in order and stops at the first failure.
 
 from __future__ import annotations
 
+from collections.abc import Sequence
 from dataclasses import dataclass, field
 from enum import StrEnum
 from typing import Any
@@ -22,6 +23,21 @@ class PlanError(RemirrorError):
     """The sites are in a state the plan cannot reconcile (a missing disk, a name taken by something else)."""
 
     reason = "cannot_plan"
+
+
+class MissingDisks(PlanError):
+    """Disks the profile names that a site does not have: all of them at once, one line each."""
+
+    def __init__(self, problems: Sequence[str]) -> None:
+        self.problems = tuple(problems)
+        super().__init__("\n".join(self.problems))
+
+    def one_line(self) -> str:
+        # One line per disk: an editor can jump to each file:line:col.
+        return str(self)
+
+    def details(self) -> dict[str, Any]:
+        return {"problems": list(self.problems)}
 
 
 class SplitBrain(PlanError, Refusal):
@@ -77,6 +93,7 @@ class Verb(StrEnum):
     SET_SESSION_TIMEOUT = "SetSessionTimeout"
     SET_TARGET_PARAMETERS = "SetTargetParameters"
     SET_WRITE_BEHIND = "SetWriteBehind"
+    SET_RESYNC_LIMIT = "SetResyncLimit"
     SET_WRITE_MOSTLY = "SetWriteMostly"
     STOP_ARRAY = "StopArray"
     TUNE_CACHE = "TuneCache"

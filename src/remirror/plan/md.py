@@ -14,6 +14,7 @@ from remirror.facts.generations import MiB
 from remirror.facts.model import MdArray, Signature
 from remirror.facts.site import DiskFacts, SiteFacts
 from remirror.plan.actions import CHANGE, CREATE, DELETE, Action, PlanError, Verb
+from remirror.plan.resync_limit import resync_limit_actions, resync_limit_steps
 from remirror.plan.steps import (
     AssembleArray,
     LegRecordCreate,
@@ -110,7 +111,7 @@ def array_actions(
                     Verb.ASSEMBLE_ARRAY,
                     f"{mirror.md_device} from {local.path} and {len(remote_paths)} replica(s)",
                     CREATE,
-                    assemble_steps(mirror.md_device, uuid_, [local.path, *remote_paths]),
+                    assemble_steps(mirror, uuid_, [local.path, *remote_paths]),
                 )
             ]
         holders = [
@@ -177,6 +178,8 @@ def array_actions(
                 (
                     Run(tuple(argv)),
                     WaitPath(mirror.md_device, 30),
+                    # Before the adds: each starts a recovery, the initial sync, over the link.
+                    *resync_limit_steps(mirror),
                     *adds,
                     LegRecordCreate(mirror.name, uuid_, mirror.primary.site, (local.path, *remote_paths)),
                 ),
@@ -223,6 +226,7 @@ def array_actions(
         actions.append(
             _sysfs_repair(primary, Verb.SET_WRITE_BEHIND, subject, f"{base}/bitmap/backlog", backlog)
         )
+    actions += resync_limit_actions(primary, mirror, array)
     actions += _missing_leg_records(
         profile, mirror, primary, array, local, replica_disks, remote_paths, uuid_
     )
@@ -319,9 +323,11 @@ def _missing_leg_records(
     ]
 
 
-def assemble_steps(md: str, uuid_: str, devices: list[str]) -> tuple[Step, ...]:
-    """`mdadm --assemble --run` past udev's partial assemblies, then its device node."""
-    return (AssembleArray(md, uuid_, tuple(devices)), WaitPath(md, 30))
+def assemble_steps(mirror: Mirror, uuid_: str, devices: list[str]) -> tuple[Step, ...]:
+    """`mdadm --assemble --run` past udev's partial assemblies, then its device node, then the
+    profile's resync limit (md keeps it in memory only: an assembled array starts without)."""
+    md = mirror.md_device
+    return (AssembleArray(md, uuid_, tuple(devices)), WaitPath(md, 30), *resync_limit_steps(mirror))
 
 
 def _rebuild_primary_leg(
@@ -358,7 +364,7 @@ def _rebuild_primary_leg(
             f"{mirror.md_device} from the replica leg(s) alone ({', '.join(sources)}):"
             f" {local.path} holds no copy of the mirror (a new disk?)",
             CREATE,
-            assemble_steps(mirror.md_device, uuid_, sources),
+            assemble_steps(mirror, uuid_, sources),
         ),
         Action(
             primary.name,

@@ -14,7 +14,7 @@ import dataclasses
 from collections.abc import Mapping
 
 from remirror.facts.site import DiskFacts, SiteFacts
-from remirror.plan.actions import Action, Plan, PlanError, SplitBrain, Verb
+from remirror.plan.actions import Action, MissingDisks, Plan, PlanError, SplitBrain, Verb
 from remirror.plan.cache import CacheError, cache_actions
 from remirror.plan.cdp import CdpPlanError, cdp_actions, volume_path
 from remirror.plan.initiator import initiator_actions, logout_actions
@@ -28,6 +28,7 @@ from remirror.roles import as_run, ran_without_primary
 
 def make_plan(profile: Profile, facts: Mapping[str, SiteFacts], secrets: Mapping[str, str]) -> Plan:
     """The actions that make the sites match the profile, replica sides first for each mirror."""
+    _require_disks(profile, facts)
     actions: list[Action] = []
     for index, mirror in enumerate(profile.mirrors):
         uuid_ = array_uuid(profile, mirror)
@@ -142,6 +143,28 @@ def _leg_device(mirror: Mirror, leg: PrimaryLeg | ReplicaLeg, site: SiteFacts, d
     if device is not None and device.exists:
         return device
     return dataclasses.replace(disk, path=path, kernel_name="", holders=(), mounts=(), openers=())
+
+
+def _require_disks(profile: Profile, facts: Mapping[str, SiteFacts]) -> None:
+    """Every disk and cache disk the profile names, on its site: the missing ones all in one
+    error, a line each (two missing disks are fixed in one go, not found one run at a time)."""
+    problems = []
+    for index, mirror in enumerate(profile.mirrors):
+        legs: list[tuple[tuple[str | int, ...], PrimaryLeg | ReplicaLeg]] = [
+            (("mirrors", index, "replicas", r), replica) for r, replica in enumerate(mirror.replicas)
+        ]
+        legs.append((("mirrors", index, "primary"), mirror.primary))
+        for where, leg in legs:
+            site = facts[leg.site]
+            wanted = [((*where, "disk"), "disk", leg.disk)]
+            if leg.cache is not None:
+                wanted.append(((*where, "cache"), "cache disk", leg.cache.disk))
+            for at, what, path in wanted:
+                disk = site.disks.get(path)
+                if disk is None or not disk.exists:
+                    problems.append(f"{profile.where(*at)}: site {site.name}: {what} {path} does not exist")
+    if problems:
+        raise MissingDisks(problems)
 
 
 def _disk(profile: Profile, site: SiteFacts, path: str, where: tuple[str | int, ...]) -> DiskFacts:

@@ -214,5 +214,5 @@ def assemble_action(site: str, mirror: Mirror, uuid_: str, own: str) -> Action:
         Verb.ASSEMBLE_ARRAY,
         f"{mirror.md_device} from {own} (degraded until the other legs rejoin)",
         CREATE,
-        assemble_steps(mirror.md_device, uuid_, [own]),
+        assemble_steps(mirror, uuid_, [own]),
     )

@@ -30,6 +30,7 @@ from remirror.profile.types import (
     Portal,
     PortalText,
     PositiveDuration,
+    ResyncRate,
     SiteHost,
     SshAddress,
     parse_ssh_address,
@@ -121,6 +122,11 @@ class Replication(ProfileModel):
         description=f"writes allowed to trail the replicas (async only, default {DEFAULT_WRITE_BEHIND})",
     )
     bitmap_chunk: BitmapChunk = Field(64 * 1024**2, description="write-intent bitmap chunk")
+    resync_max: ResyncRate | None = Field(
+        None,
+        description="per second, for resyncs and the initial sync: md's sync_speed_max for this"
+        " array, changed live (none: the system's, /proc/sys/dev/raid/speed_limit_max)",
+    )
     on_link_loss: OnLinkLoss = Field(
         "degrade", description="degrade: fail the leg fast, resync later; wait: queue I/O"
     )

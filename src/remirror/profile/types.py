@@ -166,6 +166,17 @@ def _check_power_of_two_size(value: int) -> int:
     return value
 
 
+# md resyncs at least at its sync_speed_min (1000 KiB/s unless set) whatever sync_speed_max
+# says (drivers/md/md.c, md_do_sync): a lower limit would not hold.
+RESYNC_MIN = 1024 * 1024
+
+
+def _check_resync_rate(value: int) -> int:
+    if value < RESYNC_MIN:
+        raise ValueError("must be at least 1MiB (per second): md resyncs at least that fast anyway")
+    return value
+
+
 def _positive_duration(value: float) -> float:
     if value <= 0:
         raise ValueError("must be longer than zero")
@@ -211,6 +222,7 @@ SiteHost = Annotated[str, AfterValidator(_check_host)]
 PortalText = Annotated[str, BeforeValidator(_check_portal), WithJsonSchema({"type": "string"})]
 Size = Annotated[int, BeforeValidator(_size), _SIZE_SCHEMA]
 BitmapChunk = Annotated[int, BeforeValidator(_size), AfterValidator(_check_power_of_two_size), _SIZE_SCHEMA]
+ResyncRate = Annotated[int, BeforeValidator(_size), AfterValidator(_check_resync_rate), _SIZE_SCHEMA]
 Duration = Annotated[float, BeforeValidator(_duration), _DURATION_SCHEMA]
 PositiveDuration = Annotated[
     float, BeforeValidator(_duration), AfterValidator(_positive_duration), _DURATION_SCHEMA
