@@ -20,6 +20,7 @@ from remirror.lab.probes import LAB_PROFILE, lab_names
 OUT = Path(os.environ.get("LAB_OUT", "bench/out"))
 SECONDS = int(os.environ.get("BENCH_SECONDS", "15"))
 MD = lab_names().md
+MIRROR = lab_names().mirror
 CDP_VOLUME = lab_names().cdp_volume
 REMOTE_LEG = lab_names().remote_leg
 MIRROR_DISKS = ("/dev/lab/a0", "/dev/lab/b0", "/dev/lab/a-fast0", "/dev/lab/b-fast0")
@@ -78,10 +79,11 @@ def profile(
             "      disk: /dev/lab/a0\n", "      disk: /dev/lab/a0\n      cache: {disk: /dev/lab/a-fast0}\n"
         )
     if cdp_every:
-        # A point every `cdp_every` seconds: the contract's 60 s, or 10 s as Mariner took them.
-        # Random writes over the whole region at QD16 diverge from each point by up to the
-        # region (128 MiB): a window of two points and 60% of the pool for history keep the
-        # pool from filling (the volume is 40% of the mirror, 204 MiB, enough for the region).
+        # A point every `cdp_every` seconds of lab time (the contract's 60 s or Mariner's 10 s
+        # times the dilation; bench/suite.py, cdp_config). Random writes over the whole region
+        # at QD16 diverge from each point by up to the region (128 MiB): a window of two
+        # points and 60% of the pool for history keep the pool from filling (the volume is
+        # 40% of the mirror, 204 MiB, enough for the region).
         text += f"    cdp: {{every: {cdp_every}s, keep: {2 * cdp_every}s, history: 60}}\n"
     path = Path("/run") / f"bench-{name}.yaml"
     path.write_text(text)

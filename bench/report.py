@@ -397,10 +397,13 @@ def render(results: dict[str, Any], out: Path) -> str:
         lines += ["", f"**{step} did not finish:** {error}"]
     for name in ("CDP-60s", "CDP-10s"):
         if name in configs:
-            lines += [
-                "",
-                f"{name}: {configs[name].get('points_taken', 0)} recovery points taken while measuring.",
-            ]
+            taken, interval = configs[name].get("points_taken", 0), configs[name].get("interval_lab_s")
+            each = (
+                f", one at the start of each judged job, which ran one interval ({interval} s in the lab)"
+                if interval
+                else ""
+            )
+            lines += ["", f"{name}: {taken} recovery points taken while measuring{each}."]
     if results.get("grid"):
         lines += ["", "## The link grid (1 MiB = 2^20 bytes; MB = 10^6)", "", *grid_table(results["grid"]), "",
                   *plot_grid(results["grid"], out)]  # fmt: skip

@@ -53,6 +53,7 @@ from typing import Any
 from common import (
     CDP_VOLUME,
     MD,
+    MIRROR,
     OUT,
     REMOTE_LEG,
     SECONDS,
@@ -102,11 +103,16 @@ def wanted(part: str) -> bool:
     )
 
 
-def measure(name: str, device: str, setup: Callable[[], None] | None = None) -> None:
+def measure(
+    name: str,
+    device: str,
+    setup: Callable[[], None] | None = None,
+    cadence: tuple[Callable[[], None], int] | None = None,
+) -> None:
     if setup is not None:
         setup()
     started = time.monotonic()
-    results["configs"][name] = all_workloads(device, name)
+    results["configs"][name] = all_workloads(device, name, cadence)
     log(f"{name}: done in {time.monotonic() - started:.0f}s")
     save()
 
@@ -355,11 +361,16 @@ def async_config() -> None:
 
 
 def cdp_config(every: int) -> None:
-    """CDP on S-iL with `remirror cdp run` taking a point every `every` seconds while measuring;
-    with `every` 0, the same stack with no point taken (CDP-stack): what dm-era and the thin
-    volume cost standing, apart from what each point costs after it (copy-on-write, a new era)."""
+    """CDP on S-iL, a recovery point every `every` seconds of the modelled hardware's time
+    (`every` times the dilation in the lab's: the cadence is a physical figure like the
+    disks'). Each job the targets judge starts at a point and runs one interval (see
+    all_workloads), so that the ratio is a cadence's average cost and not the rush after a
+    point alone. With `every` 0, the same stack with no point taken (CDP-stack): what dm-era
+    and the thin volume cost standing, apart from what each point costs after it
+    (copy-on-write, a new era)."""
     name = f"CDP-{every}s" if every else "CDP-stack"
-    cdp = profile(f"cdp{every}", cdp_every=every or 60)
+    interval = max(1, round(every * (net.dilation() or 1.0)))
+    cdp = profile(f"cdp{every}", cdp_every=interval if every else 60)
     apply(cdp)
     # Written once before measuring: the pool's first allocation of a chunk is a
     # one-time cost; what is measured is copy-on-write after each point.
@@ -370,17 +381,20 @@ def cdp_config(every: int) -> None:
         measure(name, CDP_VOLUME)
         destroy(cdp)
         return
-    daemon = subprocess.Popen(
-        ["remirror", "cdp", "run", "--profile", str(cdp)], stdout=subprocess.PIPE, text=True
-    )
+    points = []
+
+    def take_point() -> None:
+        # `cdp point` is the daemon's tick (point and prune) forced: the daemon would take
+        # its own a little before each interval ends (at 90% of `every`).
+        points.append(run("remirror", "cdp", "point", "--now", "--profile", str(cdp), MIRROR, timeout=600))
+
     try:
-        measure(name, CDP_VOLUME)
+        measure(name, CDP_VOLUME, cadence=(take_point, interval))
     finally:
-        daemon.terminate()
-        out, _ = daemon.communicate(timeout=300)
         destroy(cdp)
-    results["configs"][name]["points_taken"] = out.count('"event": "point"')
+    results["configs"][name]["points_taken"] = len(points)
     results["configs"][name]["every_s"] = every
+    results["configs"][name]["interval_lab_s"] = interval
     save()
 
 

@@ -19,6 +19,7 @@ import re
 import subprocess
 import tempfile
 import time
+from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
@@ -138,16 +139,33 @@ def replay(device: str) -> dict[str, float]:
     return {**latency(job["write"]), "seconds": time.monotonic() - started}
 
 
-def all_workloads(device: str, what: str) -> dict[str, Any]:
-    """Every workload on `device`, in the order of the report."""
+def all_workloads(
+    device: str, what: str, cadence: tuple[Callable[[], None], int] | None = None
+) -> dict[str, Any]:
+    """Every workload on `device`, in the order of the report.
+
+    With a `cadence` (CDP's: a function that takes a recovery point, and the
+    lab seconds between points), each job the targets judge (QD1, QD16,
+    sequential) starts at a point and runs one whole interval: the
+    copy-on-write after a point and the calm before the next, in the
+    proportion the cadence gives them.
+    """
+
+    def target_job(rw: str, block: str, depth: int) -> dict[str, float]:
+        if cadence is None:
+            return latency(fio(device, rw, block, depth)["write"])
+        take_point, seconds = cadence
+        take_point()
+        return latency(fio(device, rw, block, depth, seconds=seconds)["write"])
+
     log(f"{what}: fio")
     results: dict[str, Any] = {
-        "qd1": latency(fio(device, "randwrite", "4k", 1)["write"]),
-        "qd16": latency(fio(device, "randwrite", "4k", 16)["write"]),
+        "qd1": target_job("randwrite", "4k", 1),
+        "qd16": target_job("randwrite", "4k", 16),
     }
     mix = fio(device, "randrw", "4k", 16, rwmixread="50")
     results["mix"] = {"read": latency(mix["read"]), "write": latency(mix["write"])}
-    results["seq"] = latency(fio(device, "write", "1M", 4)["write"])
+    results["seq"] = target_job("write", "1M", 4)
     log(f"{what}: trace replay")
     results["trace"] = replay(device)
     log(f"{what}: postmark")

@@ -18,6 +18,7 @@ from remirror.facts.cdp import (
     INDEX_SLOTS,
     CdpIndex,
     CdpPoints,
+    Layout,
     MiB,
     RecoveryPoint,
     ThinPoolStatus,
@@ -105,7 +106,23 @@ def test_metadata_grows_with_the_mirror() -> None:
     two_tib = 2 * 1024**4 // 512
     plan = layout(two_tib, 64 * 1024, 25)
     assert plan.tmeta[1] * 512 == 4 * 1024**3  # 128 bytes per 64KiB chunk
-    assert plan.emeta[1] * 512 == 256 * MiB  # 8 bytes per era block
+    assert plan.emeta[1] * 512 == 16 * MiB  # 8 bytes per era block of 1 MiB
+
+
+def test_the_era_counts_writes_by_the_mib_or_by_the_chunk_when_that_is_larger() -> None:
+    # dm-era commits its metadata before the first write to each of its blocks in an era:
+    # after a point, blocks of the pool's 64 KiB made nearly every random write wait for one.
+    assert layout(LAB_MD_SECTORS, 64 * 1024, 25).era_block == MiB
+    assert layout(LAB_MD_SECTORS, 2 * MiB, 25).era_block == 2 * MiB
+
+
+def test_a_stack_built_before_the_era_block_was_recorded_keeps_the_chunk_as_its_era_block() -> None:
+    # Its dm-era was created with blocks of the chunk: rebuilding it with others would make
+    # its recorded eras mean other blocks.
+    recorded = layout(LAB_MD_SECTORS, 64 * 1024, 25).as_json()
+    del recorded["era_block"]
+    assert Layout.from_json(recorded).era_block == 64 * 1024
+    assert tables("m0", "/dev/md/m0", Layout.from_json(recorded))["volume"].endswith(" 128")
 
 
 def test_a_mirror_too_small_for_the_metadata_is_refused() -> None:
@@ -123,7 +140,7 @@ def test_the_tables_stack_era_on_thin_on_the_pool_on_slices_of_the_mirror() -> N
     assert built["pool"].endswith(" 128 " + str(plan.data[1] // 128 // 10) + " 0")  # zeroing kept on
     assert built["thin"] == f"0 {plan.volume_sectors} thin /dev/mapper/remirror-m0-cdp-pool 0"
     assert built["volume"] == (
-        f"0 {plan.volume_sectors} era /dev/mapper/remirror-m0-cdp-emeta /dev/mapper/remirror-m0-cdp-thin 128"
+        f"0 {plan.volume_sectors} era /dev/mapper/remirror-m0-cdp-emeta /dev/mapper/remirror-m0-cdp-thin 2048"
     )
 
 
@@ -213,7 +230,7 @@ def test_a_pool_short_of_space_gives_up_the_oldest_point_within_the_window() -> 
 
 
 def test_changed_era_blocks_become_byte_ranges_clipped_to_the_volume() -> None:
-    chunk = 64 * 1024
+    chunk = MiB  # an era block
     assert changed_bytes([(10, 11), (100, 116)], chunk, 200 * chunk) == [
         (10 * chunk, chunk),
         (100 * chunk, 16 * chunk),

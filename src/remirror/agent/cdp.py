@@ -198,7 +198,7 @@ def changed_since(mirror: str, point: RecoveryPoint, plan: Layout) -> list[tuple
         ).stdout
     finally:
         _runner.run(["dmsetup", "message", name, "0", "drop_metadata_snap"])
-    return changed_bytes(parse_era_invalidate(out), plan.chunk, plan.volume_sectors * 512)
+    return changed_bytes(parse_era_invalidate(out), plan.era_block, plan.volume_sectors * 512)
 
 
 def view(mirror: str, plan: Layout, point: RecoveryPoint) -> str:
