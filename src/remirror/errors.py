@@ -19,6 +19,10 @@ from typing import Any
 EXIT_OK = 0
 EXIT_FAILURE = 1
 EXIT_BAD_INPUT = 3
+# `verify` exits as cmp(1) does: 1 the legs differ; 2 it could not tell, a failure on a site
+# included (remirror.cli.app maps EXIT_FAILURE to it).
+VERIFY_DIFFER = 1
+VERIFY_CANNOT_TELL = 2
 
 
 class RemirrorError(Exception):
@@ -47,6 +51,15 @@ class Refusal(RemirrorError):
     """remirror will not go on until a person decides: a plan that writes over data, a split brain."""
 
     reason = "refused"
+
+
+class Declined(RemirrorError):
+    """The operator answered no when asked to confirm: nothing was changed."""
+
+    reason = "declined"
+
+    def __init__(self, command: str) -> None:
+        super().__init__(f"{command}: not confirmed: nothing changed")
 
 
 class DestructivePlan(Refusal):

@@ -246,3 +246,92 @@ def test_a_refusal_carries_what_a_program_needs(capsys: pytest.CaptureFixture[st
     _emit_error(SiteBusy("site-b", "held by remirror apply (pid 7 on a) since 10:00:00"))
     busy = json.loads(capsys.readouterr().out)
     assert (busy["reason"], busy["site"]) == ("busy", "site-b")
+
+
+def test_declining_a_prompt_is_exit_1_and_says_nothing_changed(
+    capsys: pytest.CaptureFixture[str], monkeypatch: pytest.MonkeyPatch
+) -> None:
+    # It was exit 3, bad input; the command was right, the operator said no (terraform, apt: 1).
+    import sys
+
+    import click
+
+    from remirror.cli.mirror import confirm
+    from remirror.errors import Declined, UsageError
+
+    monkeypatch.setattr(sys.stdin, "isatty", lambda: True)
+    monkeypatch.setattr(click, "confirm", lambda *_, **__: False)
+    with pytest.raises(Declined) as declined:
+        confirm("apply", "Apply: carry out these changes?")
+    assert (declined.value.exit_code, declined.value.reason) == (1, "declined")
+    assert declined.value.one_line() == "apply: not confirmed: nothing changed"
+    monkeypatch.setattr(click, "confirm", lambda *_, **__: True)
+    confirm("apply", "Apply: carry out these changes?")  # yes: goes on
+    monkeypatch.setattr(sys.stdin, "isatty", lambda: False)
+    with pytest.raises(UsageError, match="not a terminal, so nobody can confirm: pass --yes"):
+        confirm("apply", "Apply: carry out these changes?")
+
+
+def test_verify_exits_as_cmp_does(
+    capsys: pytest.CaptureFixture[str], monkeypatch: pytest.MonkeyPatch
+) -> None:
+    # 0 equal, 1 they differ, 2 it could not tell (a failure on a site included), 3 bad input.
+    from remirror.errors import RemirrorError
+    from remirror.health.verify import Span
+    from remirror.monitor import Verification
+
+    class Controller:
+        def __init__(self, _: object) -> None: ...
+
+        def close(self) -> None: ...
+
+    outcome: dict[str, tuple[Span, ...]] = {"mismatched": (), "busy": ()}
+
+    def verify(*_: object) -> Verification:
+        if not outcome:
+            raise RemirrorError("site dr: unreachable: no route to host")
+        return Verification("finance", Span(0, 1 << 20), 1 << 20, ("hq", "dr"), bytes_received={}, **outcome)
+
+    monkeypatch.setattr("remirror.controller.Controller", Controller)
+    monkeypatch.setattr("remirror.monitor.verify", verify)
+    assert run(capsys, "verify", TWO_SITE, "finance")[0] == 0
+    outcome["mismatched"] = (Span(0, 4096),)
+    assert run(capsys, "verify", TWO_SITE, "finance")[0] == 1
+    outcome.update(mismatched=(), busy=(Span(0, 4096),))
+    assert run(capsys, "verify", TWO_SITE, "finance")[0] == 2
+    outcome.clear()
+    code, out, _ = run(capsys, "verify", "-o", "json", TWO_SITE, "finance")
+    assert (code, json.loads(out)["exit_code"]) == (2, 2)
+    assert run(capsys, "verify", TWO_SITE, "finance", "--range", "nowhere")[0] == 3
+
+
+def test_status_exits_1_when_a_site_did_not_answer_or_a_mirror_was_never_built(
+    capsys: pytest.CaptureFixture[str], monkeypatch: pytest.MonkeyPatch
+) -> None:
+    # It exited 0 whatever it could not see: a script could not tell a full answer from half.
+    import dataclasses
+
+    from remirror.health import State
+    from tests.unit.test_health_report import one
+    from tests.unit.test_health_state import SYNC, applied
+
+    mirrored = one(dict(applied(SYNC)))
+    seen: dict[str, object] = {"reports": [mirrored], "unreachable": {}}
+
+    class Controller:
+        def __init__(self, _: object) -> None:
+            self.unreachable = seen["unreachable"]
+
+        def close(self) -> None: ...
+
+    monkeypatch.setattr("remirror.controller.Controller", Controller)
+    monkeypatch.setattr("remirror.monitor.snapshot", lambda _: (seen["reports"], {}))
+    assert run(capsys, "status", TWO_SITE)[0] == 0
+    seen["unreachable"] = {"dr": "cannot connect to dr1:22: Connection refused"}
+    code, out, _ = run(capsys, "status", TWO_SITE)
+    assert (code, out.splitlines()[-1]) == (
+        1,
+        "site dr unreachable: cannot connect to dr1:22: Connection refused",
+    )
+    seen.update(unreachable={}, reports=[dataclasses.replace(mirrored, state=State.ABSENT)])
+    assert run(capsys, "status", "-o", "json", TWO_SITE)[0] == 1

@@ -446,6 +446,18 @@ def test_a_new_mirrors_record_outranks_what_an_earlier_mirror_left_on_the_disk(t
     assert (found.current.n, found.current.site, found.current.how) == (1, "a", "create")
 
 
+def test_a_device_with_no_room_for_a_record_holds_none(tmp_path: object) -> None:
+    # Observe reads every disk's last MiB: on an empty device that place is before its start.
+    from pathlib import Path
+
+    from remirror.agent.generations import read_record
+
+    for size in (0, MiB - 4096):
+        disk = Path(str(tmp_path)) / f"leg-{size}"
+        disk.write_bytes(bytes(size))
+        assert read_record(str(disk)) is None
+
+
 def test_after_a_promotion_of_an_async_mirror_the_new_primarys_leg_moves_last() -> None:
     # The promoted site's leg was a replica's, in the array's first slot; assembled on that site
     # it would be the first leg md writes to, and md would send nothing behind (plan/md.py).

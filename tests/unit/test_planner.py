@@ -313,6 +313,28 @@ def test_every_missing_disk_is_named_at_once_a_line_each() -> None:
     ]
 
 
+def test_an_empty_disk_is_refused_with_its_size() -> None:
+    # Found reading it as a new user: a loop device on an empty file ended in
+    # "internal error: OSError" (the leg record's place, the last MiB, is before the start).
+    facts = fresh()
+    empty = dataclasses.replace(disk("/dev/lab/b0", "loop0"), size=0)
+    facts["site-b"] = site("site-b", disks={"/dev/lab/b0": empty})
+    with pytest.raises(PlanError) as caught:
+        make_plan(PROFILE, facts, SECRETS)
+    line = PROFILE.where("mirrors", 0, "replicas", 0, "disk")
+    assert caught.value.one_line() == (
+        f"{line}: site site-b: disk /dev/lab/b0 holds 0 bytes: too small for a disk (at least 16MiB)"
+    )
+
+
+def test_a_disk_whose_session_is_down_is_not_called_too_small() -> None:
+    # An offline SCSI disk is not looked into, so its size is unknown (0), not small.
+    facts = fresh()
+    offline = dataclasses.replace(disk("/dev/lab/b0", "sdb"), size=0, offline="blocked")
+    facts["site-b"] = site("site-b", disks={"/dev/lab/b0": offline})
+    assert make_plan(PROFILE, facts, SECRETS).actions  # planned as before: not refused
+
+
 def test_a_disk_in_use_is_not_exported() -> None:
     facts = fresh()
     busy = dataclasses.replace(disk("/dev/lab/b0", "dm-4"), holders=("md126",), mounts=("/srv",))

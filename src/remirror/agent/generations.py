@@ -23,6 +23,7 @@ from remirror.facts.generations import (
     RECORD_BYTES,
     RECORD_SLOT,
     LegRecord,
+    MiB,
     decode_record,
     encode_record,
     first_record,
@@ -44,8 +45,12 @@ def _size(path: str) -> int:
 
 
 def read_record(path: str) -> LegRecord | None:
-    """The leg record at the end of `path`, or None if it holds none."""
-    return decode_record(read_direct(path, record_offset(_size(path)), RECORD_BYTES))
+    """The leg record at the end of `path`, or None if it holds none (or has no room for one:
+    a disk under a MiB, which the planner refuses as a leg)."""
+    size = _size(path)
+    if size < MiB:
+        return None
+    return decode_record(read_direct(path, record_offset(size), RECORD_BYTES))
 
 
 def write_record(path: str, record: LegRecord) -> LegRecord:

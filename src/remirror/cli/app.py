@@ -16,7 +16,7 @@ import traceback
 import click
 
 from remirror import __version__
-from remirror.errors import EXIT_BAD_INPUT, EXIT_FAILURE, ProfileError, RemirrorError
+from remirror.errors import EXIT_BAD_INPUT, EXIT_FAILURE, VERIFY_CANNOT_TELL, ProfileError, RemirrorError
 from remirror.logs import journal_prefix, setup_logging
 
 EXIT_BUG = 70  # EX_SOFTWARE from sysexits.h
@@ -133,7 +133,13 @@ def _wants_json(args: list[str]) -> bool:
     )
 
 
-def _emit_error(error: RemirrorError) -> None:
+def _verb_code(verb: str, code: int) -> int:
+    """A failure's exit code as `verb` gives it: `verify` exits as cmp(1), where 1 is "they
+    differ", so a failure there is 2, "could not tell"."""
+    return VERIFY_CANNOT_TELL if verb == "verify" and code == EXIT_FAILURE else code
+
+
+def _emit_error(error: RemirrorError, exit_code: int | None = None) -> None:
     """The error as a JSON document on stdout: its reason (a refusal: `destructive`, `busy`,
     `split_brain`), its message and what else it carries, for a program to read."""
     from remirror.cli.output import emit_json
@@ -143,7 +149,7 @@ def _emit_error(error: RemirrorError) -> None:
         {
             "reason": error.reason,
             "message": error.one_line(),
-            "exit_code": error.exit_code,
+            "exit_code": error.exit_code if exit_code is None else exit_code,
             **error.details(),
         },
     )
@@ -153,11 +159,11 @@ def run(args: list[str]) -> int:
     """Run the CLI on `args`; every outcome as an exit code."""
     # `check` is a monitoring plugin: whatever stops it (a bad flag, a bug) is UNKNOWN, exit 3,
     # with one line on stdout, the only output a monitoring system shows.
-    plugin = next((a for a in args if not a.startswith("-")), "") == "check"
+    verb = next((a for a in args if not a.startswith("-")), "")
 
     def failed(reason: str, code: int) -> int:
-        if not plugin:
-            return code
+        if verb != "check":
+            return _verb_code(verb, code)
         click.echo(f"REMIRROR UNKNOWN - {reason}")
         return CHECK_UNKNOWN
 
@@ -173,7 +179,7 @@ def run(args: list[str]) -> int:
         return failed("interrupted", EXIT_FAILURE)
     except RemirrorError as error:
         if _wants_json(args):
-            _emit_error(error)
+            _emit_error(error, _verb_code(verb, error.exit_code))
         prefix = "" if isinstance(error, ProfileError) else "remirror: "
         click.echo(f"{journal_prefix(logging.ERROR)}{prefix}{error.one_line()}", err=True)
         return failed(error.one_line(), error.exit_code)

@@ -13,7 +13,7 @@ from typing import TYPE_CHECKING, Any
 import click
 
 from remirror.cli.output import emit_json, output_option, profile_argument
-from remirror.errors import RemirrorError
+from remirror.errors import EXIT_FAILURE, VERIFY_CANNOT_TELL, VERIFY_DIFFER, RemirrorError
 
 if TYPE_CHECKING:
     from remirror.health.report import CdpReport, LegReport, MirrorReport
@@ -47,8 +47,15 @@ def _reports(profile: Profile) -> list[MirrorReport]:
 @click.option("--watch", "every", type=click.FloatRange(min=1), default=None, metavar="SECONDS",
               help="Refresh every SECONDS until interrupted.")  # fmt: skip
 def status(profile_path: str | None, output: str, every: float | None) -> int:
-    """Show each mirror's state and, per leg, what it misses, how old its copy is, and the link."""
+    """Show each mirror's state and, per leg, what it misses, how old its copy is, and the link.
+
+    Exit 0 when every site answered and every mirror is built, whatever its
+    state (`check` judges health); 1 when a site could not be reached or a
+    mirror of the profile was never built (ABSENT): what it shows is not all
+    there is.
+    """
     from remirror.controller import Controller
+    from remirror.health import State
     from remirror.monitor import snapshot
     from remirror.profile import load_profile
 
@@ -73,7 +80,8 @@ def status(profile_path: str | None, output: str, every: float | None) -> int:
                     click.echo("\033[H\033[2J", nl=False)  # refresh in place: cursor home, clear screen
                 click.echo(status_text(reports, time.time(), unreachable))
             if every is None:
-                return 0
+                absent = any(r.state == State.ABSENT for r in reports)
+                return EXIT_FAILURE if unreachable or absent else 0
             time.sleep(every)
     finally:
         controller.close()
@@ -146,8 +154,9 @@ def metrics(profile_path: str | None, directory: str | None) -> int:
 def verify(profile_path: str, mirror_name: str, span: str | None, chunk: str, output: str) -> int:
     """Compare a mirror's legs online: each site hashes its own leg, only digests cross the link.
 
-    Exit 0: the legs match; 2: they differ (the ranges are printed); 1: it
-    could not tell (a leg not in sync, chunks written during the check).
+    Exit as cmp(1) does: 0 the legs match; 1 they differ (the ranges are
+    printed); 2 it could not tell (a leg not in sync, chunks written during
+    the check, a site that failed); 3 bad input.
     """
     from remirror.controller import Controller
     from remirror.errors import UsageError
@@ -167,7 +176,7 @@ def verify(profile_path: str, mirror_name: str, span: str | None, chunk: str, ou
         found = run_verify(controller, mirror_name, wanted, chunk_bytes)
     finally:
         controller.close()
-    code = 2 if found.mismatched else 1 if found.busy else 0
+    code = VERIFY_DIFFER if found.mismatched else VERIFY_CANNOT_TELL if found.busy else 0
     if output == "json":
         emit_json(
             "verify",

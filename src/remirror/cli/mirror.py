@@ -8,7 +8,7 @@ from typing import TYPE_CHECKING
 import click
 
 from remirror.cli.output import emit_json, output_option, profile_argument
-from remirror.errors import EXIT_BAD_INPUT, DestructivePlan, UsageError
+from remirror.errors import Declined, DestructivePlan, UsageError
 
 if TYPE_CHECKING:
     from collections.abc import Callable
@@ -119,6 +119,17 @@ def destroy(profile_path: str, mirror_name: str, yes: bool, drain_timeout: int, 
         controller.close()
 
 
+def confirm(command: str, question: str) -> None:
+    """Ask the operator (`--yes` skips the question): a no, or nobody to ask, changes nothing.
+
+    Declining is exit 1 (as terraform's and apt's), not bad input: the command was right.
+    """
+    if not sys.stdin.isatty():
+        raise UsageError(f"{command}: not a terminal, so nobody can confirm: pass --yes")
+    if not click.confirm(question, default=False):
+        raise Declined(command)
+
+
 def _with_drain_timeout(plan: Plan, seconds: int) -> Plan:
     from remirror.plan.cache import with_drain_timeout
 
@@ -142,10 +153,7 @@ def _carry_out(
     if result.destructive and not allow_destructive:
         raise DestructivePlan([a.destructive for a in result.destructive])
     if not result.is_empty and not yes:
-        if not sys.stdin.isatty():
-            raise UsageError(f"{command}: not a terminal, so nobody can confirm: pass --yes")
-        if not click.confirm(f"{command.capitalize()}: carry out these changes?", default=False):
-            return EXIT_BAD_INPUT
+        confirm(command, f"{command.capitalize()}: carry out these changes?")
     outcomes = controller.apply(result, say) if not result.is_empty else []
     after = make() if outcomes else result
     if output == "json":
@@ -220,10 +228,7 @@ def _promote(
         for action in handover.actions:
             say(action.line())
         if not yes:
-            if not sys.stdin.isatty():
-                raise UsageError(f"{command}: not a terminal, so nobody can confirm: pass --yes")
-            if not click.confirm(f"Hand {mirror_name} to {site}?", default=False):
-                return EXIT_BAD_INPUT
+            confirm(command, f"Hand {mirror_name} to {site}?")
         done = carry_out(controller, handover, secrets, say)
     finally:
         controller.close()
@@ -272,10 +277,7 @@ def resolve(profile_path: str, mirror_name: str, keep: str, save: str | None, ye
         for action in first.destructive:
             click.echo(f"  discards: {action.destructive}")
         if not yes:
-            if not sys.stdin.isatty():
-                raise UsageError("resolve: not a terminal, so nobody can confirm: pass --yes")
-            if not click.confirm(f"Keep {keep}'s data and discard the others'?", default=False):
-                return EXIT_BAD_INPUT
+            confirm("resolve", f"Keep {keep}'s data and discard the others'?")
         outcomes = carry_out_resolution(controller, mirror_name, first, secrets, click.echo)
     finally:
         controller.close()

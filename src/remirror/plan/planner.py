@@ -24,6 +24,7 @@ from remirror.plan.mdadm_conf import mdadm_conf_actions, with_mdadm_conf
 from remirror.profile.model import Mirror, PrimaryLeg, Profile, ReplicaLeg
 from remirror.profile.names import array_uuid, backstore_name, by_path, leg_device
 from remirror.roles import as_run, ran_without_primary
+from remirror.units import format_size
 
 
 def make_plan(profile: Profile, facts: Mapping[str, SiteFacts], secrets: Mapping[str, str]) -> Plan:
@@ -145,6 +146,12 @@ def _leg_device(mirror: Mirror, leg: PrimaryLeg | ReplicaLeg, site: SiteFacts, d
     return dataclasses.replace(disk, path=path, kernel_name="", holders=(), mounts=(), openers=())
 
 
+# Room for md's superblock and bitmap, the leg records' last MiB and some data; for a cache,
+# its own metadata and some blocks. A disk smaller than this is a mistake (a loop device on an
+# empty file, a partition of zero length), not a mirror to build.
+SMALLEST = {"disk": 16 * 1024 * 1024, "cache disk": 4 * 1024 * 1024}
+
+
 def _require_disks(profile: Profile, facts: Mapping[str, SiteFacts]) -> None:
     """Every disk and cache disk the profile names, on its site: the missing ones all in one
     error, a line each (two missing disks are fixed in one go, not found one run at a time)."""
@@ -163,6 +170,11 @@ def _require_disks(profile: Profile, facts: Mapping[str, SiteFacts]) -> None:
                 disk = site.disks.get(path)
                 if disk is None or not disk.exists:
                     problems.append(f"{profile.where(*at)}: site {site.name}: {what} {path} does not exist")
+                elif not disk.offline and disk.size < SMALLEST[what]:  # offline: its size unread
+                    problems.append(
+                        f"{profile.where(*at)}: site {site.name}: {what} {path} holds {disk.size} bytes:"
+                        f" too small for a {what} (at least {format_size(SMALLEST[what])})"
+                    )
     if problems:
         raise MissingDisks(problems)
 
