@@ -44,6 +44,7 @@ METRICS = {
     "remirror_cdp_points": ("gauge", "Recovery points kept (mirrors with cdp)."),
     "remirror_cdp_newest_point_age_seconds": ("gauge", "Age of the newest recovery point."),
     "remirror_cdp_window_seconds": ("gauge", "Age of the oldest recovery point: the window actually kept."),
+    "remirror_cdp_interval_seconds": ("gauge", "The profile's `every`: a point is due this often."),
     "remirror_cdp_pool_used_bytes": ("gauge", "Data in the CDP thin pool (the volume and its points)."),
     "remirror_cdp_pool_size_bytes": ("gauge", "The CDP thin pool's data size."),
     "remirror_check_timestamp_seconds": ("gauge", "When these metrics were gathered (unix time)."),
@@ -101,6 +102,7 @@ def _samples(
             yield "remirror_cdp_points", mirror, r.cdp.points
             yield "remirror_cdp_newest_point_age_seconds", mirror, r.cdp.newest_age_seconds
             yield "remirror_cdp_window_seconds", mirror, r.cdp.window_seconds
+            yield "remirror_cdp_interval_seconds", mirror, r.cdp.every_seconds
             yield "remirror_cdp_pool_used_bytes", mirror, r.cdp.pool_used_bytes
             yield "remirror_cdp_pool_size_bytes", mirror, r.cdp.pool_total_bytes
     for site, up in sorted(sites.items()):
