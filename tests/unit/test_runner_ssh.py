@@ -265,3 +265,42 @@ def test_the_ssh_command_line_takes_every_setting_from_the_profile() -> None:
     assert argv[-3:-1] == ["--", "dr.example"]
     assert argv[-1].endswith(" remirror agent --serve")
     assert argv[-1].startswith("env LC_ALL=C LANG=C ")
+
+
+def test_a_site_behind_a_bastion_is_reached_through_it_with_the_profiles_settings(sshd: Sshd) -> None:
+    # The loopback sshd is both the bastion and the site: the connection goes through `-W`.
+    from remirror.profile.types import SshAddress
+
+    jump = SshAddress(sshd.user, "127.0.0.1", sshd.port)
+    remote = runner(sshd, jump=jump)
+    try:
+        assert remote.run(["echo", "through the bastion"]).stdout == "through the bastion\n"
+    finally:
+        remote.close()
+    argv = remote.ssh_argv(["true"])
+    (proxy,) = [a for a in argv if a.startswith("-oProxyCommand=")]
+    assert proxy.startswith("-oProxyCommand=ssh -F /dev/null -oBatchMode=yes")
+    assert f"-oUserKnownHostsFile={sshd.known_hosts}" in proxy  # the bastion's key checked too
+    assert f"-W '%h:%p' -p {sshd.port} -l {sshd.user} -- 127.0.0.1" in proxy
+    # A bastion whose host key the profile's known_hosts lacks is refused like any site.
+    stranger = runner(sshd, jump=SshAddress(sshd.user, "localhost", sshd.port))
+    with pytest.raises(SiteUnreachable):
+        stranger.run(["true"])
+
+
+def test_a_profile_names_its_bastion_as_an_ssh_address() -> None:
+    from remirror.errors import ProfileError
+
+    text = (
+        "version: 1\nname: p\nsites:\n  a: {host: local}\n"
+        "  b:\n    host: ssh://root@10.0.0.2\n    ssh: {proxy_jump: %s}\n"
+        "mirrors:\n  - name: m\n    device: /dev/md/m\n    primary: {site: a, disk: /dev/a0}\n"
+        "    replicas: [{site: b, disk: /dev/b0, portal: 10.0.0.2:3260}]\n"
+        "    replication: {mode: sync}\n"
+    )
+    site = parse_profile(text % "ssh://admin@bastion.example:2222").sites["b"]
+    remote = runner_for_site("b", site)
+    assert isinstance(remote, SshRunner)
+    assert (remote.jump.user, remote.jump.host, remote.jump.port) == ("admin", "bastion.example", 2222)  # type: ignore[union-attr]
+    with pytest.raises(ProfileError, match="proxy_jump"):
+        parse_profile(text % "bastion.example")

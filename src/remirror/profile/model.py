@@ -26,6 +26,7 @@ from remirror.profile.types import (
     BitmapChunk,
     DevicePath,
     Iqn,
+    JumpHost,
     Name,
     Portal,
     PortalText,
@@ -56,6 +57,11 @@ class SshOptions(ProfileModel):
         None, description="host keys to check against; default ~/.ssh/known_hosts"
     )
     connect_timeout: PositiveDuration = Field(10.0, description="give up connecting after this")
+    proxy_jump: JumpHost | None = Field(
+        None,
+        description="reach the site through this bastion, ssh://[user@]host[:port], as ssh -J does;"
+        " with the same key, and its host key in the same known_hosts",
+    )
 
 
 class Site(ProfileModel):

@@ -154,6 +154,11 @@ def _check_host(value: str) -> str:
     return value
 
 
+def _check_jump(value: str) -> str:
+    parse_ssh_address(value)
+    return value
+
+
 def _check_portal(value: Any) -> str:
     if not isinstance(value, str):
         raise ValueError("a portal is written ADDRESS:PORT, e.g. 192.0.2.10:3260")
@@ -219,6 +224,7 @@ Iqn = Annotated[str, AfterValidator(_check_iqn)]
 DevicePath = Annotated[str, AfterValidator(_check_device_path)]
 AbsolutePath = Annotated[str, AfterValidator(_check_absolute_path)]
 SiteHost = Annotated[str, AfterValidator(_check_host)]
+JumpHost = Annotated[str, AfterValidator(_check_jump)]
 PortalText = Annotated[str, BeforeValidator(_check_portal), WithJsonSchema({"type": "string"})]
 Size = Annotated[int, BeforeValidator(_size), _SIZE_SCHEMA]
 BitmapChunk = Annotated[int, BeforeValidator(_size), AfterValidator(_check_power_of_two_size), _SIZE_SCHEMA]

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 from remirror.profile.model import Site, SshOptions
+from remirror.profile.types import parse_ssh_address
 from remirror.runner.base import Runner
 
 
@@ -24,4 +25,5 @@ def runner_for_site(name: str, site: Site) -> Runner:
         identity_file=options.identity_file,
         known_hosts=options.known_hosts,
         connect_timeout=options.connect_timeout,
+        jump=parse_ssh_address(options.proxy_jump) if options.proxy_jump else None,
     )

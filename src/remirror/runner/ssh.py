@@ -25,6 +25,7 @@ import subprocess
 import time
 
 from remirror.errors import CommandError, SiteUnreachable
+from remirror.profile.types import SshAddress
 from remirror.runner.base import BASE_ENV, Runner, redact, stderr_tail
 
 SSH = "ssh"
@@ -50,6 +51,7 @@ class SshRunner(Runner):
         identity_file: str | None = None,
         known_hosts: str | None = None,
         connect_timeout: float = 10.0,
+        jump: SshAddress | None = None,
     ) -> None:
         super().__init__(site)
         self.host = host
@@ -58,6 +60,7 @@ class SshRunner(Runner):
         self.identity_file = identity_file
         self.known_hosts = known_hosts
         self.connect_timeout = connect_timeout
+        self.jump = jump
 
     @property
     def address(self) -> str:
@@ -66,21 +69,17 @@ class SshRunner(Runner):
 
     def ssh_argv(self, argv: list[str]) -> list[str]:
         """The local `ssh` command line that runs `argv` on the site."""
-        options = {
-            "BatchMode": "yes",
-            "StrictHostKeyChecking": "yes",
-            "ConnectTimeout": str(max(1, round(self.connect_timeout))),
-            "ServerAliveInterval": str(ALIVE_INTERVAL),
-            "ServerAliveCountMax": str(ALIVE_COUNT),
-            "ForwardAgent": "no",
-            "ForwardX11": "no",
-            "RequestTTY": "no",
-            "LogLevel": "ERROR",  # refusals and failures, not banners or notices
-        }
-        if self.known_hosts:
-            options |= {"UserKnownHostsFile": self.known_hosts, "GlobalKnownHostsFile": "/dev/null"}
-        if self.identity_file:
-            options |= {"IdentityFile": self.identity_file, "IdentitiesOnly": "yes", "IdentityAgent": "none"}
+        options = self._options()
+        if self.jump is not None:
+            # ssh -J would reach the bastion with ssh_config's settings and ~/.ssh/known_hosts:
+            # a ProxyCommand of our own reaches it with the profile's (key, known_hosts, no config).
+            hop = [
+                SSH, "-F", "/dev/null", *(f"-o{key}={value}" for key, value in options.items()),
+                "-W", "{target}", "-p", str(self.jump.port), "-l", self.jump.user, "--", self.jump.host,
+            ]  # fmt: skip
+            # ssh expands %-tokens in a ProxyCommand: a literal % is written %%.
+            command = shlex.join(part.replace("%", "%%") for part in hop).replace("{target}", "%h:%p")
+            options["ProxyCommand"] = command
         # The remote sshd hands a string to the login shell: quote every
         # argument, and set the same environment the local runner uses.
         env = " ".join(f"{k}={shlex.quote(v)}" for k, v in BASE_ENV.items())
@@ -97,6 +96,25 @@ class SshRunner(Runner):
             self.host,
             f"env {env} {shlex.join(argv)}",
         ]
+
+    def _options(self) -> dict[str, str]:
+        """The client's options, the same for the site and a bastion on the way."""
+        options = {
+            "BatchMode": "yes",
+            "StrictHostKeyChecking": "yes",
+            "ConnectTimeout": str(max(1, round(self.connect_timeout))),
+            "ServerAliveInterval": str(ALIVE_INTERVAL),
+            "ServerAliveCountMax": str(ALIVE_COUNT),
+            "ForwardAgent": "no",
+            "ForwardX11": "no",
+            "RequestTTY": "no",
+            "LogLevel": "ERROR",  # refusals and failures, not banners or notices
+        }
+        if self.known_hosts:
+            options |= {"UserKnownHostsFile": self.known_hosts, "GlobalKnownHostsFile": "/dev/null"}
+        if self.identity_file:
+            options |= {"IdentityFile": self.identity_file, "IdentitiesOnly": "yes", "IdentityAgent": "none"}
+        return options
 
     def _execute(
         self, argv: list[str], stdin: str | None, timeout: float, shown: tuple[str, ...]
