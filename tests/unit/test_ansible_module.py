@@ -33,10 +33,13 @@ def run_module(
     plan: list[dict[str, Any]],
     remaining: list[dict[str, Any]],
     check: bool = False,
+    mirrors: tuple[str, ...] = ("m0",),
     **args: Any,
 ) -> dict[str, Any]:
-    """The module's result, with fixtures/fake-remirror planning `plan` and leaving `remaining`."""
-    (tmp_path / "state.json").write_text(json.dumps({"plan": plan, "remaining": remaining}))
+    """The module's result, with fixtures/fake-remirror planning `plan` and leaving `remaining`
+    (for each of the profile's `mirrors`, under `state: absent`)."""
+    state = {"plan": plan, "remaining": remaining, "mirrors": list(mirrors)}
+    (tmp_path / "state.json").write_text(json.dumps(state))
     (tmp_path / "state.json.calls").unlink(missing_ok=True)
     params = {"profile": str(tmp_path / "p.yaml"), "remirror": str(FAKE), **args}
     if check:
@@ -120,3 +123,30 @@ def test_every_site_is_prepared_before_any_apply_and_a_failed_one_ends_the_run()
     assert [t["ansible.builtin.import_role"].get("tasks_from") for t in apply["tasks"]] == ["apply", "health"]
     main = YAML(typ="safe").load(PLAYBOOKS / "roles/remirror/tasks/main.yml")
     assert [t["ansible.builtin.import_tasks"] for t in main] == ["install.yml", "deploy.yml"]
+
+
+def test_diff_mode_shows_the_actions_as_remirror_plan_prints_them(tmp_path: Path) -> None:
+    result = run_module(tmp_path, [CREATE, WIPE], [], check=True, _ansible_diff=True)
+    assert result["diff"]["prepared"] == (
+        "+ a: CreateArray /dev/md/m0\n+ a: CreateArray /dev/md/m0  [DESTROYS: ext4 on /dev/b0]\n"
+    )
+    assert "diff" not in run_module(tmp_path, [CREATE], [], check=True)  # only when asked
+
+
+def test_state_absent_destroys_each_mirror_of_the_profile(tmp_path: Path) -> None:
+    teardown = {**CREATE, "verb": "StopArray", "symbol": "-"}
+    both = ("m0", "m1")
+    checked = run_module(tmp_path, [teardown], [], check=True, mirrors=both, state="absent")
+    assert (checked["changed"], len(checked["actions"])) == (True, 2)
+    assert [c.split()[:2] for c in calls(tmp_path)] == [
+        ["validate", "-o"],
+        ["destroy", "--dry-run"],
+        ["destroy", "--dry-run"],
+    ]
+    done = run_module(tmp_path, [teardown], [], mirrors=both, state="absent")
+    assert done["changed"] is True
+    assert [c.split()[-1] for c in calls(tmp_path) if c.startswith("destroy --yes")] == ["m0", "m1"]
+    assert run_module(tmp_path, [], [], mirrors=both, state="absent")["changed"] is False  # already gone
+    stuck = run_module(tmp_path, [teardown], [teardown], mirrors=both, state="absent")
+    assert stuck["failed"] is True
+    assert stuck["msg"].startswith("destroy of m0 left actions undone")

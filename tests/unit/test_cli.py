@@ -335,3 +335,30 @@ def test_status_exits_1_when_a_site_did_not_answer_or_a_mirror_was_never_built(
     )
     seen.update(unreachable={}, reports=[dataclasses.replace(mirrored, state=State.ABSENT)])
     assert run(capsys, "status", "-o", "json", TWO_SITE)[0] == 1
+
+
+def test_destroy_dry_run_shows_the_teardown_and_runs_nothing(
+    capsys: pytest.CaptureFixture[str], monkeypatch: pytest.MonkeyPatch
+) -> None:
+    from remirror.plan.actions import Action, Plan, Verb
+
+    stop = Action("hq", Verb.STOP_ARRAY, "/dev/md/finance", "-")
+
+    class Controller:
+        def __init__(self, _: object, **__: object) -> None: ...
+
+        def teardown(self, _: object) -> Plan:
+            return Plan((stop,))
+
+        def apply(self, *_: object) -> None:
+            raise AssertionError("a dry run ran the plan")
+
+        def close(self) -> None: ...
+
+    monkeypatch.setattr("remirror.controller.Controller", Controller)
+    code, out, _ = run(capsys, "destroy", "--dry-run", "-o", "json", TWO_SITE, "finance")
+    document = json.loads(out)
+    assert (code, document["kind"], document["changes"]) == (0, "plan", True)
+    assert document["actions"] == [stop.as_json()]
+    code, out, _ = run(capsys, "destroy", "--dry-run", TWO_SITE, "finance")
+    assert (code, out.splitlines()[0]) == (0, stop.line())

@@ -42,13 +42,18 @@ def plan(profile_path: str, detailed_exitcode: bool, output: str) -> int:
         result = controller.plan(secrets)
     finally:
         controller.close()
+    _show(result, output)
+    return EXIT_CHANGES if detailed_exitcode and not result.is_empty else 0
+
+
+def _show(result: Plan, output: str) -> None:
+    """A plan as `plan` shows it: a line per action and a summary, or a `plan` JSON document."""
     if output == "json":
         emit_json("plan", {"changes": not result.is_empty, "actions": [a.as_json() for a in result.actions]})
     else:
         for action in result.actions:
             click.echo(action.line())
         click.echo(result.summary())
-    return EXIT_CHANGES if detailed_exitcode and not result.is_empty else 0
 
 
 # remirror.plan.cache.DRAIN_TIMEOUT and MAX_DRAIN_TIMEOUT (not imported here: --help stays fast).
@@ -88,9 +93,14 @@ def apply(profile_path: str, yes: bool, allow_destructive: bool, drain_timeout: 
 @profile_argument
 @click.argument("mirror_name", metavar="MIRROR")
 @click.option("--yes", is_flag=True, help="Do not ask before destroying.")
+@click.option(
+    "--dry-run", is_flag=True, help="Show what it would take apart (as `plan` shows), change nothing."
+)
 @drain_timeout_option
 @output_option
-def destroy(profile_path: str, mirror_name: str, yes: bool, drain_timeout: int, output: str) -> int:
+def destroy(
+    profile_path: str, mirror_name: str, yes: bool, dry_run: bool, drain_timeout: int, output: str
+) -> int:
     """Take MIRROR apart (array, sessions, targets), leaving the data on its disks.
 
     Refuses while the mirror device is mounted, open, or has initiators
@@ -105,6 +115,13 @@ def destroy(profile_path: str, mirror_name: str, yes: bool, drain_timeout: int, 
     except KeyError:
         names = ", ".join(m.name for m in profile.mirrors)
         raise UsageError(f"destroy: {profile_path} has no mirror {mirror_name!r} (it has: {names})") from None
+    if dry_run:
+        controller = Controller(profile)
+        try:
+            _show(controller.teardown(mirror), output)
+        finally:
+            controller.close()
+        return 0
     controller = Controller(profile, lock="destroy")
     try:
         return _carry_out(

@@ -1,5 +1,5 @@
 #!/usr/bin/python
-"""Ansible module: make the sites match a remirror profile, with check mode and safe mode.
+"""Ansible module: make the sites match a remirror profile, with check, diff and safe mode.
 
 The module is a thin shell around remirror's own commands, which already plan
 without changing anything and report what they did as JSON:
@@ -11,6 +11,9 @@ without changing anything and report what they did as JSON:
   given `--allow-destructive`, which only `allow_destructive` passes. One
   apply, not a plan and then an apply: each observes every site (seconds to
   a minute on a slow link).
+- `state: absent`: `remirror destroy --yes` of each mirror of the profile
+  (check mode: `destroy --dry-run`); the data stays on the disks.
+- diff mode: the actions, one line each as `remirror plan` prints them.
 A failure is read from remirror's `-o json` error document (its `reason`:
 `destructive`, `busy`, `split_brain`, ...), not from its words.
 """
@@ -42,6 +45,13 @@ options:
     description: Allow a plan that writes over disks holding data (filesystems, other arrays).
     type: bool
     default: false
+  state:
+    description:
+      - C(present) builds and repairs the mirrors; C(absent) takes each mirror of the profile apart
+        (C(remirror destroy)), leaving the data on its disks.
+    type: str
+    choices: [present, absent]
+    default: present
 author: remirror developers
 """
 
@@ -49,6 +59,11 @@ EXAMPLES = r"""
 - name: Mirror the disks as the profile says
   remirror_apply:
     profile: /etc/remirror/remirror.yaml
+
+- name: Take the mirrors apart (the data stays on the disks)
+  remirror_apply:
+    profile: /etc/remirror/remirror.yaml
+    state: absent
 """
 
 RETURN = r"""
@@ -96,6 +111,44 @@ def _plan_only(module: AnsibleModule, remirror: str, profile: str) -> tuple[int,
     )
 
 
+def _line(action: dict) -> str:
+    """An action as `remirror plan` prints it (remirror.plan.actions.Action.line)."""
+    warning = f"  [DESTROYS: {action['destructive']}]" if action.get("destructive") else ""
+    return f"{action['symbol']} {action['site']}: {action['verb']} {action['subject']}{warning}"
+
+
+def _done(module: AnsibleModule, changed: bool, actions: list, **extra: object) -> None:
+    """Exit with the actions, and in diff mode the lines of them (Ansible's `prepared` diff)."""
+    if module._diff:
+        extra["diff"] = {"prepared": "\n".join(_line(a) for a in actions) + "\n" if actions else ""}
+    module.exit_json(changed=changed, actions=actions, **extra)
+
+
+def _absent(module: AnsibleModule, remirror: str, profile: str) -> None:
+    """Destroy every mirror of the profile (in check mode, plan it): the data stays on the disks."""
+    _, described = _report(module, [remirror, "validate", "-o", "json", profile], (0,))
+    names = [m["name"] for m in described["profile"]["mirrors"]]
+    actions: list = []
+    changed = False
+    for name in names:
+        if module.check_mode:
+            _, plan = _report(module, [remirror, "destroy", "--dry-run", "-o", "json", profile, name], (0,))
+            actions += plan["actions"]
+            changed = changed or plan["changes"]
+            continue
+        rc, report = _report(module, [remirror, "destroy", "--yes", "-o", "json", profile, name], (0, 1))
+        actions += report["actions"]
+        changed = changed or report["changed"]
+        if rc != 0:
+            module.fail_json(
+                msg=f"destroy of {name} left actions undone: "
+                + "; ".join(f"{a['site']} {a['verb']} {a['subject']}" for a in report["remaining"]),
+                changed=changed,
+                actions=actions,
+            )
+    _done(module, changed, actions)
+
+
 def main() -> None:
     module = AnsibleModule(
         argument_spec={
@@ -103,10 +156,14 @@ def main() -> None:
             "content": {"type": "str"},
             "remirror": {"type": "path", "default": "/usr/local/bin/remirror"},
             "allow_destructive": {"type": "bool", "default": False},
+            "state": {"type": "str", "choices": ["present", "absent"], "default": "present"},
         },
         supports_check_mode=True,
     )
     remirror, profile = module.params["remirror"], module.params["profile"]
+    if module.params["state"] == "absent":
+        _absent(module, remirror, profile)
+        return
     if module.check_mode:
         content = module.params["content"]
         if content is None:
@@ -122,7 +179,7 @@ def main() -> None:
                 rc, plan = _plan_only(module, remirror, copy)
             finally:
                 Path(copy).unlink()
-        module.exit_json(changed=rc == EXIT_CHANGES, actions=plan["actions"])
+        _done(module, rc == EXIT_CHANGES, plan["actions"])
     argv = [remirror, "apply", "--yes", "-o", "json", profile]
     if module.params["allow_destructive"]:
         argv.insert(3, "--allow-destructive")
@@ -134,7 +191,7 @@ def main() -> None:
             changed=report["changed"],
             actions=report["actions"],
         )
-    module.exit_json(changed=report["changed"], actions=report["actions"])
+    _done(module, report["changed"], report["actions"])
 
 
 if __name__ == "__main__":
