@@ -491,3 +491,33 @@ def test_control_characters_never_reach_a_config_file(old: str, new: str, where:
     assert problem.startswith("p.yaml:")
     assert where in problem
     assert "control character" in problem
+
+
+# --- warnings: valid, but open to others on the network ---------------------------------------
+
+
+def warned(text: str) -> list[str]:
+    from remirror.profile import cautions
+
+    return [f"{w.line}: {w.path}: {w.message.split(':')[0]}" for w in cautions(parse_profile(text, "p.yaml"))]
+
+
+WITH_CHAP = "    iscsi:\n      chap: {username: u, password_file: /etc/remirror/c}\n"
+
+
+def test_a_portal_on_a_public_address_is_warned_of_clear_text() -> None:
+    assert warned(BASE + WITH_CHAP) == []  # 192.0.2.20: a documentation address, not global
+    public = edited("portal: 192.0.2.20:3260", "portal: 8.8.4.4:3260") + WITH_CHAP
+    assert warned(public) == ["16: mirrors[0].replicas[0].portal: 8.8.4.4 is a public address"]
+    for private in ("10.1.2.3", "172.16.0.9", "192.168.1.20", "[fd00::20]", "100.64.0.9"):
+        assert warned(edited("portal: 192.0.2.20:3260", f'portal: "{private}:3260"') + WITH_CHAP) == [], (
+            private
+        )
+
+
+def test_a_mirror_without_chap_and_an_export_on_every_address_are_warned() -> None:
+    assert warned(BASE) == ["9: mirrors[0].iscsi.chap: none"]  # at the mirror: there is no iscsi key
+    export = (
+        BASE + WITH_CHAP + "    export: {iqn: iqn.2026-11.example:app, initiators: [iqn.2026-11.example:h]}\n"
+    )
+    assert warned(export) == ["21: mirrors[0].export.portal: the export listens on every address of the site"]

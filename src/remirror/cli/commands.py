@@ -8,7 +8,7 @@ from typing import TYPE_CHECKING
 import click
 
 from remirror.cli.output import console, emit_json, output_option, profile_argument
-from remirror.errors import EXIT_BAD_INPUT, ProfileError
+from remirror.errors import EXIT_BAD_INPUT, ProfileError, ProfileProblem
 from remirror.units import format_duration, format_size
 
 if TYPE_CHECKING:
@@ -24,7 +24,7 @@ if TYPE_CHECKING:
 @output_option
 def validate(profile_path: str, output: str) -> int:
     """Check a profile without touching any site."""
-    from remirror.profile import load_profile
+    from remirror.profile import cautions, load_profile
 
     try:
         profile = load_profile(profile_path)
@@ -35,24 +35,35 @@ def validate(profile_path: str, output: str) -> int:
             "validate",
             {
                 "valid": False,
-                "problems": [
-                    {
-                        "file": p.source,
-                        "line": p.line,
-                        "column": p.column,
-                        "path": p.path,
-                        "message": p.message,
-                    }
-                    for p in error.problems
-                ],
+                "problems": [_problem_json(p) for p in error.problems],
             },
         )
         return EXIT_BAD_INPUT
+    warnings = cautions(profile)
     if output == "json":
-        emit_json("validate", {"valid": True, "profile": profile.model_dump(mode="json")})
+        emit_json(
+            "validate",
+            {
+                "valid": True,
+                "profile": profile.model_dump(mode="json"),
+                "warnings": [_problem_json(w) for w in warnings],
+            },
+        )
     else:
         _describe(profile_path, profile)
+        show_warnings(warnings)
     return 0
+
+
+def show_warnings(warnings: list[ProfileProblem]) -> None:
+    """A profile's warnings on stderr, `file:line:col: warning: ...` as compilers write them."""
+    for w in warnings:
+        path = f"{w.path}: " if w.path else ""
+        click.echo(f"{w.source}:{w.line}:{w.column}: warning: {path}{w.message}", err=True)
+
+
+def _problem_json(p: ProfileProblem) -> dict[str, object]:
+    return {"file": p.source, "line": p.line, "column": p.column, "path": p.path, "message": p.message}
 
 
 def _describe(source: str, profile: Profile) -> None:

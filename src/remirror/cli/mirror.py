@@ -37,11 +37,16 @@ def _load(profile_path: str, lock: str = "") -> tuple[Controller, dict[str, str]
 @output_option
 def plan(profile_path: str, detailed_exitcode: bool, output: str) -> int:
     """Show what apply would change, without changing anything."""
+    from remirror.cli.commands import show_warnings
+    from remirror.profile import cautions
+
     controller, secrets = _load(profile_path)
     try:
         result = controller.plan(secrets)
     finally:
         controller.close()
+    if output != "json":
+        show_warnings(cautions(controller.profile))
     _show(result, output)
     return EXIT_CHANGES if detailed_exitcode and not result.is_empty else 0
 

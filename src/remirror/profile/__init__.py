@@ -1,7 +1,7 @@
 """The profile layer: what the operator wants, loaded and checked. Pure: no side effects."""
 
 from remirror.profile.layers import Cache, Cdp
-from remirror.profile.loader import load_profile, parse_profile
+from remirror.profile.loader import cautions, load_profile, parse_profile
 from remirror.profile.model import (
     Chap,
     Export,
@@ -28,6 +28,7 @@ __all__ = [
     "Replication",
     "Site",
     "SshOptions",
+    "cautions",
     "load_profile",
     "parse_profile",
 ]

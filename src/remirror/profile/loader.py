@@ -138,6 +138,14 @@ def _problem_from_pydantic(detail: ErrorDetails, source: str, positions: Positio
     return _problem(source, positions, path, message)
 
 
+def cautions(profile: Profile) -> list[ProfileProblem]:
+    """The profile's warnings (remirror.profile.rules.cautions), each at its file:line."""
+    return [
+        _problem(profile._source, profile._positions, path, message)
+        for path, message in rules.cautions(profile)
+    ]
+
+
 def _problem(source: str, positions: Positions, path: tuple[str | int, ...], message: str) -> ProfileProblem:
     """A problem located at the deepest part of `path` present in the file."""
     line, column = 1, 1

@@ -7,6 +7,7 @@ a profile whose fields are individually valid.
 
 from __future__ import annotations
 
+import ipaddress
 from collections.abc import Iterator
 
 from remirror.profile.layers import Cache
@@ -171,3 +172,51 @@ def format_path(path: Path) -> str:
         else:
             out += f".{part}" if out else part
     return out
+
+
+def cautions(profile: Profile) -> list[Violation]:
+    """What a valid profile leaves open to others on the network: shown by `validate` and
+    `plan` as warnings, not refused (a lab, or a link that is private already)."""
+    found: list[Violation] = []
+    for m, mirror in enumerate(profile.mirrors):
+        if mirror.iscsi.chap is None:
+            found.append(
+                (
+                    ("mirrors", m, "iscsi", "chap"),
+                    "none: any host that reaches the replica's portal and sends the primary's"
+                    " initiator name (not a secret) can read and write the replica",
+                )
+            )
+        for r, replica in enumerate(mirror.replicas):
+            if _is_public(replica.portal_address.address):
+                found.append(
+                    (
+                        ("mirrors", m, "replicas", r, "portal"),
+                        f"{replica.portal_address.address} is a public address: iSCSI carries the"
+                        " mirror's data across it in clear text (CHAP authenticates, it does not"
+                        " encrypt); keep the sites on a VPN or a private link",
+                    )
+                )
+        if mirror.export is not None and _is_any(mirror.export.portal_address.address):
+            found.append(
+                (
+                    ("mirrors", m, "export", "portal"),
+                    "the export listens on every address of the site: name the one the application hosts use",
+                )
+            )
+    return found
+
+
+def _is_public(address: str) -> bool:
+    """Whether an address is reachable from the internet (a host name: cannot tell, no)."""
+    try:
+        return ipaddress.ip_address(address).is_global
+    except ValueError:
+        return False
+
+
+def _is_any(address: str) -> bool:
+    try:
+        return ipaddress.ip_address(address).is_unspecified
+    except ValueError:
+        return False
