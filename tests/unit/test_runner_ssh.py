@@ -304,3 +304,37 @@ def test_a_profile_names_its_bastion_as_an_ssh_address() -> None:
     assert (remote.jump.user, remote.jump.host, remote.jump.port) == ("admin", "bastion.example", 2222)  # type: ignore[union-attr]
     with pytest.raises(ProfileError, match="proxy_jump"):
         parse_profile(text % "bastion.example")
+
+
+def test_a_site_without_remirror_is_named_with_where_it_was_looked_for(
+    sshd: Sshd, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    from remirror.agent.client import AgentClient
+    from remirror.errors import SiteError
+    from remirror.runner.base import BASE_ENV, INSTALL_DIRS
+
+    # The role's venv and pipx's place are on the remote PATH, after the system's.
+    assert BASE_ENV["PATH"].split(":")[-2:] == list(INSTALL_DIRS)
+    # A site where remirror is nowhere (ssh and env are in /usr/bin: this host is both ends).
+    monkeypatch.setitem(BASE_ENV, "PATH", f"{tmp_path}:/usr/bin:/bin")
+    profile = parse_profile(
+        f"""\
+version: 1
+name: t
+sites:
+  hq: {{host: local}}
+  dr:
+    host: ssh://{sshd.user}@127.0.0.1:{sshd.port}
+    ssh: {{identity_file: {sshd.identity_file}, known_hosts: {sshd.known_hosts}}}
+mirrors:
+  - name: m
+    primary: {{site: hq, disk: /dev/sda}}
+    replicas: [{{site: dr, disk: /dev/sdb, portal: 127.0.0.1}}]
+"""
+    )
+    client = AgentClient("dr", profile.sites["dr"])
+    try:
+        with pytest.raises(SiteError, match=r"site dr: remirror is not installed there \(looked for in"):
+            client.observe([])
+    finally:
+        client.close()

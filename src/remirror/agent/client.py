@@ -8,6 +8,7 @@ from typing import TYPE_CHECKING, Any, cast
 from remirror.agent.protocol import PROTOCOL_VERSION
 from remirror.errors import CommandError, RemirrorError, SiteBusy, SiteError
 from remirror.profile.model import Site
+from remirror.runner.base import INSTALL_DIRS, NOT_FOUND
 from remirror.runner.sites import runner_for_site
 
 if TYPE_CHECKING:
@@ -76,6 +77,13 @@ class AgentClient:
             if "No such option: --serve" in error.stderr_tail:  # an older remirror on the site
                 self._serve = False
                 return self._remote(request, secrets)
+            if error.returncode == NOT_FOUND:
+                raise SiteError(
+                    self.name,
+                    "remirror is not installed there (looked for in /usr/local/bin, "
+                    + ", ".join(INSTALL_DIRS)
+                    + "): install the same remirror on every site (README, Install on your sites)",
+                ) from None
             raise
         except RemirrorError:  # timed out, or the connection went: the stream is unusable
             self._drop_stream()

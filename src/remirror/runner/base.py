@@ -21,13 +21,22 @@ _started = threading.local()
 STDERR_TAIL_LINES = 5
 REDACTED = "<redacted>"
 
+# Where remirror may be installed on a site besides /usr/local/bin (README, "Install on your
+# sites"): the Ansible role's venv, and pipx's for root. Last on PATH: the distribution's
+# tools come first.
+INSTALL_DIRS = ("/opt/remirror/venv/bin", "/root/.local/bin")
 # The environment every command sees: the C locale, so that parsers read the
-# same words and numbers on every site, and a PATH that has the sbin tools.
+# same words and numbers on every site, and a PATH that has the sbin tools (and remirror,
+# for the agent a remote site runs).
 BASE_ENV = {
     "LC_ALL": "C",
     "LANG": "C",
-    "PATH": "/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin",
+    "PATH": ":".join(
+        ("/usr/local/sbin", "/usr/local/bin", "/usr/sbin", "/usr/bin", "/sbin", "/bin", *INSTALL_DIRS)
+    ),
 }
+# What the shell (and env) exit with for a command that is not there.
+NOT_FOUND = 127
 
 
 @dataclass(frozen=True)
