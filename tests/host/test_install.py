@@ -27,7 +27,7 @@ def test_a_wheel_installs_into_a_fresh_venv_with_its_units_and_its_agent_answers
     (wheel,) = wheels.glob("remirror-*-py3-none-any.whl")
     venv = tmp_path / "venv"
     subprocess.run([sys.executable, "-m", "venv", str(venv)], check=True, env=env)
-    install = [venv / "bin/pip", "install", "--disable-pip-version-check", "-q", str(wheel)]
+    install = [str(venv / "bin/pip"), "install", "--disable-pip-version-check", "-q", str(wheel)]
     subprocess.run(install, check=True, env=env)
 
     def remirror(*args: str, stdin: str | None = None) -> str:
@@ -56,6 +56,6 @@ def test_a_wheel_installs_into_a_fresh_venv_with_its_units_and_its_agent_answers
     ):
         assert wanted in shipped, shipped
     assert "valid profile 'acme'" in remirror("validate", str(share / "profiles/two-site.yaml"))
-    # The agent a remote site runs: one request on stdin, one answer.
-    answer = json.loads(remirror("agent", stdin=json.dumps({"op": "sink", "data": "xyz"})))
-    assert answer["received"] == 3
+    # The agent a remote site runs: one request on stdin, one answer (here: "no such request").
+    answer = json.loads(remirror("agent", stdin=json.dumps({"op": "nothing-of-the-sort"})))
+    assert answer["error"] == "unknown op 'nothing-of-the-sort'", answer
