@@ -28,7 +28,8 @@ from tests.lab.mirror import LAB, md_digest, remirror
 MD = "/dev/md/lab2"
 VOLUME = "/dev/mapper/remirror-lab2-cdp"
 MiB = 1024 * 1024
-CHUNK = 64 * 1024
+CHUNK = 64 * 1024  # the pool's
+ERA_BLOCK = MiB  # dm-era's (remirror.facts.cdp.ERA_BLOCK): what `changes` and a rollback see
 PROFILE = (
     Path(LAB)
     .read_text()
@@ -124,8 +125,8 @@ def test_changes_lists_exactly_the_blocks_written_since_a_point(protected: str) 
         write_marker(offset, f"changed at {offset}")
     listed = cdp(protected, "changes", "lab2", "--since", since).split()
     ranges = [(int(o), int(n)) for o, n in (line.split(":") for line in listed)]
-    changed = {block for o, n in ranges for block in range(o // CHUNK, (o + n) // CHUNK)}
-    assert changed == {offset // CHUNK for offset in written}  # era blocks: 64 KiB here
+    changed = {block for o, n in ranges for block in range(o // ERA_BLOCK, (o + n) // ERA_BLOCK)}
+    assert changed == {offset // ERA_BLOCK for offset in written}  # era blocks: 1 MiB
 
 
 def test_rollback_copies_back_only_what_changed_and_keeps_later_points(
@@ -145,7 +146,8 @@ def test_rollback_copies_back_only_what_changed_and_keeps_later_points(
     out = cdp(protected, "rollback", "lab2", "--at", target, "--yes")
     assert digest(VOLUME) == at_target
     record_property("rollback_output", out.strip())
-    assert f"({9 * CHUNK} bytes) copied" in out, out  # the 9 chunks written since, not the volume
+    # The 2 era blocks written since (the 8 markers share one), not the volume.
+    assert f"({2 * ERA_BLOCK} bytes) copied" in out, out
     # The later point still restores what it held; the undo point holds the present before the rollback.
     cdp(protected, "restore", "lab2", "--at", later, "--view")
     assert digest(f"/dev/mapper/remirror-lab2-cdp-at-{later}") == at_later
