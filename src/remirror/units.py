@@ -7,6 +7,9 @@ them). A bare number is bytes.
 
 Durations are one or more `<number><unit>` parts with units `ms`, `s`, `m`,
 `h`, `d`, `w` (`90s`, `1h30m`, `7d`). A bare number is seconds.
+
+Link rates are written as links are sold, in bits per second with decimal
+prefixes (`50Mbit`, `1Gbit`), or as a size per second (`40MiB`).
 """
 
 from __future__ import annotations
@@ -77,6 +80,46 @@ def parse_duration(text: str | int | float) -> float:
     if not parts or "".join(n + u for n, u in parts) != compact:
         raise ValueError(f"{text!r} is not a duration (examples: 500ms, 60s, 5m, 1h30m, 7d)")
     return sum(float(n) * _DURATION_FACTORS[u] for n, u in parts)
+
+
+_BIT_RATE_RE = re.compile(r"^\s*(\d+(?:\.\d+)?)\s*([kMG]?)bit(?:/s)?\s*$")
+_BIT_PREFIXES = {"": 1, "k": 1000, "M": 1000**2, "G": 1000**3}
+
+
+def parse_rate(text: str) -> float:
+    """Bytes per second for `50Mbit`, `1Gbit/s`, `100kbit` or a size per second (`40MiB`)."""
+    match = _BIT_RATE_RE.match(text)
+    if match:
+        rate = float(match.group(1)) * _BIT_PREFIXES[match.group(2)] / 8
+    else:
+        try:
+            rate = float(parse_size(text.strip().removesuffix("/s")))
+        except ValueError:
+            raise ValueError(f"{text!r} is not a rate (examples: 50Mbit, 1Gbit, 40MiB)") from None
+    if rate <= 0:
+        raise ValueError(f"{text!r}: a rate must be more than 0")
+    return rate
+
+
+def format_bits(rate: float) -> str:
+    """Bytes per second as a link's rate (`50Mbit/s`, `1.2Gbit/s`), three figures at most."""
+    bits = rate * 8
+    for prefix, factor in (("G", 1000**3), ("M", 1000**2), ("k", 1000)):
+        if bits >= factor:
+            return f"{_figures(bits / factor)}{prefix}bit/s"
+    return f"{_figures(bits)}bit/s"
+
+
+def format_approx(value: float) -> str:
+    """A byte count to three figures in IEC units (`1.82TiB`, `512MiB`): for estimates."""
+    for unit, factor in (("TiB", 1024**4), ("GiB", 1024**3), ("MiB", 1024**2), ("KiB", 1024)):
+        if value >= factor:
+            return f"{_figures(value / factor)}{unit}"
+    return f"{round(value)}B"
+
+
+def _figures(value: float) -> str:
+    return f"{value:.3g}" if value < 1000 else f"{value:.0f}"
 
 
 def format_size(value: int) -> str:

@@ -252,3 +252,29 @@ def test_verify_under_writes_reports_no_false_mismatch(mirror: dict[str, str]) -
         found = verify("--range", "176MiB:16MiB", "--chunk", "256KiB", ok_codes=(0, 2))
     writer.check()
     assert found["mismatched"] == [], found  # writes in flight settle or show as busy, never as mismatches
+
+
+def test_estimate_sees_the_primarys_writes_and_measures_the_link(mirror: dict[str, str]) -> None:
+    wait_in_sync()
+    with Writer(176 * MiB, 16 * MiB) as writer:
+        writer.wait_writes(5)
+        before, started = writer.bytes_written, time.monotonic()
+        _, out, _ = remirror("estimate", "-o", "json", "--window", "6s", "--outage", "1h", LAB)
+        rate = (writer.bytes_written - before) / (time.monotonic() - started)
+    assert not writer.errors, writer.errors
+    (found,) = json.loads(out)["mirrors"]
+    assert found["sampled"] == MD  # the mirror runs: what the applications write to
+    mean = found["writes"]["mean_bytes_per_second"]
+    # The writer ran through the whole call, a little longer than the window sampled.
+    assert 0.5 * rate <= mean <= 2 * rate, (mean, rate)
+    assert found["writes"]["peak_bytes_per_second"] >= mean
+    link = found["link"]
+    assert link["measured"] is True, link
+    assert link["bytes_per_second"] > 0, link
+    assert link["rtt_seconds"] is not None, link
+    expected = found["disk_bytes"] / found["sync_rate_bytes_per_second"]
+    assert abs(found["initial_sync_seconds"] - expected) <= 1e-6 * expected, found
+    # A link not yet there, or one the operator knows better: --link.
+    _, out, _ = remirror("estimate", "-o", "json", "--window", "2s", "--link", "50Mbit", LAB)
+    (given,) = json.loads(out)["mirrors"]
+    assert (given["link"]["bytes_per_second"], given["link"]["measured"]) == (6_250_000, False)

@@ -3,8 +3,10 @@
 A request is a JSON object: `{"op": "observe", "disks": [...]}`,
 `{"op": "run", "steps": [...]}`, `{"op": "digest", "disk": ..., "spans":
 [...]}`, `{"op": "cdp", "do": ...}` (a `remirror cdp` verb,
-remirror.agent.cdp_requests) or `{"op": "lock"|"unlock", "name": "site", ...}` (held for as long
-as the agent runs, remirror.agent.lock); the answer is a JSON object. The local site calls `handle`
+remirror.agent.cdp_requests), `{"op": "lock"|"unlock", "name": "site", ...}` (held for as long
+as the agent runs, remirror.agent.lock), or `remirror estimate`'s `{"op": "block_stats",
+"devices": [...]}` and `{"op": "sink", "data": "..."}` (a timed transfer that measures the
+link; the data is dropped); the answer is a JSON object. The local site calls `handle`
 in-process; a remote site runs `remirror agent --serve` over SSH, once per
 controller command, with one request per line on stdin (never in argv:
 steps can carry CHAP secrets), because rtslib, sysfs and mdadm act only on
@@ -17,6 +19,7 @@ from typing import Any
 
 from remirror.agent import lock
 from remirror.agent.digest import digests
+from remirror.agent.observe import block_stats
 from remirror.agent.observe import observe as observe_site  # the package keeps `observe`, the module
 from remirror.agent.protocol import PROTOCOL_VERSION
 from remirror.agent.steps import run_steps
@@ -61,6 +64,10 @@ def _answer(request: dict[str, Any]) -> dict[str, Any]:
         return {"protocol": PROTOCOL_VERSION}
     if op == "run":
         return {"protocol": PROTOCOL_VERSION, "results": run_steps(list(request.get("steps", [])))}
+    if op == "block_stats":
+        return {"protocol": PROTOCOL_VERSION, "stats": block_stats(list(request.get("devices", [])))}
+    if op == "sink":
+        return {"protocol": PROTOCOL_VERSION, "received": len(str(request.get("data", "")))}
     if op == "cdp":
         from remirror.agent.cdp_requests import answer  # only the primary's verbs need it
 

@@ -70,6 +70,16 @@ DM_PREFIX = "remirror-"
 WRITECACHE_MAGIC = (0x23489321).to_bytes(4, "little")
 
 
+def block_stats(devices: list[str]) -> dict[str, str | None]:
+    """Each device's /sys/class/block/DEV/stat line (`remirror estimate` samples them), or None
+    for one that does not exist."""
+    stats: dict[str, str | None] = {}
+    for path in devices:
+        stat = Path("/sys/class/block") / Path(os.path.realpath(path)).name / "stat"
+        stats[path] = stat.read_text() if Path(path).exists() and stat.exists() else None
+    return stats
+
+
 def _dm_devices() -> dict[str, Any]:
     """Table and status of each of remirror's dm devices, by name."""
     devices: dict[str, Any] = {}

@@ -84,6 +84,12 @@ VERBS: dict[str, tuple[str, str, str]] = {
         "verify",
         "Compare a mirror's legs online: each site hashes its own leg, only digests cross the link.",
     ),
+    "estimate": (
+        "remirror.cli.estimate",
+        "estimate",
+        "Predict the initial sync, a resync after an outage, async mode's backlog and whether sync"
+        " mode fits the link, from the primary's own writes and the measured link.",
+    ),
     "cdp": ("remirror.cli.cdp", "cdp", "Recovery points of a mirror with `cdp` (run on its primary host)."),
     "lab": ("remirror.cli.lab", "lab", "A throwaway VM with two sites, for trying, rehearsing and testing."),
 }
