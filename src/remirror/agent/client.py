@@ -32,15 +32,17 @@ class AgentClient:
         self.commands_run = 0  # on the site, as its agent counted them
         self.locks: set[str] = set()  # held on the site for this command (remirror.agent.lock)
 
-    def request(self, request: dict[str, Any], secrets: list[str] | None = None) -> dict[str, Any]:
-        """One request and its answer."""
+    def request(
+        self, request: dict[str, Any], secrets: list[str] | None = None, timeout: float = AGENT_TIMEOUT
+    ) -> dict[str, Any]:
+        """One request and its answer (within `timeout` seconds, from a remote site)."""
         answer: dict[str, Any]
         if self._runner is None:
             from remirror.agent import handle
 
             answer = handle(request)
         else:
-            text = self._remote(json.dumps(request), secrets or [])
+            text = self._remote(json.dumps(request), secrets or [], timeout)
             self.bytes_received += len(text.encode())
             try:
                 answer = json.loads(text)
@@ -62,21 +64,21 @@ class AgentClient:
             raise SiteError(self.name, f"agent: {answer['error']}")
         return answer
 
-    def _remote(self, request: str, secrets: list[str]) -> str:
+    def _remote(self, request: str, secrets: list[str], timeout: float = AGENT_TIMEOUT) -> str:
         """The remote agent's answer to one request (a line of JSON)."""
         runner = cast("SshRunner", self._runner)  # remote sites have SSH runners (runner_for_site)
         if not self._serve:
-            done = runner.run(["remirror", "agent"], stdin=request, timeout=AGENT_TIMEOUT, secrets=secrets)
+            done = runner.run(["remirror", "agent"], stdin=request, timeout=timeout, secrets=secrets)
             return done.stdout
         if self._stream is None:
             self._stream = runner.open_stream(["remirror", "agent", "--serve"])
         try:
-            return self._stream.exchange(request, AGENT_TIMEOUT, secrets)
+            return self._stream.exchange(request, timeout, secrets)
         except CommandError as error:
             self._drop_stream()
             if "No such option: --serve" in error.stderr_tail:  # an older remirror on the site
                 self._serve = False
-                return self._remote(request, secrets)
+                return self._remote(request, secrets, timeout)
             if error.returncode == NOT_FOUND:
                 raise SiteError(
                     self.name,
@@ -140,9 +142,12 @@ class AgentClient:
             self._drop_stream()  # its agent ends, and its locks with it
 
     def run(self, steps: list[dict[str, Any]]) -> list[dict[str, Any]]:
-        """Run steps; one result per step attempted."""
+        """Run steps; one result per step attempted. The wait for the answer covers the steps
+        that say how long they take (a whole disk read), beyond the usual limit."""
         secrets = [s for step in steps for s in step.get("secrets", [])]
-        results: list[dict[str, Any]] = self.request({"op": "run", "steps": steps}, secrets)["results"]
+        timeout = max(AGENT_TIMEOUT, sum(float(s["timeout"]) for s in steps if s["kind"] == "prove_blank"))
+        answer = self.request({"op": "run", "steps": steps}, secrets, timeout)
+        results: list[dict[str, Any]] = answer["results"]
         return results
 
     def close(self) -> None:

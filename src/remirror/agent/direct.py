@@ -22,6 +22,24 @@ def read_direct(path: str, offset: int, length: int) -> bytes:
     return bytes(buffer)
 
 
+def first_nonzero(path: str, chunk: int = 4 * 1024 * 1024) -> int | None:
+    """The offset of the first byte of a device that is not zero, None when every byte is."""
+    buffer = mmap.mmap(-1, chunk)
+    fd = os.open(path, os.O_RDONLY | os.O_DIRECT)
+    try:
+        offset = 0
+        while True:
+            got = os.preadv(fd, [buffer], offset)
+            if got <= 0:
+                return None
+            data = memoryview(buffer)[:got]
+            if any(data):
+                return offset + next(i for i, byte in enumerate(data) if byte)
+            offset += got
+    finally:
+        os.close(fd)
+
+
 def write_direct(path: str, offset: int, data: bytes) -> None:
     """Write `data` at `offset`, durable when this returns (O_DSYNC)."""
     buffer = mmap.mmap(-1, len(data))

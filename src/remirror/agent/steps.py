@@ -25,6 +25,7 @@ from pathlib import Path
 from typing import Any
 
 from remirror.agent import cdp, generations, md_slots
+from remirror.agent.direct import first_nonzero
 from remirror.errors import CommandError, RemirrorError
 from remirror.facts.dm import parse_cache_status
 from remirror.facts.model import CacheStatus
@@ -278,8 +279,18 @@ def _drain_cache(step: dict[str, Any]) -> None:
     _runner.run(["dmsetup", "resume", name])
 
 
+def _prove_blank(step: dict[str, Any]) -> None:
+    at = first_nonzero(step["device"])
+    if at is not None:
+        raise RemirrorError(
+            f"{step['device']} is not blank: byte {at} is not zero, so initial_sync: skip would leave"
+            " the legs different; zero it (blkdiscard --zeroout) or use initial_sync: full"
+        )
+
+
 _STEPS = {
     "run": _run,
+    "prove_blank": _prove_blank,
     "wait_path": _wait_path,
     "assemble_array": _assemble_array,
     "node_secrets": _node_secrets,

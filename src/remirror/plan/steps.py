@@ -209,6 +209,16 @@ class CdpDeactivate(Step):
 
 
 @dataclass(frozen=True)
+class ProveBlank(Step):
+    """Read the whole device on its own site and fail at its first byte that is not zero
+    (`initial_sync: skip`: only the verdict crosses the link)."""
+
+    kind: ClassVar[str] = "prove_blank"
+    device: str
+    timeout: float  # seconds the controller waits for it: a whole disk is read
+
+
+@dataclass(frozen=True)
 class LegRecordCreate(Step):
     """Generation 1 on new legs; `check_room`: first check md leaves each leg's last MiB alone."""
 

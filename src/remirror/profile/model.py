@@ -136,6 +136,11 @@ class Replication(ProfileModel):
     on_link_loss: OnLinkLoss = Field(
         "degrade", description="degrade: fail the leg fast, resync later; wait: queue I/O"
     )
+    initial_sync: Literal["full", "skip"] = Field(
+        "full",
+        description="full: a new mirror copies the primary leg onto the replicas; skip: no copy,"
+        " allowed only when each site proves, reading its own disk, that every byte is zero",
+    )
 
     @property
     def effective_write_behind(self) -> int:
