@@ -484,3 +484,41 @@ def test_an_unreachable_site_fails_fast_and_changes_nothing() -> None:
         # The cut may have outlasted the lab's NOP timeouts (2 + 5 s): the session recovers
         # by itself; the next test must not see it mid-recovery (found in CI: `FREE`).
         wait_sessions_back()
+
+
+def test_initial_sync_skip_creates_no_copy_of_blank_legs_and_refuses_a_leg_with_data(tmp_path: Path) -> None:
+    profile = variant(
+        tmp_path,
+        "skip.yaml",
+        **{
+            "name: lab0": "name: lab4",
+            "/dev/lab/a0": "/dev/lab/a3",
+            "/dev/lab/b0": "/dev/lab/b3",
+            "/dev/md/lab0": "/dev/md/lab4",
+            "      on_link_loss: degrade\n": "      on_link_loss: degrade\n      initial_sync: skip\n",
+        },
+    )
+    sh("blkdiscard", "--zeroout", "/dev/lab/a3")
+    on_b("blkdiscard", "--zeroout", "/dev/lab/b3")
+    # One byte of data on the replica's disk, with no signature for wipefs to see.
+    at = 100 * MiB + 17
+    on_b("sh", "-c", f"printf x | dd of=/dev/lab/b3 bs=1 seek={at} conv=notrunc status=none")
+    try:
+        _, _, err = remirror("apply", "--yes", profile, ok_codes=(1,))
+        assert f"/dev/lab/b3 is not blank: byte {at} is not zero" in err, err
+        assert not Path("/dev/md/lab4").exists()  # the proof came first: nothing was created
+        on_b("blkdiscard", "--zeroout", "/dev/lab/b3")
+        replica_before = sectors_written("/dev/lab/b3")
+        _, out, _ = remirror("apply", "--yes", profile)
+        assert "ProveBlank" in out, out
+        assert "no initial sync" in out, out
+        # No recovery ran and none is due: the replica got md's superblock and bitmap, not a copy.
+        assert md_sysfs("sync_action", "/dev/md/lab4") == "idle"
+        assert md_sysfs("degraded", "/dev/md/lab4") == "0"
+        assert (sectors_written("/dev/lab/b3") - replica_before) * 512 < 8 * MiB
+        code, out, _ = remirror("verify", "-o", "json", profile, "lab4")
+        assert (code, json.loads(out)["mismatched"]) == (0, []), out
+    finally:
+        remirror("destroy", "--yes", profile, "lab4", ok_codes=(0, 1, 3))
+        sh("blkdiscard", "--zeroout", "/dev/lab/a3")
+        on_b("blkdiscard", "--zeroout", "/dev/lab/b3")

@@ -13,6 +13,7 @@ from pathlib import Path
 import pytest
 
 from remirror.agent import handle
+from remirror.agent.protocol import PROTOCOL_VERSION
 from remirror.agent.steps import run_steps
 
 
@@ -248,7 +249,9 @@ def test_an_agent_of_another_protocol_is_refused_naming_both(monkeypatch: pytest
     from remirror.profile.model import Site
 
     client = AgentClient("dr", Site(host="ssh://root@dr.example"))
-    monkeypatch.setattr(client, "_remote", lambda _request, _secrets: '{"protocol": 1, "facts": {}}')
+    monkeypatch.setattr(
+        client, "_remote", lambda _request, _secrets, _timeout: '{"protocol": 1, "facts": {}}'
+    )
     with pytest.raises(SiteError, match="site dr: its remirror agent speaks protocol 1, this controller 2"):
         client.observe(["/dev/sdb"])
 
@@ -265,3 +268,44 @@ def test_a_cdp_request_for_a_mirror_not_assembled_here_is_a_usage_refusal(tmp_pa
         False,
         "unknown cdp request 'format'",
     )
+
+
+def test_a_blank_proof_reads_the_whole_device_and_names_the_first_byte_that_is_not_zero(
+    tmp_path: Path,
+) -> None:
+    from remirror.agent.direct import first_nonzero
+    from remirror.agent.steps import run_steps
+
+    disk = tmp_path / "disk"
+    disk.write_bytes(bytes(9 * 1024 * 1024))  # more than one read of 4 MiB
+    assert first_nonzero(str(disk)) is None
+    assert run_steps([{"kind": "prove_blank", "device": str(disk), "timeout": 60}]) == [{"ok": True}]
+    with disk.open("r+b") as f:
+        f.seek(8 * 1024 * 1024 + 5)
+        f.write(b"\x01")
+    assert first_nonzero(str(disk)) == 8 * 1024 * 1024 + 5
+    (result,) = run_steps([{"kind": "prove_blank", "device": str(disk), "timeout": 60}])
+    assert result == {
+        "ok": False,
+        "error": f"{disk} is not blank: byte 8388613 is not zero, so initial_sync: skip would leave the"
+        " legs different; zero it (blkdiscard --zeroout) or use initial_sync: full",
+    }
+
+
+def test_a_request_that_reads_a_whole_disk_is_waited_for_as_long_as_its_steps_say(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    from remirror.agent.client import AGENT_TIMEOUT, AgentClient
+    from remirror.profile.model import Site
+
+    client = AgentClient("dr", Site(host="ssh://root@dr.example"))
+    waited: list[float] = []
+
+    def remote(_request: str, _secrets: list[str], timeout: float) -> str:
+        waited.append(timeout)
+        return json.dumps({"protocol": PROTOCOL_VERSION, "results": []})
+
+    monkeypatch.setattr(client, "_remote", remote)
+    client.run([{"kind": "run", "argv": ["true"]}])
+    client.run([{"kind": "prove_blank", "device": "/dev/sdb", "timeout": 36_000.0}])
+    assert waited == [AGENT_TIMEOUT, 36_000.0]

@@ -481,3 +481,35 @@ def test_a_resync_limit_below_what_md_resyncs_at_anyway_is_refused() -> None:
 
     with pytest.raises(ProfileError, match=r"resync_max.*at least 1MiB"):
         limited_profile("512KiB")
+
+
+def test_initial_sync_skip_proves_each_leg_blank_on_its_site_then_creates_without_a_copy() -> None:
+    from remirror.profile import parse_profile
+
+    text = (PROFILES / "lab.yaml").read_text()
+    skip = parse_profile(
+        text.replace(
+            "      on_link_loss: degrade\n", "      on_link_loss: degrade\n      initial_sync: skip\n"
+        )
+    )
+    actions = make_plan(skip, fresh(), SECRETS).actions
+    verbs = [f"{a.site} {a.verb}" for a in actions]
+    # Each site reads its own leg (only the verdict crosses the link), before the create.
+    proofs = [a for a in actions if a.verb == "ProveBlank"]
+    assert [(a.site, wire(a)[0]["device"]) for a in proofs] == [
+        ("site-b", "/dev/lab/b0"),
+        ("site-a", "/dev/lab/a0"),
+    ]
+    assert verbs.index("site-a ProveBlank") < verbs.index("site-a CreateArray")
+    assert wire(proofs[0])[0]["timeout"] > 60  # a whole disk is read: longer than a request's usual wait
+    create = next(a for a in actions if a.verb == "CreateArray")
+    steps = wire(create)
+    argv = steps[0]["argv"]
+    # Every leg at once, the replica first (write-behind needs a write-mostly leg in slot 0),
+    # and no initial sync: nothing is added afterwards, so nothing is recovered.
+    assert argv[-3:] == ["--assume-clean", by_path(REPLICA, IQN), "/dev/lab/a0"]
+    assert "missing" not in argv
+    assert [s["kind"] for s in steps] == ["run", "wait_path", "member_state", "leg_record_create"]
+    assert "no initial sync" in create.subject
+    # The usual create has no proof and copies the primary leg (the add starts a recovery).
+    assert not [a for a in make_plan(PROFILE, fresh(), SECRETS).actions if a.verb == "ProveBlank"]

@@ -24,7 +24,7 @@ def read_direct(path: str, offset: int, length: int) -> bytes:
 
 def first_nonzero(path: str, chunk: int = 4 * 1024 * 1024) -> int | None:
     """The offset of the first byte of a device that is not zero, None when every byte is."""
-    buffer = mmap.mmap(-1, chunk)
+    buffer, zeros = mmap.mmap(-1, chunk), bytes(chunk)
     fd = os.open(path, os.O_RDONLY | os.O_DIRECT)
     try:
         offset = 0
@@ -32,9 +32,10 @@ def first_nonzero(path: str, chunk: int = 4 * 1024 * 1024) -> int | None:
             got = os.preadv(fd, [buffer], offset)
             if got <= 0:
                 return None
-            data = memoryview(buffer)[:got]
-            if any(data):
-                return offset + next(i for i, byte in enumerate(data) if byte)
+            # Compared and stripped in C: a byte at a time in Python would take hours for a disk.
+            data = buffer[:got]
+            if data != zeros[:got]:
+                return offset + got - len(data.lstrip(b"\0"))
             offset += got
     finally:
         os.close(fd)

@@ -80,6 +80,7 @@ class Verb(StrEnum):
     LOGIN_AFRESH = "LoginAfresh"
     LOGIN_SESSION = "LoginSession"
     LOGOUT_SESSION = "LogoutSession"
+    PROVE_BLANK = "ProveBlank"
     RE_ADD_LEG = "ReAddLeg"
     REBUILD_LEG = "RebuildLeg"
     RECORD_GENERATION = "RecordGeneration"

@@ -10,10 +10,10 @@ from __future__ import annotations
 
 import dataclasses
 
-from remirror.facts.generations import MiB
 from remirror.facts.model import MdArray, Signature
 from remirror.facts.site import DiskFacts, SiteFacts
 from remirror.plan.actions import CHANGE, CREATE, DELETE, Action, PlanError, Verb
+from remirror.plan.md_create import create_actions
 from remirror.plan.resync_limit import resync_limit_actions, resync_limit_steps
 from remirror.plan.steps import (
     AssembleArray,
@@ -21,13 +21,12 @@ from remirror.plan.steps import (
     LegRecordJoin,
     LocalLegLast,
     Run,
-    SetMemberState,
     Step,
     WaitPath,
     WriteSysfs,
 )
 from remirror.profile.model import Mirror, Profile
-from remirror.roles import has_room_for_record, md_size
+from remirror.roles import has_room_for_record
 
 
 def _foreign(disk: DiskFacts, uuid_: str) -> list[Signature]:
@@ -127,65 +126,9 @@ def array_actions(
         # signature, an md superblock of this mirror's too, is data a new array writes over.
         destroyed = [d for d in [destroys(primary.name, local, "")] if d]
         destroyed += [destroys(r.path, r, "") for r in replica_disks if r.signatures]
-        argv = [
-            "mdadm",
-            "--create",
-            mirror.md_device,
-            "--run",
-            "--metadata=1.2",
-            "--level=1",
-            f"--raid-devices={1 + len(remote_paths)}",
-            f"--uuid={uuid_}",
-            f"--name={mirror.name}",
-            "--homehost=<none>",
-            "--bitmap=internal",
-            f"--bitmap-chunk={replication.bitmap_chunk // 1024}K",
-            # Short of each leg's last MiB, the leg record's place (docs/failover.md).
-            f"--size={md_size([local.size, *(r.size for r in replica_disks)]) // MiB}M",
-        ]
-        if replication.mode == "async":
-            argv.append(f"--write-behind={replication.effective_write_behind}")
-        # The replica legs take the array's first slots: md (raid1.c of Debian 12's 6.1) decides
-        # whether a write goes behind on the first leg it writes to, so write-behind only works
-        # with a write-mostly leg in slot 0 (bench/write_behind_order.sh). mdadm's create marks
-        # every device after --write-mostly, the local leg too: so the array is created with
-        # the replica slots missing and the local leg last, and each replica leg is added into
-        # the first free slot. Its recovery copies the local leg, as a create's initial sync
-        # would, reading the local leg only. Then it is made write-mostly through sysfs:
-        # `mdadm --add --write-mostly` leaves the new leg faulty (mdadm 4.2, kernel 6.1: seen
-        # in the lab).
-        argv += [*["missing"] * len(remote_paths), local.path]
-        mode = (
-            f"async, write-behind {replication.effective_write_behind}"
-            if replication.mode == "async"
-            else "sync"
+        return create_actions(
+            mirror, primary, local, replica_disks, remote_paths, uuid_, "; ".join(destroyed)
         )
-        adds = [
-            step
-            for path in remote_paths
-            for step in (
-                Run(("mdadm", mirror.md_device, "--add", path)),
-                SetMemberState(mirror.md_device, path, "writemostly"),
-            )
-        ]
-        return [
-            Action(
-                primary.name,
-                Verb.CREATE_ARRAY,
-                f"{mirror.md_device} RAID1 {local.path} + {len(remote_paths)} write-mostly leg(s) in the"
-                f" first slot(s), {mode}",
-                CREATE,
-                (
-                    Run(tuple(argv)),
-                    WaitPath(mirror.md_device, 30),
-                    # Before the adds: each starts a recovery, the initial sync, over the link.
-                    *resync_limit_steps(mirror),
-                    *adds,
-                    LegRecordCreate(mirror.name, uuid_, mirror.primary.site, (local.path, *remote_paths)),
-                ),
-                destructive="; ".join(destroyed),
-            )
-        ]
     actions: list[Action] = []
     base = f"/sys/block/{array.kernel_name}/md"
     resume: list[Action] = []

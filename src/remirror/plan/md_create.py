@@ -1,0 +1,145 @@
+"""Plan a new array: `mdadm --create` on the primary, with or without the initial sync. Pure.
+
+Split from remirror.plan.md (which decides between assembling, rebuilding,
+creating and tuning) because a create has two ways: the usual one, whose
+initial sync copies the primary leg onto the replicas, and `initial_sync:
+skip`'s, for legs each site proves blank.
+"""
+
+from __future__ import annotations
+
+from remirror.facts.site import DiskFacts, SiteFacts
+from remirror.plan.actions import CREATE, Action, Verb
+from remirror.plan.resync_limit import resync_limit_steps
+from remirror.plan.steps import LegRecordCreate, ProveBlank, Run, SetMemberState, WaitPath
+from remirror.profile.model import Mirror
+from remirror.roles import md_size
+
+MiB = 1024 * 1024
+# The slowest a disk is read to prove it blank, for how long the controller waits (a whole
+# 2 TB disk at this rate is about a day; a healthy one takes hours).
+PROVE_BLANK_RATE = 20 * 1000**2
+
+
+def create_actions(
+    mirror: Mirror,
+    primary: SiteFacts,
+    local: DiskFacts,
+    replica_disks: list[DiskFacts],
+    remote_paths: list[str],
+    uuid_: str,
+    destroyed: str,
+) -> list[Action]:
+    """A new array of `local` and the replicas' legs (nothing of this mirror on any of them);
+    `destroyed`: what it writes over (remirror.plan.md.destroys), for the plan to show."""
+    replication = mirror.replication
+    argv = [
+        "mdadm",
+        "--create",
+        mirror.md_device,
+        "--run",
+        "--metadata=1.2",
+        "--level=1",
+        f"--raid-devices={1 + len(remote_paths)}",
+        f"--uuid={uuid_}",
+        f"--name={mirror.name}",
+        "--homehost=<none>",
+        "--bitmap=internal",
+        f"--bitmap-chunk={replication.bitmap_chunk // 1024}K",
+        # Short of each leg's last MiB, the leg record's place (docs/failover.md).
+        f"--size={md_size([local.size, *(r.size for r in replica_disks)]) // MiB}M",
+    ]
+    if replication.mode == "async":
+        argv.append(f"--write-behind={replication.effective_write_behind}")
+    if replication.initial_sync == "skip":
+        return _create_without_sync(
+            mirror, primary, local, replica_disks, remote_paths, uuid_, argv, destroyed
+        )
+    # The replica legs take the array's first slots: md (raid1.c of Debian 12's 6.1) decides
+    # whether a write goes behind on the first leg it writes to, so write-behind only works
+    # with a write-mostly leg in slot 0 (bench/write_behind_order.sh). mdadm's create marks
+    # every device after --write-mostly, the local leg too: so the array is created with
+    # the replica slots missing and the local leg last, and each replica leg is added into
+    # the first free slot. Its recovery copies the local leg, as a create's initial sync
+    # would, reading the local leg only. Then it is made write-mostly through sysfs:
+    # `mdadm --add --write-mostly` leaves the new leg faulty (mdadm 4.2, kernel 6.1: seen
+    # in the lab).
+    argv += [*["missing"] * len(remote_paths), local.path]
+    mode = (
+        f"async, write-behind {replication.effective_write_behind}" if replication.mode == "async" else "sync"
+    )
+    adds = [
+        step
+        for path in remote_paths
+        for step in (
+            Run(("mdadm", mirror.md_device, "--add", path)),
+            SetMemberState(mirror.md_device, path, "writemostly"),
+        )
+    ]
+    return [
+        Action(
+            primary.name,
+            Verb.CREATE_ARRAY,
+            f"{mirror.md_device} RAID1 {local.path} + {len(remote_paths)} write-mostly leg(s) in the"
+            f" first slot(s), {mode}",
+            CREATE,
+            (
+                Run(tuple(argv)),
+                WaitPath(mirror.md_device, 30),
+                # Before the adds: each starts a recovery, the initial sync, over the link.
+                *resync_limit_steps(mirror),
+                *adds,
+                LegRecordCreate(mirror.name, uuid_, mirror.primary.site, (local.path, *remote_paths)),
+            ),
+            destructive=destroyed,
+        )
+    ]
+
+
+def _create_without_sync(
+    mirror: Mirror,
+    primary: SiteFacts,
+    local: DiskFacts,
+    replica_disks: list[DiskFacts],
+    remote_paths: list[str],
+    uuid_: str,
+    argv: list[str],
+    destroyed: str,
+) -> list[Action]:
+    """`initial_sync: skip`: each site first proves its leg all zeros, reading it where it is
+    (only the verdict crosses the link); then the array is created with every leg at once,
+    `--assume-clean`: blank legs are equal legs, so nothing is copied. The replica legs take
+    the first slots, as an added leg would (write-behind needs one in slot 0), and are made
+    write-mostly through sysfs."""
+    proofs = [
+        Action(
+            site,
+            Verb.PROVE_BLANK,
+            f"{disk.path} (initial_sync: skip: every byte must be zero)",
+            CREATE,
+            (ProveBlank(disk.path, 60 + disk.size / PROVE_BLANK_RATE),),
+        )
+        for site, disk in [
+            *((r.site, d) for r, d in zip(mirror.replicas, replica_disks, strict=True)),
+            (primary.name, local),
+        ]
+    ]
+    create = (*argv, "--assume-clean", *remote_paths, local.path)
+    return [
+        *proofs,
+        Action(
+            primary.name,
+            Verb.CREATE_ARRAY,
+            f"{mirror.md_device} RAID1 {local.path} + {len(remote_paths)} write-mostly leg(s) in the"
+            " first slot(s), no initial sync (the legs are blank)",
+            CREATE,
+            (
+                Run(create),
+                WaitPath(mirror.md_device, 30),
+                *(SetMemberState(mirror.md_device, path, "writemostly") for path in remote_paths),
+                *resync_limit_steps(mirror),
+                LegRecordCreate(mirror.name, uuid_, mirror.primary.site, (local.path, *remote_paths)),
+            ),
+            destructive=destroyed,  # a disk with a signature fails its proof; still shown as such
+        ),
+    ]
