@@ -20,7 +20,7 @@ from pathlib import Path
 import pytest
 
 from remirror.errors import CommandError, CommandTimeout, SiteUnreachable
-from remirror.profile import parse_profile
+from remirror.profile import Site, parse_profile
 from remirror.runner.sites import runner_for_site
 from remirror.runner.ssh import SshRunner
 
@@ -159,7 +159,9 @@ def test_an_unreachable_site_fails_fast_in_one_line() -> None:
     assert "\n" not in str(caught.value)
 
 
-def test_a_profile_site_gets_an_ssh_runner_with_its_options(sshd: Sshd) -> None:
+def loopback_site(sshd: Sshd, ssh_options: str = "") -> Site:
+    """Site `dr` of a profile, reached over SSH at the loopback sshd (`ssh_options`: more of its
+    `ssh` mapping, `, key: value` each)."""
     profile = parse_profile(
         f"""\
 version: 1
@@ -168,21 +170,25 @@ sites:
   hq: {{host: local}}
   dr:
     host: ssh://{sshd.user}@127.0.0.1:{sshd.port}
-    ssh: {{identity_file: {sshd.identity_file}, known_hosts: {sshd.known_hosts}, connect_timeout: 4s}}
+    ssh: {{identity_file: {sshd.identity_file}, known_hosts: {sshd.known_hosts}{ssh_options}}}
 mirrors:
   - name: m
     primary: {{site: hq, disk: /dev/sda}}
     replicas: [{{site: dr, disk: /dev/sdb, portal: 127.0.0.1}}]
 """
     )
-    remote = runner_for_site("dr", profile.sites["dr"])
+    return profile.sites["dr"]
+
+
+def test_a_profile_site_gets_an_ssh_runner_with_its_options(sshd: Sshd) -> None:
+    remote = runner_for_site("dr", loopback_site(sshd, ", connect_timeout: 4s"))
     assert isinstance(remote, SshRunner)
     assert remote.connect_timeout == 4
     try:
         assert remote.run(["echo", "hello"]).stdout == "hello\n"
     finally:
         remote.close()
-    assert runner_for_site("hq", profile.sites["hq"]).run(["true"]).site == "hq"
+    assert runner_for_site("hq", Site(host="local")).run(["true"]).site == "hq"
 
 
 def test_a_stream_answers_each_line_from_one_remote_process(sshd: Sshd) -> None:
@@ -317,22 +323,7 @@ def test_a_site_without_remirror_is_named_with_where_it_was_looked_for(
     assert BASE_ENV["PATH"].split(":")[-2:] == list(INSTALL_DIRS)
     # A site where remirror is nowhere (ssh and env are in /usr/bin: this host is both ends).
     monkeypatch.setitem(BASE_ENV, "PATH", f"{tmp_path}:/usr/bin:/bin")
-    profile = parse_profile(
-        f"""\
-version: 1
-name: t
-sites:
-  hq: {{host: local}}
-  dr:
-    host: ssh://{sshd.user}@127.0.0.1:{sshd.port}
-    ssh: {{identity_file: {sshd.identity_file}, known_hosts: {sshd.known_hosts}}}
-mirrors:
-  - name: m
-    primary: {{site: hq, disk: /dev/sda}}
-    replicas: [{{site: dr, disk: /dev/sdb, portal: 127.0.0.1}}]
-"""
-    )
-    client = AgentClient("dr", profile.sites["dr"])
+    client = AgentClient("dr", loopback_site(sshd))
     try:
         with pytest.raises(SiteError, match=r"site dr: remirror is not installed there \(looked for in"):
             client.observe([])

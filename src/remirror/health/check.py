@@ -76,9 +76,7 @@ class Range:
         """What crossing it means, with values shown by `show`: `> 256MiB`, `outside 1MiB:2GiB`."""
         if self.simple:
             return f"> {show(self.end)}"
-        start = "~" if self.start == -math.inf else show(self.start)
-        end = "" if self.end == math.inf else show(self.end)
-        return f"{'inside' if self.inside else 'outside'} {start}:{end}"
+        return f"{'inside' if self.inside else 'outside'} {self._bounds(show)}"
 
     def perfdata(self) -> str:
         """The range in base units, for perfdata's warn and crit fields."""
@@ -88,9 +86,13 @@ class Range:
 
         if self.simple:
             return plain(self.end)
-        start = "~" if self.start == -math.inf else plain(self.start)
-        end = "" if self.end == math.inf else plain(self.end)
-        return f"{'@' if self.inside else ''}{start}:{end}"
+        return f"{'@' if self.inside else ''}{self._bounds(plain)}"
+
+    def _bounds(self, show: Callable[[float], str]) -> str:
+        """`START:END` as the syntax writes them: `~` for no start, nothing for no end."""
+        start = "~" if self.start == -math.inf else show(self.start)
+        end = "" if self.end == math.inf else show(self.end)
+        return f"{start}:{end}"
 
 
 @dataclass(frozen=True)

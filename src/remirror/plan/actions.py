@@ -26,7 +26,8 @@ class PlanError(RemirrorError):
 
 
 class MissingDisks(PlanError):
-    """Disks the profile names that a site does not have: all of them at once, one line each."""
+    """Disks the profile names that a site does not have (or has too small to use): all of them
+    at once, one line each."""
 
     def __init__(self, problems: Sequence[str]) -> None:
         self.problems = tuple(problems)

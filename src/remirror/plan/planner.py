@@ -50,7 +50,7 @@ def make_plan(profile: Profile, facts: Mapping[str, SiteFacts], secrets: Mapping
         for r, replica in enumerate(mirror.replicas):
             site = facts[replica.site]
             where = ("mirrors", index, "replicas", r)
-            disk = _disk(profile, site, replica.disk, (*where, "disk"))
+            disk = site.disks[replica.disk]  # there: _require_disks checked every leg
             # LIO holds a disk it exports without showing in holders or /proc: ask it.
             if (
                 replica.cache is not None
@@ -82,7 +82,7 @@ def make_plan(profile: Profile, facts: Mapping[str, SiteFacts], secrets: Mapping
             )
             actions += initiator_actions(mirror, replica, primary, iqn, secrets)
             remote_paths.append(by_path(replica, iqn))
-        disk = _disk(profile, primary, mirror.primary.disk, ("mirrors", index, "primary", "disk"))
+        disk = primary.disks[mirror.primary.disk]
         actions += _cache_actions(
             profile, mirror, mirror.primary, primary, disk, ("mirrors", index, "primary")
         )
@@ -177,10 +177,3 @@ def _require_disks(profile: Profile, facts: Mapping[str, SiteFacts]) -> None:
                     )
     if problems:
         raise MissingDisks(problems)
-
-
-def _disk(profile: Profile, site: SiteFacts, path: str, where: tuple[str | int, ...]) -> DiskFacts:
-    disk = site.disks.get(path)
-    if disk is None or not disk.exists:
-        raise PlanError(f"{profile.where(*where)}: site {site.name}: disk {path} does not exist")
-    return disk
