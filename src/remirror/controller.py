@@ -21,7 +21,8 @@ from remirror.plan import Action, Plan, make_plan, make_teardown
 from remirror.plan.cdp import volume_path
 from remirror.plan.distinct import refuse_names_for_the_same_thing
 from remirror.profile.model import Mirror, Profile
-from remirror.profile.names import array_uuid, by_path, cache_name
+from remirror.profile.names import array_uuid, cache_name, replica_path
+from remirror.profile.wireguard import replica_portal
 from remirror.roles import as_run, leg_records, profile_as_run, roles
 
 log = logging.getLogger("remirror.controller")
@@ -132,9 +133,7 @@ class Controller:
                     disks[mirror.primary.site].append(volume_path(mirror))  # in use? (destroy, export)
                 # The replica disks as the primary sees them: their superblocks
                 # tell whether a returning leg took writes of its own.
-                disks[mirror.primary.site] += [
-                    by_path(r, self.profile.replica_iqn(mirror, r)) for r in mirror.replicas
-                ]
+                disks[mirror.primary.site] += [replica_path(self.profile, mirror, r) for r in mirror.replicas]
         return {site: list(dict.fromkeys(paths)) for site, paths in disks.items()}
 
     def probes_by_site(self) -> dict[str, list[str]]:
@@ -170,7 +169,9 @@ class Controller:
         """The replica portals each primary site logs in to: observing times a handshake with each."""
         portals: dict[str, list[str]] = {name: [] for name in self.profile.sites}
         for mirror in self.profile.mirrors:
-            portals[mirror.primary.site] += [str(r.portal_address) for r in mirror.replicas]
+            portals[mirror.primary.site] += [
+                str(replica_portal(self.profile, mirror, r)) for r in mirror.replicas
+            ]
         return portals
 
     def observe(self) -> dict[str, SiteFacts]:

@@ -16,7 +16,7 @@ from remirror.facts.generations import Generation, LegRecord, MiB, record_offset
 from remirror.facts.model import MdSuperblock
 from remirror.facts.site import DiskFacts, SiteFacts
 from remirror.profile.model import Mirror, PrimaryLeg, Profile, ReplicaLeg
-from remirror.profile.names import array_uuid, by_path, leg_device
+from remirror.profile.names import array_uuid, leg_device, replica_path
 
 
 @dataclass(frozen=True)
@@ -127,7 +127,7 @@ def ran_without_primary(
         if replica.site in members:
             continue
         # The primary's view through iSCSI when it has one (what md would take), else the site's own.
-        seen = primary.disks.get(by_path(replica, profile.replica_iqn(mirror, replica)))
+        seen = primary.disks.get(replica_path(profile, mirror, replica))
         theirs = seen.superblock if seen is not None else None
         if theirs is None or theirs.array_uuid != uuid_:
             theirs = superblock_of(mirror, replica, facts.get(replica.site), uuid_)

@@ -272,9 +272,8 @@ def test_estimate_sees_the_primarys_writes_and_measures_the_link(mirror: dict[st
     assert link["measured"] is True, link
     assert link["bytes_per_second"] > 0, link
     assert link["rtt_seconds"] is not None, link
-    expected = found["disk_bytes"] / found["sync_rate_bytes_per_second"]
-    assert abs(found["initial_sync_seconds"] - expected) <= 1e-6 * expected, found
-    # A link not yet there, or one the operator knows better: --link.
-    _, out, _ = remirror("estimate", "-o", "json", "--window", "2s", "--link", "50Mbit", LAB)
-    (given,) = json.loads(out)["mirrors"]
-    assert (given["link"]["bytes_per_second"], given["link"]["measured"]) == (6_250_000, False)
+    # What a sync can copy is the link less the writes (the lab profile has no resync_max); with
+    # the writer going as fast as the mirror let it, that can be nothing at all.
+    room = max(0.0, link["bytes_per_second"] - mean)
+    assert abs(found["sync_rate_bytes_per_second"] - room) <= 1e-6 * max(room, 1.0), found
+    # `--link RATE` instead of a measurement, and the figures from the rates: tests/unit/test_estimate.py.

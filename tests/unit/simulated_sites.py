@@ -11,6 +11,7 @@ from __future__ import annotations
 import dataclasses
 import re
 from collections.abc import Callable, Mapping
+from pathlib import Path
 from typing import Any
 
 from remirror.facts.cdp import stack_names
@@ -26,6 +27,7 @@ from remirror.facts.model import (
     secret_digest,
 )
 from remirror.facts.site import DiskFacts, DmDevice, LioAcl, LioTarget, SiteFacts
+from remirror.facts.wireguard import WireguardInterface, WireguardPeer
 from remirror.plan import Action, Plan
 from remirror.profile.timeouts import REPLACEMENT_TIMEOUT
 
@@ -600,7 +602,38 @@ def _remote_superblock(
     raise AssertionError(f"no site exports {iqn}")
 
 
+def _wireguard_key(sites: dict[str, SiteFacts], name: str, step: dict[str, Any]) -> dict[str, SiteFacts]:
+    """`wg genkey` into the key file: the site now shows its public key."""
+    wireguard = sites[name].wireguard
+    assert wireguard is not None, f"site {name} has no wg(8)"
+    keys = {**wireguard.keys, Path(step["path"]).stem: f"public-key-of-{name}="}
+    return _replace(sites, name, wireguard=dataclasses.replace(wireguard, keys=keys))
+
+
+def _wireguard_tunnel(sites: dict[str, SiteFacts], name: str, step: dict[str, Any]) -> dict[str, SiteFacts]:
+    """The interface as `ip` and `wg` leave it, as `wg show dump` then shows it."""
+    wireguard = sites[name].wireguard
+    assert wireguard is not None, f"site {name} has no wg(8)"
+    peers = {
+        p["public_key"]: WireguardPeer(
+            p["public_key"],
+            p["endpoint"],
+            (f"{p['address']}/32",),
+            0,
+            step["keepalive"] if p["endpoint"] else None,
+        )
+        for p in step["peers"]
+    }
+    interface = WireguardInterface(
+        wireguard.keys[step["interface"]], step["port"], peers, (step["address"],), True
+    )
+    interfaces = {**wireguard.interfaces, step["interface"]: interface}
+    return _replace(sites, name, wireguard=dataclasses.replace(wireguard, interfaces=interfaces))
+
+
 _STEPS = {
+    "wireguard_key": _wireguard_key,
+    "wireguard_tunnel": _wireguard_tunnel,
     "run": _iscsiadm,  # mdadm is handled by Sites.run: it needs the disks' memory
     "lio": _lio,
     "write_file": _write_file,

@@ -29,7 +29,7 @@ from remirror.plan.promote import make_promotion
 from remirror.plan.resolve import make_resolution
 from remirror.profile import Profile
 from remirror.profile.loader import parse_profile
-from remirror.profile.names import array_uuid, by_path
+from remirror.profile.names import array_uuid, by_path, replica_path
 from remirror.roles import as_run, leg_records, md_size, profile_as_run, roles
 from tests.unit.simulated_sites import Sites, wire
 from tests.unit.test_plan_properties import SECRETS, bare_sites, profile_text
@@ -115,7 +115,7 @@ def test_create_array_stops_short_and_writes_generation_one_on_every_leg() -> No
         "mirror": "m0",
         "array": UUID,
         "site": "a",
-        "devices": ["/dev/a0", by_path(replica, PROFILE.replica_iqn(MIRROR, replica))],
+        "devices": ["/dev/a0", by_path(replica.portal_address, PROFILE.replica_iqn(MIRROR, replica))],
     }
 
 
@@ -243,9 +243,7 @@ def test_after_a_promotion_apply_builds_the_mirror_the_other_way_round() -> None
     assert assemble.site == "b"
     assert wire(assemble)[0]["devices"] == [
         "/dev/b0",
-        by_path(
-            as_run(MIRROR, "b").replicas[0], PROFILE.replica_iqn(MIRROR, as_run(MIRROR, "b").replicas[0])
-        ),
+        replica_path(PROFILE, as_run(MIRROR, "b"), as_run(MIRROR, "b").replicas[0]),
     ]
     assert not any(a.verb == "CreateArray" for a in plan.actions)
 

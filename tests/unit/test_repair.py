@@ -21,7 +21,7 @@ from tests.unit.test_plan_properties import PROFILES, SECRETS, bare_sites
 PROFILE = PROFILES["sync-mutual-1r-lan"]
 MIRROR = PROFILE.mirrors[0]
 REPLICA = MIRROR.replicas[0]
-BY_PATH = by_path(REPLICA, PROFILE.replica_iqn(MIRROR, REPLICA))
+BY_PATH = by_path(REPLICA.portal_address, PROFILE.replica_iqn(MIRROR, REPLICA))
 FIXTURES = Path(__file__).parent / "fixtures" / "lab-6.1"
 
 

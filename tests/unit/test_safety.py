@@ -25,7 +25,7 @@ from tests.unit.test_plan_properties import SECRETS, bare_sites, profile_text
 
 FIXTURES = Path(__file__).parent / "fixtures" / "lab-6.1"
 REPLICA = MIRROR.replicas[0]
-REMOTE = by_path(REPLICA, PROFILE.replica_iqn(MIRROR, REPLICA))
+REMOTE = by_path(REPLICA.portal_address, PROFILE.replica_iqn(MIRROR, REPLICA))
 EXT4 = Signature("ext4", 0x438, "bebbbe10-27ae-439b-8c3f-662cb952909d", "data")
 
 

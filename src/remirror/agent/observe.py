@@ -15,6 +15,7 @@ import time
 from pathlib import Path
 from typing import Any
 
+from remirror.agent import wireguard
 from remirror.agent.cdp import read_index
 from remirror.agent.generations import read_record
 from remirror.errors import CommandError
@@ -60,6 +61,7 @@ def observe(
         "lio_save_path": _lio_save_path(),
         "mdadm_conf": MDADM_CONF.read_text() if MDADM_CONF.exists() else "",
         "dm": _dm_devices(),
+        "wireguard": wireguard.observe(),
     }
 
 

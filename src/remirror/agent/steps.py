@@ -11,7 +11,8 @@ remirror.agent.md_slots), `node_secrets` (CHAP secrets into an iSCSI node record
 `cdp_stack` and `cdp_deactivate` (a mirror's CDP stack, remirror.agent.cdp),
 `assemble_array` (md's assemble, past what udev's incremental assembly took meanwhile),
 `leg_record_create`, `leg_record_promote` and `leg_record_join` (generations on the legs)
-and `save_ranges` (a discarded leg's writes, kept aside), remirror.agent.generations.
+and `save_ranges` (a discarded leg's writes, kept aside), remirror.agent.generations;
+`wireguard_key` and `wireguard_tunnel` (`transport: wireguard`, remirror.agent.wireguard).
 Secrets arrive inside steps and are redacted wherever a step is logged or
 reported.
 """
@@ -24,7 +25,7 @@ import time
 from pathlib import Path
 from typing import Any
 
-from remirror.agent import cdp, generations, md_slots
+from remirror.agent import cdp, generations, md_slots, wireguard
 from remirror.agent.direct import first_nonzero
 from remirror.errors import CommandError, RemirrorError
 from remirror.facts.dm import parse_cache_status
@@ -308,4 +309,6 @@ _STEPS = {
     "leg_record_join": generations.join_step,
     "save_ranges": generations.save_ranges_step,
     "cdp_deactivate": cdp.deactivate_step,
+    "wireguard_key": wireguard.make_key_step,
+    "wireguard_tunnel": wireguard.tunnel_step,
 }

@@ -82,8 +82,11 @@ def _link(
     controller: Controller, mirror: Mirror, facts: dict[str, SiteFacts], given: float | None
 ) -> tuple[float, bool, float | None]:
     """(rate in bytes/s, measured, round trip in s) toward the mirror's first replica."""
+    from remirror.profile.wireguard import replica_portal
+
     replica = mirror.replicas[0]
-    rtt = facts[mirror.primary.site].portal_rtt.get(str(replica.portal_address))
+    portal = replica_portal(controller.profile, mirror, replica)
+    rtt = facts[mirror.primary.site].portal_rtt.get(str(portal))
     if given is not None:
         return given, False, rtt
     sites = controller.profile.sites

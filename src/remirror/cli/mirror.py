@@ -13,7 +13,7 @@ from remirror.errors import Declined, DestructivePlan, UsageError
 if TYPE_CHECKING:
     from collections.abc import Callable
 
-    from remirror.controller import Controller
+    from remirror.controller import Controller, Outcome
     from remirror.plan import Plan
 
 EXIT_CHANGES = 2  # plan --detailed-exitcode: there is something to do
@@ -54,7 +54,14 @@ def plan(profile_path: str, detailed_exitcode: bool, output: str) -> int:
 def _show(result: Plan, output: str) -> None:
     """A plan as `plan` shows it: a line per action and a summary, or a `plan` JSON document."""
     if output == "json":
-        emit_json("plan", {"changes": not result.is_empty, "actions": [a.as_json() for a in result.actions]})
+        emit_json(
+            "plan",
+            {
+                "changes": not result.is_empty,
+                "actions": [a.as_json() for a in result.actions],
+                "pending": result.pending or None,
+            },
+        )
     else:
         for action in result.actions:
             click.echo(action.line())
@@ -166,18 +173,29 @@ def _carry_out(
     allow_destructive: bool,
     output: str,
 ) -> int:
-    """Plan, show, guard, confirm, run, plan again and report: apply and destroy alike."""
-    result = make()
+    """Plan, show, guard, confirm, run, plan again and report: apply and destroy alike.
+
+    A plan with a `pending` part (what waits for keys its actions make) is followed by the plan
+    made once they have run: shown, guarded and confirmed as the first was.
+    """
     say = (lambda _line: None) if output == "json" else click.echo
-    for action in result.actions:
-        say(action.line())
-    say(result.summary())
-    if result.destructive and not allow_destructive:
-        raise DestructivePlan([a.destructive for a in result.destructive])
-    if not result.is_empty and not yes:
-        confirm(command, f"{command.capitalize()}: carry out these changes?")
-    outcomes = controller.apply(result, say) if not result.is_empty else []
-    after = make() if outcomes else result
+    result = make()
+    outcomes: list[Outcome] = []
+    while True:
+        for action in result.actions:
+            say(action.line())
+        say(result.summary())
+        if result.destructive and not allow_destructive:
+            raise DestructivePlan([a.destructive for a in result.destructive])
+        if not result.is_empty and not yes:
+            confirm(command, f"{command.capitalize()}: carry out these changes?")
+        ran = controller.apply(result, say) if not result.is_empty else []
+        outcomes += ran
+        after = make() if ran else result
+        if not (result.pending and ran and after.actions):
+            break
+        say("Next, what waited for them:")
+        result = after
     if output == "json":
         emit_json(
             command,

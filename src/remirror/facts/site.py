@@ -26,6 +26,7 @@ from remirror.facts.parsers import (
     parse_examine,
     parse_wipefs_json,
 )
+from remirror.facts.wireguard import WireguardFacts, wireguard_facts
 
 
 @dataclass(frozen=True)
@@ -118,6 +119,8 @@ class SiteFacts:
     dm: dict[str, DmDevice] = field(default_factory=dict, hash=False)  # remirror's, by name
     # md127 -> members: arrays assembled in part (udev's incremental assembly), never started
     inactive_arrays: dict[str, tuple[str, ...]] = field(default_factory=dict, hash=False)
+    # `transport: wireguard`'s keys and interfaces; None: no wg(8) on the site
+    wireguard: WireguardFacts | None = None
 
     def array_named(self, name: str, uuid: str) -> MdArray | None:
         """The running array with this UUID, or failing that, this /dev/md/NAME."""
@@ -225,6 +228,7 @@ def site_facts(name: str, raw: dict[str, Any]) -> SiteFacts:
         portal_rtt=dict(raw.get("portal_rtt", {})),
         dm={name: _dm_device(name, info) for name, info in raw.get("dm", {}).items()},
         inactive_arrays={md: tuple(members) for md, members in raw.get("inactive_arrays", {}).items()},
+        wireguard=wireguard_facts(raw.get("wireguard")),
     )
 
 

@@ -37,6 +37,7 @@ from remirror.facts.site import SiteFacts
 from remirror.health.state import IN_SYNC, LegHealth, MirrorHealth, State, assess
 from remirror.profile.model import DERIVED_IQN_PREFIX, Mirror, Profile
 from remirror.profile.names import array_uuid, cache_name, leg_device
+from remirror.profile.wireguard import replica_portal
 from remirror.roles import has_room_for_record, leg_records, own_leg, roles
 
 SECTOR = 512
@@ -229,7 +230,7 @@ def _mirror(
         if leg.status != IN_SYNC:
             last = seen.last(mirror.name, leg.site)
             out_of_sync, rpo = dirty, (max(0.0, now - last) if last is not None else None)
-        rtt = rtts.get(str(replica.portal_address))
+        rtt = rtts.get(str(replica_portal(profile, mirror, replica)))
         member = array.member(leg.member) if array is not None and leg.member else None
         flying = member.writes_in_flight if member is not None else None
         reports.append(_leg(leg, reachable, out_of_sync, rpo, rtt, cache_status, flying, block))
@@ -291,7 +292,7 @@ def _async_notes(
             " leg (`remirror apply` moves it once every leg is in sync)"
         )
     for replica in mirror.replicas:
-        portal = replica.portal_address
+        portal = replica_portal(profile, mirror, replica)
         session = primary.session_for(profile.replica_iqn(mirror, replica), portal.address, portal.port)
         if session is not None and not session.sends_writes_in_order:
             notes.append(

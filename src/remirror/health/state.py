@@ -27,6 +27,7 @@ from remirror.facts.model import MdArray, MdMember
 from remirror.facts.site import SiteFacts
 from remirror.profile.model import Mirror, Profile
 from remirror.profile.names import array_uuid, leg_device
+from remirror.profile.wireguard import replica_portal
 from remirror.roles import leg_records, ran_without_primary, roles, superblock_of
 
 
@@ -192,7 +193,7 @@ def _legs(profile: Profile, mirror: Mirror, primary: SiteFacts, array: MdArray) 
     unclaimed = [m for m in array.members if m.device != local_name]
     sessions = []
     for replica in mirror.replicas:
-        portal = replica.portal_address
+        portal = replica_portal(profile, mirror, replica)
         session = primary.session_for(profile.replica_iqn(mirror, replica), portal.address, portal.port)
         sessions.append(session)
         if session is not None and session.disk:

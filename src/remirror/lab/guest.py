@@ -20,6 +20,7 @@ from pathlib import Path
 from typing import Any
 
 from remirror.agent.lock import LOCK_DIR
+from remirror.facts.wireguard import KEY_DIR
 from remirror.lab import disks, net
 from remirror.lab.spec import (
     CACHED_ROOT_TAG,
@@ -65,6 +66,7 @@ MODULES = [
     "cls_u32",
     "act_gact",
     "veth",
+    "wireguard",  # transport: wireguard (profile.wireguard)
 ]
 # Site B keeps its own copies of these under /etc/remirror/lab/site-b: its own
 # initiator name and node records, its own saved LIO config and mdadm.conf.
@@ -249,6 +251,11 @@ def _make_site_b() -> None:
     locks.mkdir(mode=0o700, parents=True, exist_ok=True)
     LOCK_DIR.mkdir(mode=0o700, parents=True, exist_ok=True)
     mounts.append(f"mount --bind {locks} {LOCK_DIR}")
+    # Its own WireGuard keys (transport: wireguard): each site makes its own, in the same place.
+    keys = private / "wireguard"
+    keys.mkdir(mode=0o700, parents=True, exist_ok=True)
+    Path(KEY_DIR).mkdir(mode=0o700, parents=True, exist_ok=True)
+    mounts.append(f"mount --bind {keys} {KEY_DIR}")
     (private / "iscsi" / "initiatorname.iscsi").write_text(f"InitiatorName={INITIATOR_NAMES['b']}\n")
     # Site B as an initiator (after a promotion it logs in to site A's leg): see _site_b_iscsiadm.
     ifaces = private / "iscsi" / "ifaces"

@@ -15,7 +15,8 @@ from pathlib import Path
 from remirror.agent.digest import data_offset
 from remirror.plan.cdp import volume_path
 from remirror.profile import load_profile
-from remirror.profile.names import by_path
+from remirror.profile.names import replica_path
+from remirror.profile.wireguard import replica_portal
 
 # The repository's lab profile (the lab shares the source tree with the host).
 LAB_PROFILE = Path(__file__).resolve().parents[3] / "profiles" / "lab.yaml"
@@ -48,8 +49,8 @@ def lab_names() -> LabNames:
         local_disk=mirror.primary.disk,
         remote_disk=replica.disk,
         iqn=iqn,
-        portal=str(replica.portal_address),
-        remote_leg=by_path(replica, iqn),
+        portal=str(replica_portal(profile, mirror, replica)),
+        remote_leg=replica_path(profile, mirror, replica),
         cdp_volume=volume_path(mirror),
     )
 

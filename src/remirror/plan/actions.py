@@ -81,6 +81,7 @@ class Verb(StrEnum):
     LOGIN_AFRESH = "LoginAfresh"
     LOGIN_SESSION = "LoginSession"
     LOGOUT_SESSION = "LogoutSession"
+    MAKE_TUNNEL_KEY = "MakeTunnelKey"
     PROVE_BLANK = "ProveBlank"
     RE_ADD_LEG = "ReAddLeg"
     REBUILD_LEG = "RebuildLeg"
@@ -93,6 +94,7 @@ class Verb(StrEnum):
     SAVE_RANGES = "SaveRanges"
     SET_SCHEDULER = "SetScheduler"
     SET_SESSION_TIMEOUT = "SetSessionTimeout"
+    SET_TUNNEL = "SetTunnel"
     SET_TARGET_PARAMETERS = "SetTargetParameters"
     SET_WRITE_BEHIND = "SetWriteBehind"
     SET_RESYNC_LIMIT = "SetResyncLimit"
@@ -145,6 +147,9 @@ class Plan:
     """The ordered actions that make the sites match the profile."""
 
     actions: tuple[Action, ...]
+    # What this plan cannot plan yet, for want of what its actions make (remirror.plan.tunnel's
+    # keys): apply plans it again once they have run.
+    pending: str = ""
 
     @property
     def is_empty(self) -> bool:
@@ -161,8 +166,9 @@ class Plan:
         counts = {
             symbol: sum(a.symbol == symbol for a in self.actions) for symbol in (CREATE, CHANGE, DELETE)
         }
-        return (
+        line = (
             f"Plan: {counts[CREATE]} to add, {counts[CHANGE]} to change, {counts[DELETE]} to remove."
             if self.actions
             else "No changes: the sites match the profile."
         )
+        return f"{line} Then: {self.pending}." if self.pending else line

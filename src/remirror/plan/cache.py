@@ -279,8 +279,9 @@ def removal_actions(
 
 def with_drain_timeout(plan: Plan, seconds: int) -> Plan:
     """The plan with each drain waiting at most `seconds` (`--drain-timeout`)."""
-    return Plan(
-        tuple(
+    return dataclasses.replace(
+        plan,
+        actions=tuple(
             dataclasses.replace(
                 action,
                 steps=tuple(
@@ -289,7 +290,7 @@ def with_drain_timeout(plan: Plan, seconds: int) -> Plan:
                 ),
             )
             for action in plan.actions
-        )
+        ),
     )
 
 

@@ -24,10 +24,11 @@ from remirror.plan.steps import (
     WriteDiskSysfs,
     WriteSysfs,
 )
-from remirror.profile.model import Mirror, Profile, ReplicaLeg
+from remirror.profile.model import Mirror, Profile
 from remirror.profile.names import by_path
 from remirror.profile.timeouts import REPLACEMENT_TIMEOUT
 from remirror.profile.types import Portal
+from remirror.profile.wireguard import replica_portal
 
 
 def node_argv(iqn: str, portal: Portal) -> tuple[str, ...]:
@@ -45,7 +46,7 @@ def logout_actions(profile: Profile, mirror: Mirror, primary: SiteFacts) -> list
     actions = []
     for replica in mirror.replicas:
         iqn = profile.replica_iqn(mirror, replica)
-        portal = replica.portal_address
+        portal = replica_portal(profile, mirror, replica)
         if primary.session_for(iqn, portal.address, portal.port) is not None:
             actions.append(
                 Action(
@@ -67,11 +68,11 @@ def logout_actions(profile: Profile, mirror: Mirror, primary: SiteFacts) -> list
     return actions
 
 
-def scheduler_step(replica: ReplicaLeg, iqn: str) -> WriteDiskSysfs:
+def scheduler_step(path: str) -> WriteDiskSysfs:
     """No I/O scheduler on a replica leg's iSCSI disk: requests go out in the order md sends
     them (mq-deadline, the kernel's choice for a single-queue disk, sorts waiting writes by
     sector), and the target has a scheduler of its own anyway."""
-    return WriteDiskSysfs(by_path(replica, iqn), "queue/scheduler", "none")
+    return WriteDiskSysfs(path, "queue/scheduler", "none")
 
 
 def _node_settings(mirror: Mirror, secrets: Mapping[str, str]) -> tuple[dict[str, str], list[str]]:
@@ -99,11 +100,12 @@ def _node_settings(mirror: Mirror, secrets: Mapping[str, str]) -> tuple[dict[str
 
 
 def initiator_actions(
-    mirror: Mirror, replica: ReplicaLeg, primary: SiteFacts, iqn: str, secrets: Mapping[str, str]
+    mirror: Mirror, primary: SiteFacts, iqn: str, portal: Portal, secrets: Mapping[str, str]
 ) -> list[Action]:
-    """The node record of `replica`'s target as the profile wants it, and a session to it."""
+    """The node record of a replica's target `iqn` at `portal` as the profile wants it, and a
+    session to it."""
     actions = []
-    portal = replica.portal_address
+    path = by_path(portal, iqn)
     node_args = node_argv(iqn, portal)
     wanted, secret_values = _node_settings(mirror, secrets)
     current = primary.node_for(iqn, portal.address, portal.port)
@@ -177,9 +179,9 @@ def initiator_actions(
             Action(
                 primary.name,
                 Verb.SET_SCHEDULER,
-                f"{by_path(replica, iqn)} ({session.scheduler} -> none: requests leave as md sent them)",
+                f"{path} ({session.scheduler} -> none: requests leave as md sent them)",
                 CHANGE,
-                (scheduler_step(replica, iqn),),
+                (scheduler_step(path),),
                 repair=True,
                 target=iqn,
             )
@@ -199,8 +201,8 @@ def initiator_actions(
                 },
             )
         )
-        login.append(WaitPath(by_path(replica, iqn), 60))
-        login.append(scheduler_step(replica, iqn))
+        login.append(WaitPath(path, 60))
+        login.append(scheduler_step(path))
         actions.append(
             Action(
                 primary.name,

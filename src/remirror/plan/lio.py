@@ -28,6 +28,7 @@ def replica_export_actions(
     site: SiteFacts,
     disk: DiskFacts,
     iqn: str,
+    portal: Portal,
     initiator: str,
     secrets: Mapping[str, str],
     destructive: str,
@@ -39,7 +40,7 @@ def replica_export_actions(
         iqn=iqn,
         backstore=backstore_name(mirror, replica),
         disk=disk,
-        portal=replica.portal_address,
+        portal=portal,
         initiators=(initiator,),
         chap=mirror.iscsi.chap,
     )

@@ -26,6 +26,7 @@ from remirror.plan.steps import (
     WriteSysfs,
 )
 from remirror.profile.model import Mirror, Profile
+from remirror.profile.wireguard import replica_portal
 from remirror.roles import has_room_for_record
 
 
@@ -245,7 +246,7 @@ def _missing_leg_records(
         return []
     legs = [local]  # the legs in the array now; one out of it gets its record when it rejoins
     for replica, path, disk in zip(mirror.replicas, remote_paths, replica_disks, strict=True):
-        portal = replica.portal_address
+        portal = replica_portal(profile, mirror, replica)
         session = primary.session_for(profile.replica_iqn(mirror, replica), portal.address, portal.port)
         member = array.member(session.disk) if session is not None and session.disk else None
         if member is not None and not member.is_faulty:

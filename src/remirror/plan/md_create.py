@@ -106,27 +106,13 @@ def _create_without_sync(
     argv: list[str],
     destroyed: str,
 ) -> list[Action]:
-    """`initial_sync: skip`: each site first proves its leg all zeros, reading it where it is
-    (only the verdict crosses the link); then the array is created with every leg at once,
+    """`initial_sync: skip`: once each site has proved its leg all zeros (`prove_blank_actions`,
+    which the planner puts first), the array is created with every leg at once,
     `--assume-clean`: blank legs are equal legs, so nothing is copied. The replica legs take
     the first slots, as an added leg would (write-behind needs one in slot 0), and are made
     write-mostly through sysfs."""
-    proofs = [
-        Action(
-            site,
-            Verb.PROVE_BLANK,
-            f"{disk.path} (initial_sync: skip: every byte must be zero)",
-            CREATE,
-            (ProveBlank(disk.path, 60 + disk.size / PROVE_BLANK_RATE),),
-        )
-        for site, disk in [
-            *((r.site, d) for r, d in zip(mirror.replicas, replica_disks, strict=True)),
-            (primary.name, local),
-        ]
-    ]
     create = (*argv, "--assume-clean", *remote_paths, local.path)
     return [
-        *proofs,
         Action(
             primary.name,
             Verb.CREATE_ARRAY,
@@ -142,4 +128,19 @@ def _create_without_sync(
             ),
             destructive=destroyed,  # a disk with a signature fails its proof; still shown as such
         ),
+    ]
+
+
+def prove_blank_actions(legs: list[tuple[str, DiskFacts]]) -> list[Action]:
+    """`initial_sync: skip`'s proofs: each site reads its own leg, and only the verdict crosses
+    the link; a byte that is not zero fails the step, and with it the plan."""
+    return [
+        Action(
+            site,
+            Verb.PROVE_BLANK,
+            f"{disk.path} (initial_sync: skip: every byte must be zero)",
+            CREATE,
+            (ProveBlank(disk.path, 60 + disk.size / PROVE_BLANK_RATE),),
+        )
+        for site, disk in legs
     ]

@@ -1,7 +1,8 @@
 """Diff a profile against the sites' facts into an ordered plan. Pure: no I/O.
 
-This module only orders: for each mirror, each replica site's cache and
-export, the primary's initiator toward it, then the primary's cache, array
+This module only orders: the WireGuard tunnel (`transport: wireguard`) first;
+then for each mirror, each replica site's cache and export, the primary's
+initiator toward it, then the primary's cache, array
 and what it serves (CDP, export); each site's mdadm.conf around them. What
 each subsystem needs is planned in its own module: `cache`, `lio`,
 `initiator`, `md`, `cdp`, `mdadm_conf`. The names of what it makes come from
@@ -20,9 +21,12 @@ from remirror.plan.cdp import CdpPlanError, cdp_actions, volume_path
 from remirror.plan.initiator import initiator_actions, logout_actions
 from remirror.plan.lio import export_actions, replica_export_actions
 from remirror.plan.md import array_actions, destroys, release_partial_assembly, stand_down_former_primary
+from remirror.plan.md_create import prove_blank_actions
 from remirror.plan.mdadm_conf import mdadm_conf_actions, with_mdadm_conf
+from remirror.plan.tunnel import tunnel_actions
 from remirror.profile.model import Mirror, PrimaryLeg, Profile, ReplicaLeg
-from remirror.profile.names import array_uuid, backstore_name, by_path, leg_device
+from remirror.profile.names import array_uuid, backstore_name, leg_device, replica_path
+from remirror.profile.wireguard import replica_portal
 from remirror.roles import as_run, ran_without_primary
 from remirror.units import format_size
 
@@ -30,8 +34,10 @@ from remirror.units import format_size
 def make_plan(profile: Profile, facts: Mapping[str, SiteFacts], secrets: Mapping[str, str]) -> Plan:
     """The actions that make the sites match the profile, replica sides first for each mirror."""
     _require_disks(profile, facts)
-    actions: list[Action] = []
+    actions, pending = tunnel_actions(profile, facts)  # before all that goes through the tunnel
     for index, mirror in enumerate(profile.mirrors):
+        if pending and mirror.transport == "wireguard":
+            continue
         uuid_ = array_uuid(profile, mirror)
         primary = facts[mirror.primary.site]
         if primary.initiator is None:
@@ -45,8 +51,10 @@ def make_plan(profile: Profile, facts: Mapping[str, SiteFacts], secrets: Mapping
             split = ran_without_primary(profile, mirror, facts)
             if split:
                 raise SplitBrain(mirror.name, split)
+        first = len(actions)  # where this mirror's actions begin
         remote_paths = []
         replica_disks: list[DiskFacts] = []
+        blank_proofs: list[tuple[str, DiskFacts]] = []
         for r, replica in enumerate(mirror.replicas):
             site = facts[replica.site]
             where = ("mirrors", index, "replicas", r)
@@ -69,19 +77,24 @@ def make_plan(profile: Profile, facts: Mapping[str, SiteFacts], secrets: Mapping
             # other legs' old targets): they would retry forever.
             actions += logout_actions(profile, as_run(mirror, replica.site), site)
             replica_disks.append(device)
+            blank_proofs.append((site.name, _as_it_is(site, disk, device)))
             iqn = profile.replica_iqn(mirror, replica)
+            portal = replica_portal(profile, mirror, replica)
             actions += replica_export_actions(
                 mirror,
                 replica,
                 site,
                 device,
                 iqn,
+                portal,
                 primary.initiator,
                 secrets,
                 destroys(site.name, device, uuid_),
             )
-            actions += initiator_actions(mirror, replica, primary, iqn, secrets)
-            remote_paths.append(by_path(replica, iqn))
+            actions += initiator_actions(
+                mirror, primary, iqn, replica_portal(profile, mirror, replica), secrets
+            )
+            remote_paths.append(replica_path(profile, mirror, replica))
         disk = primary.disks[mirror.primary.disk]
         actions += _cache_actions(
             profile, mirror, mirror.primary, primary, disk, ("mirrors", index, "primary")
@@ -93,8 +106,13 @@ def make_plan(profile: Profile, facts: Mapping[str, SiteFacts], secrets: Mapping
         array = array_actions(profile, mirror, primary, local, replica_disks, remote_paths, uuid_)
         actions += array
         new_array = any(a.verb == Verb.CREATE_ARRAY for a in array)
+        if new_array and mirror.replication.initial_sync == "skip":
+            # Before anything of the mirror (a cache, an export, a login): a leg that is not
+            # blank stops the plan with every site as it was.
+            blank_proofs.append((primary.name, _as_it_is(primary, disk, local)))
+            actions[first:first] = prove_blank_actions(blank_proofs)
         actions += serving_actions(profile, index, mirror, primary, secrets, new_array)
-    return Plan(tuple(with_mdadm_conf(actions, mdadm_conf_actions(profile, facts))))
+    return Plan(tuple(with_mdadm_conf(actions, mdadm_conf_actions(profile, facts))), pending)
 
 
 def serving_actions(
@@ -150,6 +168,13 @@ def _leg_device(mirror: Mirror, leg: PrimaryLeg | ReplicaLeg, site: SiteFacts, d
 # its own metadata and some blocks. A disk smaller than this is a mistake (a loop device on an
 # empty file, a partition of zero length), not a mirror to build.
 SMALLEST = {"disk": 16 * 1024 * 1024, "cache disk": 4 * 1024 * 1024}
+
+
+def _as_it_is(site: SiteFacts, disk: DiskFacts, device: DiskFacts) -> DiskFacts:
+    """What holds a leg's contents now: its cache device if it exists, else its disk (a cache
+    this plan creates shows the disk's contents)."""
+    existing = site.disks.get(device.path)
+    return device if existing is not None and existing.exists else disk
 
 
 def _require_disks(profile: Profile, facts: Mapping[str, SiteFacts]) -> None:

@@ -27,7 +27,7 @@ from remirror.plan.planner import serving_actions
 from remirror.plan.steps import LegRecordPromote
 from remirror.plan.teardown import refuse_if_in_use
 from remirror.profile.model import Mirror, Profile
-from remirror.profile.names import array_uuid, by_path, export_backstore_name, leg_device
+from remirror.profile.names import array_uuid, export_backstore_name, leg_device, replica_path
 from remirror.roles import Roles, as_run, leg_records, profile_as_run, roles
 
 
@@ -106,7 +106,7 @@ def make_promotion(
             )
         actions += stand_down(profile, running, old)
         devices = [leg_device(running, running.primary, old.dm)] + [
-            by_path(r, profile.replica_iqn(running, r)) for r in running.replicas
+            replica_path(profile, running, r) for r in running.replicas
         ]
         actions.append(record_action(old.name, devices, uuid_, site, now.generation.n, "planned", name))
         actions += logout_actions(profile, running, old)

@@ -21,8 +21,11 @@ from remirror.plan.actions import CHANGE, Action, Verb
 from remirror.plan.initiator import logout_step
 from remirror.plan.planner import make_plan
 from remirror.plan.steps import TOOL_FAILED, LegRecordJoin, Run, Step, WaitPath
+from remirror.plan.tunnel import tunnel_actions
 from remirror.profile.model import Mirror, Profile, ReplicaLeg
-from remirror.profile.names import array_uuid, by_path, leg_device
+from remirror.profile.names import array_uuid, leg_device, replica_path
+from remirror.profile.types import Portal
+from remirror.profile.wireguard import replica_portal
 
 # States in which nothing is touched: a person decides.
 _HANDS_OFF = {
@@ -43,6 +46,9 @@ class Repair:
     blocked: str = ""  # why a repair that is needed cannot be made now
 
 
+_TUNNEL = (Verb.MAKE_TUNNEL_KEY, Verb.SET_TUNNEL)
+
+
 def make_repair(
     profile: Profile,
     mirror: Mirror,
@@ -59,7 +65,10 @@ def make_repair(
     observed = {name: site for name, site in facts.items() if site is not None}
     # Apply's own plan, for this mirror alone, minus what only apply may do.
     alone = profile.model_copy(update={"mirrors": [mirror]})
-    planned = make_plan(alone, observed, secrets).actions
+    # The tunnel is every mirror's: its ends as the whole profile has them (peers of other
+    # mirrors kept), not as this mirror alone would.
+    tunnel = tunnel_actions(profile, observed)[0] if mirror.transport == "wireguard" else []
+    planned = [*tunnel, *(a for a in make_plan(alone, observed, secrets).actions if a.verb not in _TUNNEL)]
     former = [a for a in planned if a.verb == Verb.STOP_ARRAY]
     if former:
         return Repair(
@@ -85,7 +94,7 @@ def make_repair(
             # The target was gone (a DR host restart) and this pass re-creates
             # it: iscsid may have stopped retrying a target that did not
             # exist, so log in afresh. Under `wait` writes queue meanwhile.
-            actions.append(_login_afresh(actions, iqn, replica))
+            actions.append(_login_afresh(actions, iqn, replica_portal(profile, mirror, replica)))
         if leg.status not in (FAULTY, MISSING):
             continue
         if iqn in recovering and not recreated:
@@ -97,7 +106,7 @@ def make_repair(
             # itself (a leg used elsewhere must be caught first): next pass.
             blocked.append(f"the replica leg on {replica.site} is re-added once its disk has been examined")
             continue
-        path = by_path(replica, iqn)
+        path = replica_path(profile, mirror, replica)
         disk = primary.disks.get(path)
         if disk is None or not disk.exists or disk.offline:
             state = f"offline ({disk.offline})" if disk is not None and disk.offline else "missing"
@@ -130,17 +139,17 @@ def make_repair(
     return Repair(mirror.name, tuple(actions), "; ".join(blocked))
 
 
-def _login_afresh(actions: list[Action], iqn: str, replica: ReplicaLeg) -> Action:
+def _login_afresh(actions: list[Action], iqn: str, portal: Portal) -> Action:
     """Apply's login of this target, preceded by a logout of the dead session."""
     login = next(a for a in actions if a.verb == Verb.LOGIN_SESSION and a.target == iqn)
-    logout = logout_step(iqn, replica.portal_address)
+    logout = logout_step(iqn, portal)
     steps = login.steps if login.steps[0] == logout else (logout, *login.steps)
     return Action(login.site, Verb.LOGIN_AFRESH, login.subject, CHANGE, steps, repair=True, target=iqn)
 
 
 def _readd(profile: Profile, mirror: Mirror, replica: ReplicaLeg, faulty: str, primary: SiteFacts) -> Action:
     """Put a returning replica disk back into the array: only what its bitmap says it missed."""
-    path = by_path(replica, profile.replica_iqn(mirror, replica))
+    path = replica_path(profile, mirror, replica)
     steps: list[Step] = []
     if faulty:
         # md keeps a failed member, or one whose disk went away with its

@@ -30,7 +30,7 @@ from remirror.plan.mdadm_conf import mdadm_conf_actions, with_mdadm_conf
 from remirror.plan.promote import assemble_action, record_action, stand_down
 from remirror.plan.steps import LegRecordJoin, Run, SaveRanges
 from remirror.profile.model import Mirror, Profile, ReplicaLeg
-from remirror.profile.names import array_uuid, by_path, leg_device
+from remirror.profile.names import array_uuid, leg_device, replica_path
 from remirror.roles import as_run, leg_records, profile_as_run, roles
 
 
@@ -122,7 +122,7 @@ def rebuild_actions(profile: Profile, running: Mirror, facts: Mapping[str, SiteF
         return []
     actions = []
     for replica in running.replicas:
-        path = by_path(replica, profile.replica_iqn(running, replica))
+        path = replica_path(profile, running, replica)
         disk = primary.disks.get(path)
         if disk is None or not disk.exists or disk.offline:
             raise PlanError(f"{path} ({replica.site}'s leg) is not there: the rebuild waits for it")

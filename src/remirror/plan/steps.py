@@ -50,6 +50,8 @@ def _is_default(f: dataclasses.Field[Any], value: Any) -> bool:
 
 
 def _plain(value: Any) -> Any:
+    if dataclasses.is_dataclass(value) and not isinstance(value, type):
+        return {f.name: _plain(getattr(value, f.name)) for f in dataclasses.fields(value)}
     if isinstance(value, tuple):
         return [_plain(v) for v in value]
     if isinstance(value, Mapping):
@@ -216,6 +218,36 @@ class ProveBlank(Step):
     kind: ClassVar[str] = "prove_blank"
     device: str
     timeout: float  # seconds the controller waits for it: a whole disk is read
+
+
+@dataclass(frozen=True)
+class WireguardKey(Step):
+    """Make this site's WireGuard private key in `path` unless it has one: it never leaves the site."""
+
+    kind: ClassVar[str] = "wireguard_key"
+    path: str
+
+
+@dataclass(frozen=True)
+class WireguardPeer:
+    """A peer of a tunnel step: its public key, tunnel address and endpoint (or None)."""
+
+    public_key: str
+    address: str
+    endpoint: str | None
+
+
+@dataclass(frozen=True)
+class WireguardTunnel(Step):
+    """This site's end of the tunnel: interface, key file, port, address/prefix, exactly these peers."""
+
+    kind: ClassVar[str] = "wireguard_tunnel"
+    interface: str
+    key_file: str
+    port: int
+    address: str
+    peers: tuple[WireguardPeer, ...]
+    keepalive: int
 
 
 @dataclass(frozen=True)

@@ -237,6 +237,11 @@ class Mirror(ProfileModel):
     device: DevicePath | None = Field(None, description="default /dev/md/NAME")
     primary: PrimaryLeg
     replicas: list[ReplicaLeg] = Field(min_length=1)
+    transport: Literal["plain", "wireguard"] = Field(
+        "plain",
+        description="plain: iSCSI straight to the replicas' portals; wireguard: through a WireGuard"
+        " tunnel between the sites (docs/transport.md), keys made on each site",
+    )
     replication: Replication = Field(default_factory=Replication)
     iscsi: Iscsi = Field(default_factory=Iscsi)
     cdp: Cdp | None = None

@@ -2,7 +2,8 @@
 
 The array UUID is uuid5 of the profile's and the mirror's names: known
 before the array exists, so a plan can name it and adopt it. The replica
-target IQN is `Profile.replica_iqn`.
+target IQN is `Profile.replica_iqn`; `transport: wireguard`'s names are in
+`remirror.profile.wireguard`.
 """
 
 from __future__ import annotations
@@ -11,6 +12,8 @@ import uuid
 from collections.abc import Container
 
 from remirror.profile.model import Mirror, PrimaryLeg, Profile, ReplicaLeg
+from remirror.profile.types import Portal
+from remirror.profile.wireguard import replica_portal
 
 # Fixed forever: changing it would change every derived array UUID.
 _UUID_NAMESPACE = uuid.UUID("6f1d3c2e-2b1a-4d6e-9a57-72656d697272")
@@ -32,10 +35,14 @@ def export_backstore_name(mirror: Mirror) -> str:
     return f"{mirror.name}-export"
 
 
-def by_path(replica: ReplicaLeg, iqn: str) -> str:
-    """The udev link of the replica's LUN 0 on the primary."""
-    portal = replica.portal_address
+def by_path(portal: Portal, iqn: str) -> str:
+    """The udev link of LUN 0 of target `iqn`, logged in to at `portal`."""
     return f"/dev/disk/by-path/ip-{portal.address}:{portal.port}-iscsi-{iqn}-lun-0"
+
+
+def replica_path(profile: Profile, mirror: Mirror, replica: ReplicaLeg) -> str:
+    """The udev link of the replica's LUN 0 on the primary: what md has as the replica leg."""
+    return by_path(replica_portal(profile, mirror, replica), profile.replica_iqn(mirror, replica))
 
 
 def cache_name(mirror: Mirror, site: str) -> str:

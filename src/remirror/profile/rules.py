@@ -188,7 +188,7 @@ def cautions(profile: Profile) -> list[Violation]:
                 )
             )
         for r, replica in enumerate(mirror.replicas):
-            if _is_public(replica.portal_address.address):
+            if mirror.transport == "plain" and _is_public(replica.portal_address.address):
                 found.append(
                     (
                         ("mirrors", m, "replicas", r, "portal"),
