@@ -193,6 +193,22 @@ def test_writes_left_held_by_an_unfinished_move_are_let_go_by_a_repair() -> None
     assert wire(resume) == [{"kind": "write_sysfs", "path": "/sys/block/md127/md/suspend_hi", "value": "0"}]
 
 
+def test_a_check_debian_started_on_the_mirror_is_stopped_as_a_repair() -> None:
+    from remirror.health import assess
+    from remirror.plan.repair import make_repair
+
+    # checkarray or mdcheck, the first Sunday of the month: md would read the replica leg whole.
+    (stop,) = make_plan(PROFILE, with_array(converged(), sync_action="check"), SECRETS).actions
+    assert (stop.verb, stop.repair) == ("StopCheck", True)
+    assert wire(stop) == [{"kind": "write_sysfs", "path": "/sys/block/md127/md/sync_action", "value": "idle"}]
+    checking = with_array(converged(), sync_action="check")
+    repair = make_repair(PROFILE, MIRROR, checking, SECRETS, assess(PROFILE, MIRROR, checking))
+    assert [a.verb for a in repair.actions] == ["StopCheck"]  # the reconciler's too
+    # An operator's `repair`, or md's own resync, is left to run.
+    for action in ("repair", "resync", "recover"):
+        assert not make_plan(PROFILE, with_array(converged(), sync_action=action), SECRETS).actions
+
+
 def test_secrets_appear_in_steps_only_never_in_what_is_shown() -> None:
     plan = make_plan(PROFILE, fresh(), SECRETS)
     shown = " ".join(a.line() + str(a.as_json()) for a in plan.actions)

@@ -100,6 +100,7 @@ class Verb(StrEnum):
     SET_RESYNC_LIMIT = "SetResyncLimit"
     SET_WRITE_MOSTLY = "SetWriteMostly"
     STOP_ARRAY = "StopArray"
+    STOP_CHECK = "StopCheck"
     TUNE_CACHE = "TuneCache"
     UPDATE_ISCSI_NODE = "UpdateIscsiNode"
     UPDATE_NODE_ACL = "UpdateNodeAcl"

@@ -171,6 +171,14 @@ def array_actions(
             _sysfs_repair(primary, Verb.SET_WRITE_BEHIND, subject, f"{base}/bitmap/backlog", backlog)
         )
     actions += resync_limit_actions(primary, mirror, array)
+    if array.sync_action == "check":
+        # Debian's monthly checkarray (cron) or mdcheck (systemd timer) started it on every array:
+        # md would read each replica leg whole, over the link. `remirror verify` reads each leg
+        # on its own site and moves only digests (docs/safety.md, "Boot and Debian's jobs").
+        subject = (
+            f"{mirror.md_device} (md's check reads the replica legs over the link: `remirror verify` instead)"
+        )
+        actions.append(_sysfs_repair(primary, Verb.STOP_CHECK, subject, f"{base}/sync_action", "idle"))
     actions += _missing_leg_records(
         profile, mirror, primary, array, local, replica_disks, remote_paths, uuid_
     )
