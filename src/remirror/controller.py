@@ -11,12 +11,14 @@ from concurrent.futures import Future, ThreadPoolExecutor
 from contextlib import contextmanager
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any
+from secrets import token_urlsafe
+from typing import Any, Literal
 
 from remirror.agent.client import AgentClient
 from remirror.agent.lock import SITE_LOCK, holder, operator_wait
 from remirror.errors import RemirrorError, SiteUnreachable, UsageError
 from remirror.facts.site import SiteFacts, site_facts
+from remirror.files import write_atomically
 from remirror.plan import Action, Plan, make_plan, make_teardown
 from remirror.plan.cdp import volume_path
 from remirror.plan.distinct import refuse_names_for_the_same_thing
@@ -47,12 +49,25 @@ class Outcome:
     error: str = ""
 
 
-def read_secrets(profile: Profile) -> dict[str, str]:
-    """Every CHAP secret the profile names, read here on the controller and checked."""
+# What `plan` puts where a secret `apply` would generate is not there yet: plan changes nothing,
+# and shows secrets only as digests.
+STAND_IN_SECRET = "generated-by-apply"  # noqa: S105 - a placeholder, never a secret
+
+
+def read_secrets(profile: Profile, generated: Literal["make", "stand-in"] = "make") -> dict[str, str]:
+    """Every CHAP secret the profile names, read here on the controller and checked.
+
+    The secrets remirror generates (Profile.replica_chap: a mirror whose profile gives no CHAP)
+    are made where missing (`make`), or, for plan, which changes nothing, stood in for by
+    STAND_IN_SECRET. One controller sets both ends of a session (the target's ACL, the
+    initiator's node record), so a secret made anew reaches both: the new primary after a
+    promotion makes its own.
+    """
     secrets: dict[str, str] = {}
     for index, mirror in enumerate(profile.mirrors):
+        made = mirror.iscsi.chap is None  # Profile.replica_chap generates it
         for where, chap in (
-            ("iscsi", mirror.iscsi.chap),
+            ("iscsi", profile.replica_chap(mirror)),
             ("export", mirror.export.chap if mirror.export else None),
         ):
             if chap is None:
@@ -61,8 +76,25 @@ def read_secrets(profile: Profile) -> dict[str, str]:
             if chap.mutual:
                 files.append(("mutual_password_file", chap.target_password_file))
             for key, path in files:
-                secrets[path] = _read_secret(path, profile.where("mirrors", index, where, "chap", key))
+                location = profile.where("mirrors", index, where, "chap", key)
+                if made and where == "iscsi":
+                    location = f"{profile.where('mirrors', index)}: mirror {mirror.name}'s generated CHAP"
+                    if generated == "stand-in" and not Path(path).exists():
+                        secrets[path] = STAND_IN_SECRET
+                        continue
+                    _make_secret(path)
+                secrets[path] = _read_secret(path, location)
     return secrets
+
+
+def _make_secret(path: str) -> None:
+    """A new random CHAP secret in `path` (0600, in a 0700 directory), unless one is there."""
+    file = Path(path)
+    if file.exists():
+        return
+    file.parent.mkdir(mode=0o700, parents=True, exist_ok=True)
+    file.parent.chmod(0o700)
+    write_atomically(file, token_urlsafe(24) + "\n", mode=0o600)  # 32 characters
 
 
 def _read_secret(path: str, where: str) -> str:

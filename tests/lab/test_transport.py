@@ -1,7 +1,7 @@
 """`transport: wireguard` on the lab: the replica leg's iSCSI goes through a WireGuard tunnel.
 
 A mirror of its own (`lab4` on a3/b3), taken apart at the end with the
-tunnel and the keys. Its legs are blank and the profile says `initial_sync:
+tunnel and the keys. Its profile gives no CHAP: apply generates it. Its legs are blank and the profile says `initial_sync:
 skip`: the test also shows that way of creating a mirror (each site proves
 its leg blank, then no copy), and it has no initial sync to wait for. Built,
 it also shows the reconciler stopping Debian's monthly md check.
@@ -17,7 +17,7 @@ from contextlib import contextmanager
 from pathlib import Path
 
 from remirror.lab.probes import sectors_written
-from remirror.lab.spec import VETH_A
+from remirror.lab.spec import INITIATOR_NAMES, VETH_A
 from remirror.profile import load_profile
 from remirror.profile.wireguard import interface_name, tunnel_address, tunnel_ends
 from tests.lab.conftest import on_b, sh
@@ -49,6 +49,10 @@ def test_wireguard_carries_the_replica_leg_and_the_link_shows_none_of_the_data(t
         tmp_path,
         "wireguard.yaml",
         **{
+            # No CHAP in the profile: apply generates it (Profile.replica_chap). First: the next
+            # replacement would change its username.
+            "      chap:\n        username: lab0\n        password_file: /etc/remirror/lab/lab0.chap\n"
+            "        mutual: true            # target secret in /etc/remirror/lab/lab0.chap.mutual\n": "",
             "name: lab0": "name: lab4",
             "/dev/lab/a0": "/dev/lab/a3",
             "/dev/lab/b0": "/dev/lab/b3",
@@ -80,7 +84,13 @@ def test_wireguard_carries_the_replica_leg_and_the_link_shows_none_of_the_data(t
             assert site("stat", "-c", "%a", key, str(Path(key).parent)).stdout.split() == ["600", "700"]
         private = {sh("cat", key).stdout.strip(), on_b("cat", key).stdout.strip()}
         assert len(private) == 2  # each site its own
+        # The CHAP secrets apply generated, kept on the controller, set on the target's ACL.
+        chap = [f"/etc/remirror/chap/lab.lab4{end}" for end in ("", ".mutual")]
+        assert sh("stat", "-c", "%a", *chap, "/etc/remirror/chap").stdout.split() == ["600", "600", "700"]
+        private |= {sh("cat", path).stdout.strip() for path in chap}
         assert not [k for k in private if k in out + err]
+        acl = Path(f"/sys/kernel/config/target/iscsi/{iqn}/tpgt_1/acls/{INITIATOR_NAMES['a']}/auth")
+        assert (acl / "userid").read_text().strip() == "remirror-lab-lab4"
         # Debian's monthly md `check`, as checkarray starts it (held slow, so that it outlasts an
         # observation): a reconciler pass stops it, and has nothing else to repair (the tunnel as
         # observed is the tunnel planned).
@@ -124,5 +134,6 @@ def test_wireguard_carries_the_replica_leg_and_the_link_shows_none_of_the_data(t
         for site in (sh, on_b):
             site("ip", "link", "del", interface, ok_codes=(0, 1))
             site("rm", "-f", key)
+        sh("rm", "-rf", "/etc/remirror/chap")
         sh("blkdiscard", "--zeroout", "/dev/lab/a3")
         on_b("blkdiscard", "--zeroout", "/dev/lab/b3")

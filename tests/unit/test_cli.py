@@ -30,10 +30,10 @@ def run(capsys: pytest.CaptureFixture[str], *args: str) -> tuple[int, str, str]:
 def test_validate_describes_a_good_profile(capsys: pytest.CaptureFixture[str]) -> None:
     code, out, err = run(capsys, "validate", TWO_SITE)
     assert code == 0
-    # The contract's export listens everywhere and its smallest mirror has no CHAP: valid, warned.
+    # The contract's export listens everywhere: valid, warned. Its smallest mirror gives no CHAP,
+    # so apply generates it: no warning.
     assert [line.split(": warning: ")[1].split(":")[0] for line in err.splitlines()] == [
         "mirrors[0].export.portal",
-        "mirrors[1].iscsi.chap",
     ]
     assert "valid profile 'acme'" in out
     assert "replica  dr:/dev/disk/by-id/ata-ST2000DM008_ZFL0WXYZ" in out
@@ -47,7 +47,7 @@ def test_validate_json_carries_the_schema_version(capsys: pytest.CaptureFixture[
     assert document["schema_version"] == SCHEMA_VERSION
     assert document["valid"] is True
     assert document["profile"]["mirrors"][0]["replication"]["bitmap_chunk"] == 64 * 1024**2
-    assert [w["path"] for w in document["warnings"]] == ["mirrors[0].export.portal", "mirrors[1].iscsi.chap"]
+    assert [w["path"] for w in document["warnings"]] == ["mirrors[0].export.portal"]
 
 
 def test_a_bad_profile_is_one_line_per_problem_and_exit_3(

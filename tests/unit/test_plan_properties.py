@@ -23,6 +23,8 @@ from tests.unit.simulated_sites import Sites, bare_site, wire
 SECRETS = {
     "/etc/remirror/m0.chap": "initiator-secret-1",
     "/etc/remirror/m0.chap.mutual": "target-secret-22",
+    "/etc/remirror/chap/prop.m0": "generated-secret-4",
+    "/etc/remirror/chap/prop.m0.mutual": "generated-target-5",
     "/etc/remirror/app.chap": "application-secret-3",
 }
 INITIATORS = {"a": "iqn.2026-11.test:a", "b": "iqn.2026-11.test:b", "c": "iqn.2026-11.test:c"}
@@ -40,7 +42,8 @@ def profile_text(
         "async": "{mode: async, write_behind: 512, on_link_loss: wait, resync_max: 40MiB}",
     }[mode]
     chap_yaml = {
-        "none": "",
+        "none": "chap: none, ",
+        "generated": "",  # Profile.replica_chap: mutual, with secrets apply generates
         "one-way": "chap: {username: m0, password_file: /etc/remirror/m0.chap}, ",
         "mutual": "chap: {username: m0, password_file: /etc/remirror/m0.chap, mutual: true}, ",
     }[chap]
@@ -83,7 +86,11 @@ PROFILES = (
             profile_text(mode, chap, replicas, export, timeouts)
         )
         for mode, chap, replicas, export, timeouts in itertools.product(
-            ["sync", "async"], ["none", "one-way", "mutual"], [1, 2], [False, True], ["lan", "wan"]
+            ["sync", "async"],
+            ["none", "one-way", "mutual", "generated"],
+            [1, 2],
+            [False, True],
+            ["lan", "wan"],
         )
     }
     | {

@@ -116,8 +116,9 @@ def test_contract_means_what_its_comments_say() -> None:
     assert finance.replication.effective_write_behind == 4096
     assert finance.replication.bitmap_chunk == 64 * 1024**2
     assert finance.replication.on_link_loss == "degrade"
-    chap = finance.iscsi.chap
+    chap = profile.replica_chap(finance)
     assert chap is not None
+    assert chap == finance.iscsi.chap
     assert chap.mutual
     assert chap.password_file == "/etc/remirror/finance.chap"
     assert chap.target_password_file == "/etc/remirror/finance.chap.mutual"
@@ -136,7 +137,12 @@ def test_contract_means_what_its_comments_say() -> None:
     mail = profile.mirror("mail")
     assert mail.replication.mode == "sync"
     assert mail.replication.effective_write_behind == 0
-    assert mail.iscsi.chap is None
+    # No CHAP in the profile: mutual CHAP all the same, with secrets `apply` generates.
+    generated = profile.replica_chap(mail)
+    assert generated is not None
+    assert (generated.username, generated.mutual) == ("remirror-acme-mail", True)
+    assert generated.password_file == "/etc/remirror/chap/acme.mail"
+    assert generated.target_password_file == "/etc/remirror/chap/acme.mail.mutual"
     assert profile.replica_iqn(mail, mail.replicas[0]) == "iqn.2026-11.org.remirror:acme.mail.dr"
 
 
@@ -516,7 +522,8 @@ def test_a_portal_on_a_public_address_is_warned_of_clear_text() -> None:
 
 
 def test_a_mirror_without_chap_and_an_export_on_every_address_are_warned() -> None:
-    assert warned(BASE) == ["9: mirrors[0].iscsi.chap: none"]  # at the mirror: there is no iscsi key
+    assert warned(BASE) == []  # no CHAP given: apply generates it
+    assert warned(BASE + "    iscsi: {chap: none}\n") == ["19: mirrors[0].iscsi.chap: none"]
     export = (
         BASE + WITH_CHAP + "    export: {iqn: iqn.2026-11.example:app, initiators: [iqn.2026-11.example:h]}\n"
     )

@@ -6,7 +6,7 @@ from pathlib import Path
 
 import pytest
 
-from remirror.controller import read_secrets
+from remirror.controller import STAND_IN_SECRET, read_secrets
 from remirror.errors import RemirrorError
 from remirror.profile import parse_profile
 from tests.conftest import PROFILES
@@ -58,3 +58,30 @@ def test_a_missing_secret_file_is_one_line(tmp_path: Path) -> None:
         RemirrorError, match=r"^lab.yaml:35:9: cannot read secret file .*: No such file or directory$"
     ):
         read_secrets(parse_profile(text, "lab.yaml"))
+
+
+def test_a_mirror_without_chap_gets_secrets_generated_once_and_plan_makes_none(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    import remirror.profile.model
+
+    where = tmp_path / "chap"
+    monkeypatch.setattr(remirror.profile.model, "GENERATED_CHAP_DIR", str(where))
+    text = (PROFILES / "lab.yaml").read_text()
+    start, end = text.index("      chap:\n"), text.index("      # The lab's own")
+    profile = parse_profile(text[:start] + text[end:], "lab.yaml")
+    files = [str(where / "lab.lab0"), str(where / "lab.lab0.mutual")]
+    # plan changes nothing: a stand-in where the secrets would be.
+    assert read_secrets(profile, "stand-in") == dict.fromkeys(files, STAND_IN_SECRET)
+    assert not where.exists()
+    made = read_secrets(profile)
+    assert sorted(made) == files
+    first, mutual = made.values()
+    assert first != mutual  # RFC 3720: the two directions never share a secret
+    assert len(first) == 32
+    assert oct(where.stat().st_mode & 0o777) == "0o700"
+    assert [oct(Path(f).stat().st_mode & 0o777) for f in files] == ["0o600", "0o600"]
+    assert read_secrets(profile) == made == read_secrets(profile, "stand-in")  # kept, not made again
+    # `chap: none`: no CHAP at all.
+    none = parse_profile(text[:start] + "      chap: none\n" + text[end:], "lab.yaml")
+    assert (none.replica_chap(none.mirrors[0]), read_secrets(none)) == (None, {})

@@ -21,12 +21,13 @@ EXIT_CHANGES = 2  # plan --detailed-exitcode: there is something to do
 
 def _load(profile_path: str, lock: str = "") -> tuple[Controller, dict[str, str]]:
     """The profile's controller and secrets; `lock`: the verb, for one that changes the sites
-    (it holds each site's lock from the first look until it ends: docs/safety.md)."""
+    (it holds each site's lock from the first look until it ends: docs/safety.md). plan, which
+    changes nothing, plans without the CHAP secrets remirror generates if they are not there."""
     from remirror.controller import Controller, read_secrets
     from remirror.profile import load_profile
 
     profile = load_profile(profile_path)
-    secrets = read_secrets(profile)
+    secrets = read_secrets(profile, "make" if lock else "stand-in")
     return Controller(profile, lock=lock), secrets
 
 

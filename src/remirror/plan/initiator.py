@@ -24,7 +24,7 @@ from remirror.plan.steps import (
     WriteDiskSysfs,
     WriteSysfs,
 )
-from remirror.profile.model import Mirror, Profile
+from remirror.profile.model import Chap, Mirror, Profile
 from remirror.profile.names import by_path
 from remirror.profile.timeouts import REPLACEMENT_TIMEOUT
 from remirror.profile.types import Portal
@@ -75,7 +75,9 @@ def scheduler_step(path: str) -> WriteDiskSysfs:
     return WriteDiskSysfs(path, "queue/scheduler", "none")
 
 
-def _node_settings(mirror: Mirror, secrets: Mapping[str, str]) -> tuple[dict[str, str], list[str]]:
+def _node_settings(
+    mirror: Mirror, chap: Chap | None, secrets: Mapping[str, str]
+) -> tuple[dict[str, str], list[str]]:
     """The node record remirror wants, and the secrets in it.
 
     `node.startup=manual`: boot never logs in to a replica leg (docs/safety.md, "Boot"). With
@@ -85,7 +87,6 @@ def _node_settings(mirror: Mirror, secrets: Mapping[str, str]) -> tuple[dict[str
     after judging the legs.
     """
     settings = {"node.startup": "manual", **mirror.iscsi.node_settings(mirror.replication.on_link_loss)}
-    chap = mirror.iscsi.chap
     if chap is None:
         return settings, []
     settings["node.session.auth.authmethod"] = "CHAP"
@@ -100,14 +101,19 @@ def _node_settings(mirror: Mirror, secrets: Mapping[str, str]) -> tuple[dict[str
 
 
 def initiator_actions(
-    mirror: Mirror, primary: SiteFacts, iqn: str, portal: Portal, secrets: Mapping[str, str]
+    mirror: Mirror,
+    primary: SiteFacts,
+    iqn: str,
+    portal: Portal,
+    chap: Chap | None,
+    secrets: Mapping[str, str],
 ) -> list[Action]:
-    """The node record of a replica's target `iqn` at `portal` as the profile wants it, and a
-    session to it."""
+    """The node record of a replica's target `iqn` at `portal` (with `chap`, Profile.replica_chap)
+    as the profile wants it, and a session to it."""
     actions = []
     path = by_path(portal, iqn)
     node_args = node_argv(iqn, portal)
-    wanted, secret_values = _node_settings(mirror, secrets)
+    wanted, secret_values = _node_settings(mirror, chap, secrets)
     current = primary.node_for(iqn, portal.address, portal.port)
 
     def shown(key: str, value: str) -> str:

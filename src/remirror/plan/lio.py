@@ -29,6 +29,7 @@ def replica_export_actions(
     disk: DiskFacts,
     iqn: str,
     portal: Portal,
+    chap: Chap | None,
     initiator: str,
     secrets: Mapping[str, str],
     destructive: str,
@@ -42,7 +43,7 @@ def replica_export_actions(
         disk=disk,
         portal=portal,
         initiators=(initiator,),
-        chap=mirror.iscsi.chap,
+        chap=chap,
     )
     return _target_actions(export, secrets, destructive)
 

@@ -79,7 +79,7 @@ def make_plan(profile: Profile, facts: Mapping[str, SiteFacts], secrets: Mapping
             replica_disks.append(device)
             blank_proofs.append((site.name, _as_it_is(site, disk, device)))
             iqn = profile.replica_iqn(mirror, replica)
-            portal = replica_portal(profile, mirror, replica)
+            portal, chap = replica_portal(profile, mirror, replica), profile.replica_chap(mirror)
             actions += replica_export_actions(
                 mirror,
                 replica,
@@ -87,13 +87,12 @@ def make_plan(profile: Profile, facts: Mapping[str, SiteFacts], secrets: Mapping
                 device,
                 iqn,
                 portal,
+                chap,
                 primary.initiator,
                 secrets,
                 destroys(site.name, device, uuid_),
             )
-            actions += initiator_actions(
-                mirror, primary, iqn, replica_portal(profile, mirror, replica), secrets
-            )
+            actions += initiator_actions(mirror, primary, iqn, portal, chap, secrets)
             remote_paths.append(replica_path(profile, mirror, replica))
         disk = primary.disks[mirror.primary.disk]
         actions += _cache_actions(

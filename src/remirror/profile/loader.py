@@ -19,7 +19,7 @@ from ruamel.yaml.error import MarkedYAMLError, YAMLError
 
 from remirror.errors import ProfileError, ProfileProblem
 from remirror.profile import rules
-from remirror.profile.model import Profile
+from remirror.profile.model import UNION_TAGS, Profile
 
 Positions = dict[tuple[str | int, ...], tuple[int, int]]
 
@@ -115,7 +115,8 @@ def _to_plain(node: Any, path: tuple[str | int, ...], positions: Positions) -> A
 
 def _problem_from_pydantic(detail: ErrorDetails, source: str, positions: Positions) -> ProfileProblem:
     # pydantic adds "[key]" when a mapping's key (not its value) is invalid.
-    path = tuple(part for part in detail["loc"] if part != "[key]")
+    # And the tag of a tagged union's form (remirror.profile.model.UNION_TAGS).
+    path = tuple(part for part in detail["loc"] if part != "[key]" and part not in UNION_TAGS)
     kind = detail["type"]
     if kind == "extra_forbidden":
         key = path[-1] if path else ""

@@ -8,9 +8,9 @@ Field-level checks live in `types.py`; rules that relate several fields in
 
 from __future__ import annotations
 
-from typing import Any, Literal
+from typing import Annotated, Any, Literal
 
-from pydantic import Field, PrivateAttr, field_validator
+from pydantic import Discriminator, Field, PrivateAttr, Tag, field_validator
 
 from remirror.profile.base import ProfileModel
 from remirror.profile.layers import Cache, Cdp
@@ -42,6 +42,10 @@ PROFILE_VERSION = 1
 # Derived target names: the iSCSI naming authority part is fixed so that a
 # profile re-applied on another controller derives the same names.
 DERIVED_IQN_PREFIX = "iqn.2026-11.org.remirror"
+
+# Where `apply` keeps the CHAP secrets it generates for mirrors whose profile gives none (0600,
+# in a 0700 directory, on the host that runs remirror's commands).
+GENERATED_CHAP_DIR = "/etc/remirror/chap"
 
 # md's default write-behind backlog (mdadm.8), used when async gives none.
 DEFAULT_WRITE_BEHIND = 256
@@ -174,13 +178,29 @@ class Chap(ProfileModel):
         return self.mutual_password_file or f"{self.password_file}.mutual"
 
 
+# The tags of `iscsi.chap`'s two forms; pydantic puts them in an error's location, and the
+# loader leaves them out of the key path it shows (UNION_TAGS).
+CHAP_MAPPING, CHAP_NONE = "<chap mapping>", "<chap none>"
+UNION_TAGS = frozenset({CHAP_MAPPING, CHAP_NONE})
+
 TimeoutPreset = Literal["lan", "wan"]
 
 
 class Iscsi(ProfileModel):
     """iSCSI settings of the session from the primary to each replica."""
 
-    chap: Chap | None = None
+    chap: (
+        Annotated[
+            Annotated[Chap, Tag(CHAP_MAPPING)] | Annotated[Literal["none"], Tag(CHAP_NONE)],
+            # The mapping or the word, chosen by what was written: an error names only what it got wrong.
+            Discriminator(lambda value: CHAP_NONE if isinstance(value, str) else CHAP_MAPPING),
+        ]
+        | None
+    ) = Field(
+        None,
+        description="CHAP on the replicas' targets: a mapping; `none` for no CHAP at all; absent:"
+        " mutual CHAP with secrets `apply` generates (Profile.replica_chap)",
+    )
     timeouts: TimeoutPreset | dict[str, str] = Field(
         "lan", description="lan | wan | a mapping of iscsiadm node keys to values"
     )
@@ -289,6 +309,21 @@ class Profile(ProfileModel):
 
     _source: str = PrivateAttr("<profile>")
     _positions: dict[tuple[str | int, ...], tuple[int, int]] = PrivateAttr(default_factory=dict)
+
+    def replica_chap(self, mirror: Mirror) -> Chap | None:
+        """The CHAP of the mirror's replica targets: the profile's; None for `chap: none`; else
+        mutual CHAP with secrets `apply` generates on the controller (GENERATED_CHAP_DIR), so
+        that no profile leaves a replica open to any host on the path by leaving CHAP out."""
+        chap = mirror.iscsi.chap
+        if chap == "none":
+            return None
+        if chap is not None:
+            return chap
+        return Chap(
+            username=f"remirror-{self.name}-{mirror.name}",
+            password_file=f"{GENERATED_CHAP_DIR}/{self.name}.{mirror.name}",
+            mutual=True,
+        )
 
     def replica_iqn(self, mirror: Mirror, replica: ReplicaLeg) -> str:
         """The target name of a replica leg: given, or derived from the names."""

@@ -11,7 +11,7 @@ import ipaddress
 from collections.abc import Iterator
 
 from remirror.profile.layers import Cache
-from remirror.profile.model import Mirror, Profile
+from remirror.profile.model import Chap, Mirror, Profile
 
 Path = tuple[str | int, ...]
 Violation = tuple[Path, str]
@@ -126,7 +126,8 @@ def _replication_consistent(profile: Profile) -> Iterator[Violation]:
 
 def _chap_consistent(profile: Profile) -> Iterator[Violation]:
     for m, mirror in enumerate(profile.mirrors):
-        places = [(("mirrors", m, "iscsi", "chap"), mirror.iscsi.chap)]
+        chap = mirror.iscsi.chap
+        places = [(("mirrors", m, "iscsi", "chap"), chap if isinstance(chap, Chap) else None)]
         if mirror.export is not None:
             places.append((("mirrors", m, "export", "chap"), mirror.export.chap))
         for path, chap in places:
@@ -179,12 +180,13 @@ def cautions(profile: Profile) -> list[Violation]:
     `plan` as warnings, not refused (a lab, or a link that is private already)."""
     found: list[Violation] = []
     for m, mirror in enumerate(profile.mirrors):
-        if mirror.iscsi.chap is None:
+        if mirror.iscsi.chap == "none":
             found.append(
                 (
                     ("mirrors", m, "iscsi", "chap"),
                     "none: any host that reaches the replica's portal and sends the primary's"
-                    " initiator name (not a secret) can read and write the replica",
+                    " initiator name (not a secret) can read and write the replica (leave `chap`"
+                    " out and apply generates secrets)",
                 )
             )
         for r, replica in enumerate(mirror.replicas):
