@@ -18,7 +18,7 @@ from remirror.agent.client import AgentClient
 from remirror.agent.lock import SITE_LOCK, holder, operator_wait
 from remirror.errors import RemirrorError, SiteUnreachable, UsageError
 from remirror.facts.site import SiteFacts, site_facts
-from remirror.files import write_atomically
+from remirror.files import write_private_once
 from remirror.plan import Action, Plan, make_plan, make_teardown
 from remirror.plan.cdp import volume_path
 from remirror.plan.distinct import refuse_names_for_the_same_thing
@@ -76,25 +76,16 @@ def read_secrets(profile: Profile, generated: Literal["make", "stand-in"] = "mak
             if chap.mutual:
                 files.append(("mutual_password_file", chap.target_password_file))
             for key, path in files:
-                location = profile.where("mirrors", index, where, "chap", key)
                 if made and where == "iscsi":
-                    location = f"{profile.where('mirrors', index)}: mirror {mirror.name}'s generated CHAP"
                     if generated == "stand-in" and not Path(path).exists():
                         secrets[path] = STAND_IN_SECRET
                         continue
-                    _make_secret(path)
+                    write_private_once(path, lambda: token_urlsafe(24) + "\n")  # 32 characters
+                    location = f"{profile.where('mirrors', index)}: mirror {mirror.name}'s generated CHAP"
+                else:
+                    location = profile.where("mirrors", index, where, "chap", key)
                 secrets[path] = _read_secret(path, location)
     return secrets
-
-
-def _make_secret(path: str) -> None:
-    """A new random CHAP secret in `path` (0600, in a 0700 directory), unless one is there."""
-    file = Path(path)
-    if file.exists():
-        return
-    file.parent.mkdir(mode=0o700, parents=True, exist_ok=True)
-    file.parent.chmod(0o700)
-    write_atomically(file, token_urlsafe(24) + "\n", mode=0o600)  # 32 characters
 
 
 def _read_secret(path: str, where: str) -> str:

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import os
 import tempfile
+from collections.abc import Callable
 from pathlib import Path
 
 
@@ -31,6 +32,17 @@ def write_atomically(path: str | Path, content: str, mode: int = 0o644) -> None:
         Path(temp).unlink(missing_ok=True)
         raise
     fsync_directory(path.parent)
+
+
+def write_private_once(path: str | Path, make: Callable[[], str]) -> None:
+    """`make()`'s text in `path`, for root only (0600, in a 0700 directory), unless `path` is
+    there already: a secret or a key, which what already uses it must keep."""
+    path = Path(path)
+    if path.exists():
+        return
+    path.parent.mkdir(mode=0o700, parents=True, exist_ok=True)
+    path.parent.chmod(0o700)
+    write_atomically(path, make(), mode=0o600)
 
 
 def fsync_directory(directory: str | Path) -> None:

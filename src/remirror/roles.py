@@ -13,10 +13,11 @@ from collections.abc import Mapping
 from dataclasses import dataclass
 
 from remirror.facts.generations import Generation, LegRecord, MiB, record_offset
-from remirror.facts.model import MdSuperblock
+from remirror.facts.model import IscsiSession, MdSuperblock
 from remirror.facts.site import DiskFacts, SiteFacts
 from remirror.profile.model import Mirror, PrimaryLeg, Profile, ReplicaLeg
 from remirror.profile.names import array_uuid, leg_device, replica_path
+from remirror.profile.wireguard import replica_portal
 
 
 @dataclass(frozen=True)
@@ -62,6 +63,14 @@ def leg_records(
                 record = seen.leg_record
         records[leg.site] = record
     return records
+
+
+def replica_session(
+    profile: Profile, mirror: Mirror, replica: ReplicaLeg, primary: SiteFacts
+) -> IscsiSession | None:
+    """The primary's session to the replica's target, where iSCSI reaches it (`replica_portal`)."""
+    portal = replica_portal(profile, mirror, replica)
+    return primary.session_for(profile.replica_iqn(mirror, replica), portal.address, portal.port)
 
 
 def own_leg(mirror: Mirror, leg: PrimaryLeg | ReplicaLeg, site: SiteFacts) -> DiskFacts | None:

@@ -14,7 +14,7 @@ from pathlib import Path
 from typing import Any
 
 from remirror.facts.wireguard import INTERFACE_PREFIX, KEY_DIR
-from remirror.files import write_atomically
+from remirror.files import write_private_once
 from remirror.runner.local import LocalRunner
 
 _run = LocalRunner("agent").run
@@ -57,13 +57,7 @@ def _interfaces() -> dict[str, bool]:
 def make_key_step(step: dict[str, Any]) -> None:
     """A private key in `path` (0600, in a 0700 directory), unless one is there already: a key
     that exists is the one its peers know."""
-    path = Path(step["path"])
-    if path.exists():
-        return
-    path.parent.mkdir(mode=0o700, parents=True, exist_ok=True)
-    path.parent.chmod(0o700)
-    private = _run(["wg", "genkey"]).stdout.strip()
-    write_atomically(path, private + "\n", mode=0o600)
+    write_private_once(step["path"], lambda: _run(["wg", "genkey"]).stdout.strip() + "\n")
 
 
 def tunnel_step(step: dict[str, Any]) -> None:

@@ -38,7 +38,7 @@ from remirror.health.state import IN_SYNC, LegHealth, MirrorHealth, State, asses
 from remirror.profile.model import DERIVED_IQN_PREFIX, Mirror, Profile
 from remirror.profile.names import array_uuid, cache_name, leg_device
 from remirror.profile.wireguard import replica_portal
-from remirror.roles import has_room_for_record, leg_records, own_leg, roles
+from remirror.roles import has_room_for_record, leg_records, own_leg, replica_session, roles
 
 SECTOR = 512
 
@@ -292,8 +292,7 @@ def _async_notes(
             " leg (`remirror apply` moves it once every leg is in sync)"
         )
     for replica in mirror.replicas:
-        portal = replica_portal(profile, mirror, replica)
-        session = primary.session_for(profile.replica_iqn(mirror, replica), portal.address, portal.port)
+        session = replica_session(profile, mirror, replica, primary)
         if session is not None and not session.sends_writes_in_order:
             notes.append(
                 f"the session to {replica.site} lets writes overtake each other (InitialR2T"

@@ -27,8 +27,7 @@ from remirror.facts.model import MdArray, MdMember
 from remirror.facts.site import SiteFacts
 from remirror.profile.model import Mirror, Profile
 from remirror.profile.names import array_uuid, leg_device
-from remirror.profile.wireguard import replica_portal
-from remirror.roles import leg_records, ran_without_primary, roles, superblock_of
+from remirror.roles import leg_records, ran_without_primary, replica_session, roles, superblock_of
 
 
 class State(StrEnum):
@@ -193,8 +192,7 @@ def _legs(profile: Profile, mirror: Mirror, primary: SiteFacts, array: MdArray) 
     unclaimed = [m for m in array.members if m.device != local_name]
     sessions = []
     for replica in mirror.replicas:
-        portal = replica_portal(profile, mirror, replica)
-        session = primary.session_for(profile.replica_iqn(mirror, replica), portal.address, portal.port)
+        session = replica_session(profile, mirror, replica, primary)
         sessions.append(session)
         if session is not None and session.disk:
             unclaimed = [m for m in unclaimed if m.device != session.disk]

@@ -26,8 +26,7 @@ from remirror.plan.steps import (
     WriteSysfs,
 )
 from remirror.profile.model import Mirror, Profile
-from remirror.profile.wireguard import replica_portal
-from remirror.roles import has_room_for_record
+from remirror.roles import has_room_for_record, replica_session
 
 
 def _foreign(disk: DiskFacts, uuid_: str) -> list[Signature]:
@@ -174,7 +173,7 @@ def array_actions(
     if array.sync_action == "check":
         # Debian's monthly checkarray (cron) or mdcheck (systemd timer) started it on every array:
         # md would read each replica leg whole, over the link. `remirror verify` reads each leg
-        # on its own site and moves only digests (docs/safety.md, "Boot and Debian's jobs").
+        # on its own site and moves only digests (docs/safety.md, "Debian's own mdadm jobs").
         subject = (
             f"{mirror.md_device} (md's check reads the replica legs over the link: `remirror verify` instead)"
         )
@@ -254,8 +253,7 @@ def _missing_leg_records(
         return []
     legs = [local]  # the legs in the array now; one out of it gets its record when it rejoins
     for replica, path, disk in zip(mirror.replicas, remote_paths, replica_disks, strict=True):
-        portal = replica_portal(profile, mirror, replica)
-        session = primary.session_for(profile.replica_iqn(mirror, replica), portal.address, portal.port)
+        session = replica_session(profile, mirror, replica, primary)
         member = array.member(session.disk) if session is not None and session.disk else None
         if member is not None and not member.is_faulty:
             legs.append(dataclasses.replace(disk, path=path))  # written through its session

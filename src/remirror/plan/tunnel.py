@@ -27,11 +27,13 @@ def tunnel_actions(profile: Profile, facts: Mapping[str, SiteFacts]) -> tuple[li
     the keys they make ("" when nothing does)."""
     ends = tunnel_ends(profile)
     keys: dict[str, str] = {}
+    interfaces: dict[str, WireguardInterface | None] = {}
     make = []
     for site, end in ends.items():
         wireguard = facts[site].wireguard
         if wireguard is None:
             raise PlanError(f"site {site}: transport: wireguard needs wg(8) there: install wireguard-tools")
+        interfaces[site] = wireguard.interfaces.get(end.interface)
         if end.interface in wireguard.keys:
             keys[site] = wireguard.keys[end.interface]
         else:
@@ -49,7 +51,7 @@ def tunnel_actions(profile: Profile, facts: Mapping[str, SiteFacts]) -> tuple[li
     actions = []
     for site, end in ends.items():
         step = _tunnel_step(end, keys)
-        current = facts[site].wireguard.interfaces.get(end.interface)  # type: ignore[union-attr]
+        current = interfaces[site]
         if current is not None and _matches(current, step, keys[site]):
             continue
         peers = ", ".join(f"{p.site} {p.address}" for p in end.peers)
