@@ -386,7 +386,7 @@ def cdp_config(every: int) -> None:
     def take_point() -> None:
         # `cdp point` is the daemon's tick (point and prune) forced: the daemon would take
         # its own a little before each interval ends (at 90% of `every`).
-        points.append(run("remirror", "cdp", "point", "--now", "--profile", str(cdp), MIRROR, timeout=600))
+        points.append(run("remirror", "cdp", "point", "--now", str(cdp), MIRROR, timeout=600))
 
     try:
         measure(name, CDP_VOLUME, cadence=(take_point, interval))

@@ -43,7 +43,8 @@ PROFILE = (
 
 
 def cdp(profile: str, *args: str, ok_codes: tuple[int, ...] = (0,)) -> str:
-    _, out, err = remirror("cdp", *args, "--profile", profile, ok_codes=ok_codes)
+    verb, *rest = args
+    _, out, err = remirror("cdp", verb, profile, *rest, ok_codes=ok_codes)
     return out + err
 
 
@@ -220,9 +221,7 @@ def test_a_point_is_copied_to_another_device_and_a_disk_with_data_is_refused(pro
 def test_the_daemon_keeps_the_window_and_the_dr_leg_holds_the_points(
     protected: str, record_property: Callable[[str, object], None]
 ) -> None:
-    daemon = subprocess.Popen(
-        ["remirror", "cdp", "run", "--profile", protected], stdout=subprocess.PIPE, text=True
-    )
+    daemon = subprocess.Popen(["remirror", "cdp", "run", protected], stdout=subprocess.PIPE, text=True)
     lines: list[str] = []
 
     def read() -> None:

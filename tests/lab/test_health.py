@@ -19,8 +19,8 @@ from prometheus_client.parser import text_string_to_metric_families
 
 from remirror import __version__
 from remirror.facts.parsers import parse_data_offset
-from remirror.lab import net
-from remirror.lab.spec import VETH_A
+from remirror.lab import net, probes
+from remirror.lab.spec import VETH_A, Wan
 from tests.lab.conftest import on_b, sh
 from tests.lab.mirror import (
     LAB,
@@ -166,28 +166,61 @@ def test_the_textfile_is_valid_prometheus_text_replaced_atomically(
     assert abs(samples[("remirror_check_timestamp_seconds", ())] - time.time()) < 600
 
 
-def test_a_resync_limit_from_the_profile_is_mds_own_and_changes_live(
-    mirror: dict[str, str], tmp_path: Path
+def test_a_resync_limit_from_the_profile_is_mds_own_changes_live_and_holds_on_a_10_mbit_link(
+    mirror: dict[str, str], tmp_path: Path, record_property: Callable[[str, object], None]
 ) -> None:
     wait_in_sync()
+    limit_kib = 256  # a fifth of what a 10 Mbit/s link carries (1.2 MB/s)
     limited = variant(
         tmp_path,
         "limited.yaml",
-        **{"      on_link_loss: degrade\n": "      on_link_loss: degrade\n      resync_max: 8MiB\n"},
+        **{
+            "      on_link_loss: degrade\n": f"      on_link_loss: degrade\n      resync_max: {limit_kib}KiB\n"
+        },
     )
-    limit = Path(f"/sys/block/{Path(MD).resolve().name}/md/sync_speed_max")
+    md = Path(f"/sys/block/{Path(MD).resolve().name}/md")
+    (member,) = [state.parent.name.removeprefix("dev-") for state in md.glob("dev-sd*/state")]
+    leg, replica_disk = f"/dev/{member}", "/dev/lab/b0"
     try:
         _, out, _ = remirror("apply", "--yes", limited)
         assert "SetResyncLimit" in out, out
         assert "CreateArray" not in out  # live, on the running array
-        assert limit.read_text().split() == ["8192", "(local)"]  # KiB/s, this array's own
-        assert status()["resync_max_bytes_per_second"] == 8 * MiB
-        # A profile without one leaves md's limit alone (an operator may have tuned it).
+        # KiB/s, this array's own; its floor with it (md holds a resync to its limit only above it).
+        assert (md / "sync_speed_max").read_text().split() == [str(limit_kib), "(local)"]
+        assert (md / "sync_speed_min").read_text().split() == [str(limit_kib), "(local)"]
+        assert status()["resync_max_bytes_per_second"] == limit_kib * 1024
+        # A resync over a 10 Mbit/s link: the replica's leg out, 16 MiB written, the leg back.
+        net.apply_wan(Wan(rate="10mbit"))
+        sh("mdadm", MD, "--fail", leg)
+        sh("mdadm", MD, "--remove", leg)
+        write_random(100 * MiB, 16 * MiB)
+        sh("mdadm", MD, "--re-add", leg)  # a bitmap resync of the 16 chunks written
+        deadline = time.monotonic() + 30
+        while md_sysfs("sync_action") not in ("recover", "resync"):
+            assert time.monotonic() < deadline, md_sysfs("sync_action")
+            time.sleep(0.2)
+        # md counts a resync's progress as its writes complete and lets up to 2 MiB be in flight
+        # (raid1's 32 resync buffers of 64 KiB): on a slow link the first seconds run ahead of
+        # the limit while that fills. What it holds to is the rate after.
+        time.sleep(4)
+        first, started = probes.sectors_written(replica_disk), time.monotonic()
+        time.sleep(10)
+        rate = (probes.sectors_written(replica_disk) - first) * 512 / (time.monotonic() - started)
+        record_property("resync_bytes_per_second_at_limit", round(rate))
+        assert md_sysfs("sync_action") in ("recover", "resync")  # still going: held to the limit
+        # At the limit (md measures over whole seconds: a little over at most), not at the
+        # link's 1.2 MB/s.
+        assert limit_kib * 1024 / 2 < rate < limit_kib * 1024 * 1.25, rate
+        # A profile without one leaves md's limits alone (an operator may have tuned them).
+        (md / "sync_speed_max").write_text("system\n")  # and the resync finishes at the link's pace
         _, out, _ = remirror("apply", "--yes", LAB)
         assert "SetResyncLimit" not in out, out
-        assert limit.read_text().split() == ["8192", "(local)"]
+        assert (md / "sync_speed_min").read_text().split() == [str(limit_kib), "(local)"]
     finally:
-        limit.write_text("system\n")
+        for name in ("sync_speed_max", "sync_speed_min"):
+            (md / name).write_text("system\n")
+        net.clear_wan()
+    wait_in_sync()
 
 
 def received_from_site_b() -> int:

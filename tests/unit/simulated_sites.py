@@ -123,8 +123,8 @@ def _write_sysfs(sites: dict[str, SiteFacts], name: str, step: dict[str, Any]) -
         if array.kernel_name == kernel:
             if attribute == "bitmap/backlog":
                 array = dataclasses.replace(array, backlog=int(step["value"]))
-            elif attribute == "sync_speed_max":
-                array = _speed_limited(array, step["value"])
+            elif attribute in ("sync_speed_max", "sync_speed_min"):
+                array = _speed_limited(array, attribute, step["value"])
             elif attribute == "suspend_hi":  # at or below suspend_lo (0): no write is held
                 array = dataclasses.replace(array, writes_suspended=int(step["value"]) > 0)
             else:
@@ -256,18 +256,22 @@ def _negotiate(sites: dict[str, SiteFacts], session: IscsiSession, node: dict[st
     )
 
 
-def _speed_limited(array: MdArray, value: str) -> MdArray:
-    """md's sync_speed_max written: KiB/s of the array's own, or `system` for none."""
-    return dataclasses.replace(array, sync_speed_max=None if value == "system" else int(value) * 1024)
+def _speed_limited(array: MdArray, attribute: str, value: str) -> MdArray:
+    """md's sync_speed_max or _min written: KiB/s of the array's own, or `system` for none."""
+    limit = None if value == "system" else int(value) * 1024
+    if attribute == "sync_speed_min":
+        return dataclasses.replace(array, sync_speed_min=limit)
+    return dataclasses.replace(array, sync_speed_max=limit)
 
 
 def _disk_sysfs(sites: dict[str, SiteFacts], name: str, step: dict[str, Any]) -> dict[str, SiteFacts]:
     """The agent's `disk_sysfs`: a replica leg's disk (by its by-path link) gets another scheduler;
     an array just created (by its /dev/md/NAME) its resync limit."""
-    if step["attribute"] == "md/sync_speed_max":
+    if step["attribute"] in ("md/sync_speed_max", "md/sync_speed_min"):
         links, md_name = sites[name].array_links, step["device"].removeprefix("/dev/md/")
+        attribute = step["attribute"].removeprefix("md/")
         arrays = tuple(
-            _speed_limited(a, step["value"]) if md_name in links.get(a.kernel_name, ()) else a
+            _speed_limited(a, attribute, step["value"]) if md_name in links.get(a.kernel_name, ()) else a
             for a in sites[name].arrays
         )
         return _replace(sites, name, arrays=arrays)

@@ -373,13 +373,13 @@ def test_check_warns_of_a_missed_point_and_is_critical_when_the_pool_cannot_take
 def test_cdp_verbs_name_a_mirror_without_cdp_or_not_assembled_here_in_one_line(
     capsys: pytest.CaptureFixture[str],
 ) -> None:
-    code, out, err = run_cli(capsys, "cdp", "list", "mail", "--profile", TWO_SITE)
+    code, out, err = run_cli(capsys, "cdp", "list", TWO_SITE, "mail")
     assert (code, out) == (3, "")
     assert err.strip().splitlines()[-1].endswith("cdp: mirror mail has no `cdp` in the profile")
-    code, _, err = run_cli(capsys, "cdp", "list", "finance", "--profile", TWO_SITE)
+    code, _, err = run_cli(capsys, "cdp", "list", TWO_SITE, "finance")
     assert code == 3
     assert "/dev/md/finance is not assembled on this host (run cdp on the primary)" in err
-    code, _, err = run_cli(capsys, "cdp", "list", "nope", "--profile", TWO_SITE)
+    code, _, err = run_cli(capsys, "cdp", "list", TWO_SITE, "nope")
     assert code == 3
     assert "no mirror 'nope' in the profile (finance, mail)" in err
 

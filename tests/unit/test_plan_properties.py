@@ -174,6 +174,10 @@ PERTURBATIONS: dict[str, Perturbation] = {
     "resync limit changed": lambda f: replace_site(
         f, "a", arrays=tuple(dataclasses.replace(a, sync_speed_max=1 << 30) for a in f["a"].arrays)
     ),
+    # An operator's fast rebuilds: a floor above the limit, which md would then never hold to.
+    "resync limit floor raised": lambda f: replace_site(
+        f, "a", arrays=tuple(dataclasses.replace(a, sync_speed_min=50 << 20) for a in f["a"].arrays)
+    ),
     "bitmap chunk changed": lambda f: replace_site(
         f, "a", arrays=tuple(dataclasses.replace(a, bitmap_chunk=3 << 20) for a in f["a"].arrays)
     ),

@@ -473,30 +473,52 @@ def test_a_resync_limit_is_set_before_the_initial_sync_and_changed_live() -> Non
     kinds = [s["kind"] for s in wire(create)]
     # Right after the array exists, before the replica legs are added (each add starts the sync).
     assert kinds.index("disk_sysfs") < kinds.index("run", kinds.index("disk_sysfs"))
-    limit = next(s for s in wire(create) if s["kind"] == "disk_sysfs")
-    assert (limit["device"], limit["attribute"], limit["value"]) == (
-        "/dev/md/lab0",
-        "md/sync_speed_max",
-        "40960",
-    )
-    # A running array without it (assembled: md forgets it), or with another: one sysfs write, live.
+    limits = [(s["device"], s["attribute"], s["value"]) for s in wire(create) if s["kind"] == "disk_sysfs"]
+    # The limit, and the array's floor at md's default (1000 KiB/s), whatever the system's is:
+    # md holds a resync to its limit only above its floor.
+    assert limits == [
+        ("/dev/md/lab0", "md/sync_speed_min", "1000"),
+        ("/dev/md/lab0", "md/sync_speed_max", "40960"),
+    ]
+    # A running array without them (assembled: md forgets them), or with others: sysfs writes, live.
     plan = make_plan(limited, converged(), SECRETS)
     assert [a.verb for a in plan.actions] == ["SetResyncLimit"]
     assert plan.actions[0].repair
-    assert plan.actions[0].subject == "/dev/md/lab0 resync limit the system's -> 40MiB/s"
+    assert plan.actions[0].subject == (
+        "/dev/md/lab0 resync limit the system's -> 40MiB/s (floor the system's -> 1000KiB/s)"
+    )
     assert wire(plan.actions[0]) == [
-        {"kind": "write_sysfs", "path": "/sys/block/md127/md/sync_speed_max", "value": "40960"}
+        {"kind": "write_sysfs", "path": "/sys/block/md127/md/sync_speed_min", "value": "1000"},
+        {"kind": "write_sysfs", "path": "/sys/block/md127/md/sync_speed_max", "value": "40960"},
     ]
-    assert make_plan(limited, with_array(converged(), sync_speed_max=40 << 20), SECRETS).is_empty
-    # A profile without one leaves md's limit alone, an operator's own included.
-    assert make_plan(PROFILE, with_array(converged(), sync_speed_max=40 << 20), SECRETS).is_empty
+    limited_array = with_array(converged(), sync_speed_max=40 << 20, sync_speed_min=1000 << 10)
+    assert make_plan(limited, limited_array, SECRETS).is_empty
+    # Only what differs is written.
+    only_max = make_plan(
+        limited, with_array(converged(), sync_speed_max=8 << 20, sync_speed_min=1000 << 10), SECRETS
+    )
+    assert only_max.actions[0].subject == "/dev/md/lab0 resync limit 8MiB/s -> 40MiB/s"
+    assert [s["path"] for s in wire(only_max.actions[0])] == ["/sys/block/md127/md/sync_speed_max"]
+    # A profile without one leaves md's limits alone, an operator's own included.
+    assert make_plan(PROFILE, limited_array, SECRETS).is_empty
 
 
-def test_a_resync_limit_below_what_md_resyncs_at_anyway_is_refused() -> None:
+def test_a_resync_limit_under_mds_floor_takes_the_floor_down_with_it() -> None:
+    """A 10 Mbit/s link carries 1.2 MB/s: a limit of 256 KiB/s holds only with a floor under it."""
+    plan = make_plan(limited_profile("256KiB"), converged(), SECRETS)
+    assert wire(plan.actions[0]) == [
+        {"kind": "write_sysfs", "path": "/sys/block/md127/md/sync_speed_min", "value": "256"},
+        {"kind": "write_sysfs", "path": "/sys/block/md127/md/sync_speed_max", "value": "256"},
+    ]
+    # md counts in KiB/s: a limit in other units is what md will hold to.
+    assert limited_profile("1MB").mirrors[0].replication.resync_max == 976 * 1024
+
+
+def test_a_resync_limit_too_slow_to_ever_finish_is_refused() -> None:
     from remirror.errors import ProfileError
 
-    with pytest.raises(ProfileError, match=r"resync_max.*at least 1MiB"):
-        limited_profile("512KiB")
+    with pytest.raises(ProfileError, match=r"resync_max.*at least 64KiB"):
+        limited_profile("32KiB")
 
 
 def test_initial_sync_skip_proves_each_leg_blank_on_its_site_then_creates_without_a_copy() -> None:

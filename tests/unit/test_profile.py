@@ -65,7 +65,7 @@ def test_every_shipped_profile_validates(path: object) -> None:
 # The contract marks lines that join it when an issue lands: "(issue N)", in the
 # numbering of the contract's own roadmap (17: production deployment, 18: mirroring
 # a disk that holds data). Add N here when that issue lands.
-LANDED_CONTRACT_ISSUES: frozenset[int] = frozenset()
+LANDED_CONTRACT_ISSUES: frozenset[int] = frozenset({17})  # 17: this project's issue 28
 
 
 def contract_as_landed(text: str) -> str:
@@ -85,9 +85,12 @@ def contract_as_landed(text: str) -> str:
 
 def test_contract_as_landed_drops_only_the_fields_of_issues_still_open() -> None:
     text = (
-        "# a line marked (issue 17) in a comment stays\na: 1\nb: 2  # (issue 17) later\nc: 3  # (issue 4)\n"
+        "# a line marked (issue 18) in a comment stays\na: 1\nb: 2  # (issue 18) later\nc: 3  # (issue 17)\n"
     )
-    assert contract_as_landed(text) == "# a line marked (issue 17) in a comment stays\na: 1\n"
+    assert (
+        contract_as_landed(text)
+        == "# a line marked (issue 18) in a comment stays\na: 1\nc: 3  # (issue 17)\n"
+    )
 
 
 def test_shipped_two_site_profile_is_the_contract() -> None:
@@ -116,6 +119,10 @@ def test_contract_means_what_its_comments_say() -> None:
     assert finance.replication.effective_write_behind == 4096
     assert finance.replication.bitmap_chunk == 64 * 1024**2
     assert finance.replication.on_link_loss == "degrade"
+    # Issue 17's lines: the tunnel, the resync limit, the initial sync.
+    assert finance.transport == "wireguard"
+    assert finance.replication.resync_max == 40 * 1024**2
+    assert finance.replication.initial_sync == "full"
     chap = profile.replica_chap(finance)
     assert chap is not None
     assert chap == finance.iscsi.chap

@@ -15,7 +15,7 @@ from typing import TYPE_CHECKING, Any
 
 import click
 
-from remirror.cli.health import _profile_path
+from remirror.cli.output import profile_argument
 from remirror.errors import UsageError
 from remirror.units import format_duration, format_size
 
@@ -23,10 +23,6 @@ if TYPE_CHECKING:
     from remirror.controller import Controller
     from remirror.profile.model import Mirror
 
-profile_option = click.option(
-    "--profile", "-p", "profile_path", default=None, metavar="PROFILE",
-    help="The profile (default: $REMIRROR_PROFILE or /etc/remirror/remirror.yaml).",
-)  # fmt: skip
 mirror_argument = click.argument("mirror_name", metavar="MIRROR")
 at_option = click.option(
     "--at", "at", required=True, metavar="TIME|POINT",
@@ -34,12 +30,12 @@ at_option = click.option(
 )  # fmt: skip
 
 
-def _mirror(profile_path: str | None, name: str) -> tuple[Controller, Mirror]:
+def _mirror(profile_path: str, name: str) -> tuple[Controller, Mirror]:
     """The profile's controller, and the mirror named (one with `cdp`)."""
     from remirror.controller import Controller
     from remirror.profile import load_profile
 
-    profile = load_profile(_profile_path(profile_path))
+    profile = load_profile(profile_path)
     mirror = next((m for m in profile.mirrors if m.name == name), None)
     if mirror is None:
         names = ", ".join(m.name for m in profile.mirrors)
@@ -49,7 +45,7 @@ def _mirror(profile_path: str | None, name: str) -> tuple[Controller, Mirror]:
     return Controller(profile), mirror
 
 
-def _ask(profile_path: str | None, name: str, do: str, **request: Any) -> dict[str, Any]:
+def _ask(profile_path: str, name: str, do: str, **request: Any) -> dict[str, Any]:
     """One `cdp` request to the mirror's site, through the controller (remirror.agent.cdp_requests)."""
     controller, mirror = _mirror(profile_path, name)
     settings = {"every": mirror.cdp.every, "keep": mirror.cdp.keep} if mirror.cdp is not None else {}
@@ -87,10 +83,10 @@ def cdp() -> None:
 
 
 @cdp.command("list")
-@profile_option
+@profile_argument
 @mirror_argument
 @click.option("-o", "--output", type=click.Choice(["text", "json"]), default="text", show_default=True)
-def list_points(profile_path: str | None, mirror_name: str, output: str) -> int:
+def list_points(profile_path: str, mirror_name: str, output: str) -> int:
     """The recovery points: id, time, era; and the pool's use."""
     found = _ask(profile_path, mirror_name, "list")
     points, pool, chunk = found["points"], found["pool"], found["chunk"]
@@ -116,10 +112,10 @@ def list_points(profile_path: str | None, mirror_name: str, output: str) -> int:
 
 
 @cdp.command()
-@profile_option
+@profile_argument
 @mirror_argument
 @click.option("--now", "force", is_flag=True, help="Take one even if the last is younger than `every`.")
-def point(profile_path: str | None, mirror_name: str, force: bool) -> int:
+def point(profile_path: str, mirror_name: str, force: bool) -> int:
     """Take a recovery point if one is due (for a timer), then prune (as the `cdp run` daemon does)."""
     done = _ask(profile_path, mirror_name, "point", force=force)
     if done["taken"] is not None:
@@ -132,10 +128,10 @@ def point(profile_path: str | None, mirror_name: str, force: bool) -> int:
 
 
 @cdp.command()
-@profile_option
+@profile_argument
 @mirror_argument
 @click.option("--since", "since", required=True, metavar="POINT", help="A point id or time (as --at).")
-def changes(profile_path: str | None, mirror_name: str, since: str) -> int:
+def changes(profile_path: str, mirror_name: str, since: str) -> int:
     """The byte ranges of the volume written since a point (era-block granularity)."""
     for offset, length in _ask(profile_path, mirror_name, "changes", **_at(since))["ranges"]:
         click.echo(f"{offset}:{length}")
@@ -143,14 +139,14 @@ def changes(profile_path: str | None, mirror_name: str, since: str) -> int:
 
 
 @cdp.command()
-@profile_option
+@profile_argument
 @mirror_argument
 @at_option
 @click.option("--view", is_flag=True, help="Show the point as a read-only device.")
 @click.option("--to", "target", metavar="DEVICE", help="Copy the point to this device.")
 @click.option("--allow-destructive", is_flag=True, help="Let --to overwrite a device that carries data.")
 def restore(
-    profile_path: str | None,
+    profile_path: str,
     mirror_name: str,
     at: str,
     view: bool,
@@ -174,11 +170,11 @@ def restore(
 
 
 @cdp.command()
-@profile_option
+@profile_argument
 @mirror_argument
 @at_option
 @click.option("--yes", is_flag=True, help="Do it: the volume's content is replaced (a point keeps it).")
-def rollback(profile_path: str | None, mirror_name: str, at: str, yes: bool) -> int:
+def rollback(profile_path: str, mirror_name: str, at: str, yes: bool) -> int:
     """Make the volume equal to a point, copying back only the blocks written since (volume unmounted)."""
     done = _ask(profile_path, mirror_name, "rollback", yes=yes, **_at(at))
     chosen, copied = done["point"], done["copied"]
@@ -190,9 +186,9 @@ def rollback(profile_path: str | None, mirror_name: str, at: str, yes: bool) -> 
 
 
 @cdp.command()
-@profile_option
+@profile_argument
 @click.argument("mirror_names", metavar="[MIRROR]...", nargs=-1)
-def run(profile_path: str | None, mirror_names: tuple[str, ...]) -> int:
+def run(profile_path: str, mirror_names: tuple[str, ...]) -> int:
     """Take and prune points on schedule (every mirror with `cdp`, or those named), as a systemd
     Type=notify service (contrib/systemd/remirror-cdp@.service).
 
@@ -205,7 +201,7 @@ def run(profile_path: str | None, mirror_names: tuple[str, ...]) -> int:
     from remirror.daemons.cdp import run as run_points
     from remirror.profile import load_profile
 
-    profile = load_profile(_profile_path(profile_path))
+    profile = load_profile(profile_path)
     names = mirror_names or tuple(m.name for m in profile.mirrors if m.cdp is not None)
     if not names:
         raise UsageError("cdp run: no mirror of the profile has `cdp`")

@@ -103,6 +103,7 @@ class MdArray:
     max_backlog_used: int | None
     sync_speed: int | None = None  # bytes/s of a running resync (md reports KiB/s), None when idle
     sync_speed_max: int | None = None  # bytes/s this array's resyncs are held to; None: the system's
+    sync_speed_min: int | None = None  # bytes/s below which md never holds a resync; None: the system's
     # Writes held by md (`suspend_lo` < `suspend_hi`): left so by a leg move that never finished.
     writes_suspended: bool = False
 

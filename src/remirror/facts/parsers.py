@@ -212,7 +212,7 @@ def parse_bitmap_examine(text: str) -> MdBitmap:
 
 
 def parse_speed_limit(text: str) -> int | None:
-    """md's `sync_speed_max` (`40960 (local)`, `200000 (system)`, KiB/s): bytes/s when the array
+    """md's `sync_speed_max` or `_min` (`40960 (local)`, `200000 (system)`, KiB/s): bytes/s when the array
     has a limit of its own, None when it follows the system's (or the file was not read)."""
     value, _, scope = text.strip().partition(" ")
     return int(value) * 1024 if value.isdigit() and scope == "(local)" else None
@@ -258,6 +258,7 @@ def build_md_array(kernel_name: str, sysfs: dict[str, str], detail_export: str) 
         max_backlog_used=number("bitmap/max_backlog_used"),
         sync_speed=None if (speed := number("sync_speed")) is None else speed * 1024,
         sync_speed_max=parse_speed_limit(sysfs.get("sync_speed_max", "")),
+        sync_speed_min=parse_speed_limit(sysfs.get("sync_speed_min", "")),
         writes_suspended=(number("suspend_hi") or 0) > (number("suspend_lo") or 0),
     )
 

@@ -1,11 +1,21 @@
 """Plan a mirror's resync limit: the profile's `resync_max` as md's per-array sync_speed_max. Pure.
 
-What a resync or the initial sync may take of the link. md keeps the limit
-in memory only: an array created or assembled starts without it, so those
-steps set it at once (before a recovery gets far), and the reconciler puts
-it back whenever it is found otherwise (a live change of the profile too).
-A profile that sets none leaves md's limit alone: an operator may tune it by
-hand (`echo 20000 > .../md/sync_speed_max`) and the reconciler must not undo it.
+What a resync or the initial sync may take of the link. md holds a resync to
+sync_speed_max only while it runs faster than sync_speed_min (drivers/md/md.c,
+md_do_sync): below that floor it never waits. md's floor is 1000 KiB/s unless
+the system's is raised (an administrator after fast local rebuilds raises it to
+tens of MB/s), so the array's own floor is set with its limit: no higher than
+md's default, and no higher than the limit, which then holds whatever the
+system's settings (a 10 Mbit/s link carries 1.2 MB/s: a limit under that needs
+a floor under it too). Above its floor a resync also gives way to the array's
+own I/O, as md does by default.
+
+md keeps both in memory only: an array created or assembled starts without
+them, so those steps set them at once (before a recovery gets far), and the
+reconciler puts them back whenever they are found otherwise (a live change of
+the profile too). A profile that sets none leaves md's limits alone: an
+operator may tune them by hand (`echo 20000 > .../md/sync_speed_max`) and the
+reconciler must not undo it.
 """
 
 from __future__ import annotations
@@ -17,36 +27,51 @@ from remirror.plan.steps import Step, WriteDiskSysfs, WriteSysfs
 from remirror.profile.model import Mirror
 from remirror.units import format_size
 
+# md's own floor (drivers/md/md.c, sysctl_speed_limit_min), bytes/s.
+MD_DEFAULT_FLOOR = 1000 * 1024
+
 
 def resync_limit_steps(mirror: Mirror) -> tuple[Step, ...]:
-    """The limit on an array just created or assembled (its kernel name is known only on the site)."""
-    if mirror.replication.resync_max is None:
+    """The limits of an array just created or assembled (its kernel name is known only on the site)."""
+    wanted = _wanted(mirror)
+    if wanted is None:
         return ()
-    return (WriteDiskSysfs(mirror.md_device, "md/sync_speed_max", _sysfs_value(mirror)),)
+    return tuple(
+        WriteDiskSysfs(mirror.md_device, f"md/{name}", _kib(value)) for name, value in wanted.items()
+    )
 
 
 def resync_limit_actions(primary: SiteFacts, mirror: Mirror, array: MdArray) -> list[Action]:
-    """The limit of a running array set to the profile's, live, if it is not."""
-    wanted = mirror.replication.resync_max
-    if wanted is None or array.sync_speed_max == wanted:
+    """The limits of a running array set to the profile's, live, if they are not."""
+    wanted = _wanted(mirror)
+    if wanted is None:
         return []
-    path = f"/sys/block/{array.kernel_name}/md/sync_speed_max"
-    subject = f"{mirror.md_device} resync limit {_shown(array.sync_speed_max)} -> {_shown(wanted)}"
-    return [
-        Action(
-            primary.name,
-            Verb.SET_RESYNC_LIMIT,
-            subject,
-            CHANGE,
-            (WriteSysfs(path, _sysfs_value(mirror)),),
-            repair=True,
-        )
-    ]
+    found = {"sync_speed_max": array.sync_speed_max, "sync_speed_min": array.sync_speed_min}
+    if found == wanted:
+        return []
+    limits = f"{_shown(array.sync_speed_max)} -> {_shown(wanted['sync_speed_max'])}"
+    subject = f"{mirror.md_device} resync limit {limits}"
+    if array.sync_speed_min != wanted["sync_speed_min"]:
+        subject += f" (floor {_shown(array.sync_speed_min)} -> {_shown(wanted['sync_speed_min'])})"
+    steps = tuple(
+        WriteSysfs(f"/sys/block/{array.kernel_name}/md/{name}", _kib(value))
+        for name, value in wanted.items()
+        if found[name] != value
+    )
+    return [Action(primary.name, Verb.SET_RESYNC_LIMIT, subject, CHANGE, steps, repair=True)]
 
 
-def _sysfs_value(mirror: Mirror) -> str:
-    """What sync_speed_max takes: KiB/s."""
-    return str((mirror.replication.resync_max or 0) // 1024)
+def _wanted(mirror: Mirror) -> dict[str, int] | None:
+    """The array's limits the profile asks for, bytes/s (the floor first: md reads both anyway)."""
+    limit = mirror.replication.resync_max
+    if limit is None:
+        return None
+    return {"sync_speed_min": min(limit, MD_DEFAULT_FLOOR), "sync_speed_max": limit}
+
+
+def _kib(value: int) -> str:
+    """What md's sync_speed files take: KiB/s."""
+    return str(value // 1024)
 
 
 def _shown(limit: int | None) -> str:

@@ -171,15 +171,16 @@ def _check_power_of_two_size(value: int) -> int:
     return value
 
 
-# md resyncs at least at its sync_speed_min (1000 KiB/s unless set) whatever sync_speed_max
-# says (drivers/md/md.c, md_do_sync): a lower limit would not hold.
-RESYNC_MIN = 1024 * 1024
+# The lowest resync limit: md counts its limits in KiB/s, and a slower resync of a disk of any
+# size would never end. (md holds a resync to sync_speed_max only above sync_speed_min: remirror
+# lowers the array's floor with it, plan/resync_limit.py.)
+RESYNC_MIN = 64 * 1024
 
 
 def _check_resync_rate(value: int) -> int:
     if value < RESYNC_MIN:
-        raise ValueError("must be at least 1MiB (per second): md resyncs at least that fast anyway")
-    return value
+        raise ValueError("must be at least 64KiB (per second)")
+    return value - value % 1024  # md counts its limits in whole KiB/s: what it will hold to
 
 
 def _positive_duration(value: float) -> float:
