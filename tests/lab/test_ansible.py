@@ -173,12 +173,12 @@ def hosts(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Path]:
     """Fresh disks; the inventory; the mirror destroyed and the disks wiped at the end, and
     remirror on PATH the checkout's again, for the modules after this one."""
     assert (SITE_VENV / "bin/remirror").exists(), f"{SITE_VENV} is missing: ./dev lab makes it"
-    checkouts = COMMAND.readlink()
+    checkout_link = COMMAND.readlink()
     for disk in ("/dev/lab/a1", "/dev/lab/b1"):
         sh("wipefs", "--all", "--quiet", disk)
     yield inventory(tmp_path_factory.mktemp("ansible"), PROFILE)
     COMMAND.unlink()
-    COMMAND.symlink_to(checkouts)
+    COMMAND.symlink_to(checkout_link)
     remirror("destroy", "--yes", PROFILE_PATH, "lab1", ok_codes=(0, 1, 3))  # 3: never deployed
     # The role's cron entry would reconcile lab1 under the next module's profile of the same name.
     for left in (CRON, SITE_B_PROFILE_PATH, IDENTITY_FILE, KNOWN_HOSTS, *GENERATED_CHAP):

@@ -40,8 +40,8 @@ def site_view(
             f"remirror_site {site!r} is not a site of the profile ({', '.join(sorted(sites))}):"
             " name the inventory host after its site, or set remirror_site"
         )
-    view = copy.deepcopy(dict(profile))
-    view["sites"] = {name: dict(entry or {}) for name, entry in sites.items()}
+    view = copy.deepcopy(dict(profile))  # the caller's mapping (group_vars) stays as it is
+    view["sites"] = {name: entry or {} for name, entry in view["sites"].items()}
     own = view["sites"][site]
     keys = copy.deepcopy(own.get("ssh"))  # how the primary reached this site: the deployed keys
     for name, entry in view["sites"].items():
