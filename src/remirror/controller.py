@@ -160,10 +160,13 @@ class Controller:
         return {site: list(dict.fromkeys(paths)) for site, paths in disks.items()}
 
     def probes_by_site(self) -> dict[str, list[str]]:
-        """The disks whose first sector each site reads: those the profile makes caches of, and
-        mirrors with CDP (their index of points starts there) wherever they may run."""
+        """The disks whose first 4 KiB each site reads: those the profile makes caches of, mirrors
+        with CDP (their index of points starts there) wherever they may run, and primary disks
+        whose file system `keep_data` keeps (how far it reaches)."""
         probes: dict[str, list[str]] = {name: [] for name in self.profile.sites}
         for mirror in self.profile.mirrors:
+            if mirror.primary.keep_data:
+                probes[mirror.primary.site].append(mirror.primary.disk)
             for leg in mirror.legs:
                 if leg.cache is not None:
                     probes[leg.site].append(leg.cache.disk)

@@ -65,7 +65,7 @@ def test_every_shipped_profile_validates(path: object) -> None:
 # The contract marks lines that join it when an issue lands: "(issue N)", in the
 # numbering of the contract's own roadmap (17: production deployment, 18: mirroring
 # a disk that holds data). Add N here when that issue lands.
-LANDED_CONTRACT_ISSUES: frozenset[int] = frozenset({17})  # 17: this project's issue 28
+LANDED_CONTRACT_ISSUES: frozenset[int] = frozenset({17, 18})  # this project's issues 28 and 29
 
 
 def contract_as_landed(text: str) -> str:
@@ -85,11 +85,11 @@ def contract_as_landed(text: str) -> str:
 
 def test_contract_as_landed_drops_only_the_fields_of_issues_still_open() -> None:
     text = (
-        "# a line marked (issue 18) in a comment stays\na: 1\nb: 2  # (issue 18) later\nc: 3  # (issue 17)\n"
+        "# a line marked (issue 18) in a comment stays\na: 1\nb: 2  # (issue 19) later\nc: 3  # (issue 18)\n"
     )
     assert (
         contract_as_landed(text)
-        == "# a line marked (issue 18) in a comment stays\na: 1\nc: 3  # (issue 17)\n"
+        == "# a line marked (issue 18) in a comment stays\na: 1\nc: 3  # (issue 18)\n"
     )
 
 
@@ -151,6 +151,9 @@ def test_contract_means_what_its_comments_say() -> None:
     assert generated.password_file == "/etc/remirror/chap/acme.mail"
     assert generated.target_password_file == "/etc/remirror/chap/acme.mail.mutual"
     assert profile.replica_iqn(mail, mail.replicas[0]) == "iqn.2026-11.org.remirror:acme.mail.dr"
+    # Issue 18's line: the mail disk's file system becomes the mirror's, in place.
+    assert mail.primary.keep_data
+    assert not finance.primary.keep_data
 
 
 def test_wait_on_link_loss_queues_instead_of_failing() -> None:

@@ -8,7 +8,6 @@ decided stays testable.
 from __future__ import annotations
 
 import dataclasses
-import mmap
 import os
 import socket
 import time
@@ -17,9 +16,11 @@ from typing import Any
 
 from remirror.agent import wireguard
 from remirror.agent.cdp import read_index
+from remirror.agent.direct import read_direct
 from remirror.agent.generations import read_record
 from remirror.errors import CommandError
 from remirror.facts.cdp import INDEX_MAGIC, CdpPoints
+from remirror.facts.filesystems import HEAD_BYTES
 from remirror.facts.generations import record_json
 from remirror.facts.model import secret_digest
 from remirror.facts.parsers import split_bitmaps, split_examine, split_wipefs_json
@@ -43,7 +44,8 @@ def observe(
 ) -> dict[str, Any]:
     """Everything the planner and health need to know about this site.
 
-    `probe`: the disks whose first sector to read (would-be cache disks), and
+    `probe`: the disks whose first 4 KiB to read (would-be cache disks, mirrors with CDP, disks
+    whose file system `keep_data` keeps), and
     `records`: the legs whose record to read (their last MiB). Only those: a
     read of an iSCSI disk whose link just went down waits for the session's
     replacement timeout, and a reconciler pass must not.
@@ -97,24 +99,21 @@ def _dm_devices() -> dict[str, Any]:
     return devices
 
 
-def _first_sector(real: str) -> str:
-    """What a device starts with: `zero`, `writecache` (a cache superblock), `cdp` (an index), `other`.
-
-    Asked of would-be cache disks, and of mirrors: may CDP's metadata go there?
-    """
-    # O_DIRECT: dm-writecache writes its superblock past the page cache, which could
-    # still hold what the sector said before.
-    buffer = mmap.mmap(-1, 4096)  # page-aligned, as O_DIRECT wants
+def _head(real: str) -> bytes | None:
+    """A device's first 4 KiB (None: it cannot be read), past the page cache: dm-writecache
+    writes its superblock with O_DIRECT, and the page cache could still hold what was there."""
     try:
-        fd = os.open(real, os.O_RDONLY | os.O_DIRECT)
-        try:
-            os.preadv(fd, [buffer], 0)
-        finally:
-            os.close(fd)
+        return read_direct(real, 0, HEAD_BYTES)
     except OSError:
+        return None
+
+
+def _first_sector(head: bytes | None) -> str:
+    """What a device starts with: `zero`, `writecache` (a cache superblock), `cdp` (an index),
+    `other`: may it become a cache, may CDP's metadata go there?"""
+    if head is None:
         return "unreadable"
-    head = buffer[:512]
-    if not any(head):
+    if not any(head[:512]):
         return "zero"
     if head[:4] == WRITECACHE_MAGIC:
         return "writecache"
@@ -179,7 +178,10 @@ def _disk(path: str, probe: bool, record: bool) -> dict[str, Any]:
     rdev = Path(real).stat().st_rdev
     info["devno"] = f"{os.major(rdev)}:{os.minor(rdev)}"  # how dm tables name it
     if probe:
-        info["first_sector"] = _first_sector(real)
+        head = _head(real)
+        info["first_sector"] = _first_sector(head)
+        if head is not None:
+            info["head"] = head.hex()  # a file system's superblock: how far it reaches (keep_data)
         if info["first_sector"] == "cdp":
             index = read_index(real)
             if index is not None:

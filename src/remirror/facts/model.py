@@ -132,6 +132,7 @@ class MdSuperblock:
     slot: int | None = None
     array_state: str = ""
     data_end: int | None = None  # bytes from the device's start where md's data ends (md_data_end)
+    version: str = ""  # the metadata's: 1.2 (apply's), 1.0 (keep_data's: at the device's end)
 
     def recorded_missing(self, slot: int) -> bool:
         """Whether this device last ran in an array where `slot` was missing."""

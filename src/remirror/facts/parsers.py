@@ -103,6 +103,7 @@ def parse_examine(text: str) -> MdSuperblock | None:
         slot=slot,
         array_state=array_state,
         data_end=md_data_end(text),
+        version=field("Version"),
     )
 
 
@@ -307,9 +308,12 @@ def parse_bitmap_location(examine: str) -> tuple[int, int]:
 
 def parse_data_offset(examine: str) -> int | None:
     """Where md keeps the array's data on a member, in bytes, from plain `mdadm --examine`
-    (`Data Offset : 2048 sectors`); None for a device without a 1.x superblock."""
+    (`Data Offset : 2048 sectors`); None for a device without a 1.x superblock. mdadm prints
+    no Data Offset when it is 0: metadata 1.0's (keep_data), whose superblock is at the end."""
     offset = re.search(r"^\s*Data Offset : (\d+) sectors", examine, flags=re.M)
-    return int(offset.group(1)) * 512 if offset else None
+    if offset:
+        return int(offset.group(1)) * 512
+    return 0 if re.search(r"^\s*Super Offset : \d+ sectors", examine, flags=re.M) else None
 
 
 def md_data_end(examine: str) -> int | None:

@@ -8,6 +8,7 @@ from typing import Any
 
 from remirror.facts.cdp import CdpPoints, ThinPoolStatus, parse_thin_pool_status
 from remirror.facts.dm import parse_cache_status, parse_dm_table
+from remirror.facts.filesystems import FileSystemExtent, file_system_extent
 from remirror.facts.generations import LegRecord, record_from_json
 from remirror.facts.iscsi import build_iscsi_session, parse_initiator_name
 from remirror.facts.model import (
@@ -48,6 +49,7 @@ class DiskFacts:
     first_sector: str = ""  # zero | writecache | cdp | other: may it become a cache, or hold CDP?
     cdp_points: CdpPoints | None = None  # a mirror with CDP: its recovery points, in short
     leg_record: LegRecord | None = None  # a mirror's leg: its generations (docs/failover.md), when asked
+    file_system: FileSystemExtent | None = None  # the ext2/3/4 or XFS it starts with, when probed
 
     def users(self) -> list[str]:
         """Everything using the device, as words for an error message."""
@@ -170,6 +172,7 @@ def site_facts(name: str, raw: dict[str, Any]) -> SiteFacts:
             first_sector=info.get("first_sector", ""),
             cdp_points=CdpPoints(**info["cdp_points"]) if info.get("cdp_points") else None,
             leg_record=record_from_json(info["leg_record"]) if info.get("leg_record") else None,
+            file_system=file_system_extent(bytes.fromhex(info["head"])) if info.get("head") else None,
         )
         for path, info in raw.get("disks", {}).items()
     }

@@ -13,6 +13,7 @@ import dataclasses
 from remirror.facts.model import MdArray, Signature
 from remirror.facts.site import DiskFacts, SiteFacts
 from remirror.plan.actions import CHANGE, CREATE, DELETE, Action, PlanError, Verb
+from remirror.plan.keep_data import kept_data
 from remirror.plan.md_create import create_actions
 from remirror.plan.resync_limit import resync_limit_actions, resync_limit_steps
 from remirror.plan.steps import (
@@ -30,9 +31,13 @@ from remirror.roles import has_room_for_record, replica_session
 
 
 def _foreign(disk: DiskFacts, uuid_: str) -> list[Signature]:
-    """Signatures that are not this mirror's own md superblock."""
-    ours = disk.superblock is not None and disk.superblock.array_uuid == uuid_
-    return [s for s in disk.signatures if not (ours and s.kind == "md")]
+    """Signatures that are not this mirror's: its md superblock, and on a leg with metadata 1.0
+    (keep_data) whatever lies in the array's data, from byte 0: the mirror's own file system."""
+    sb = disk.superblock
+    if sb is None or sb.array_uuid != uuid_:
+        return list(disk.signatures)
+    content = sb.data_end if sb.version == "1.0" and sb.data_end is not None else 0
+    return [s for s in disk.signatures if s.kind != "md" and s.offset >= content]
 
 
 def destroys(site: str, disk: DiskFacts, uuid_: str) -> str:
@@ -92,6 +97,7 @@ def stand_down_former_primary(mirror: Mirror, site: SiteFacts, leg: DiskFacts, u
 
 def array_actions(
     profile: Profile,
+    index: int,
     mirror: Mirror,
     primary: SiteFacts,
     local: DiskFacts,
@@ -123,11 +129,19 @@ def array_actions(
         if local.users():
             raise PlanError(f"site {primary.name}: {local.path} is in use ({'; '.join(local.users())})")
         # Nothing of this mirror on any leg (else it is assembled or rebuilt above): every
-        # signature, an md superblock of this mirror's too, is data a new array writes over.
+        # signature, an md superblock of this mirror's too, is data a new array writes over,
+        # but the file system keep_data keeps where it is (plan/keep_data.py).
+        kept = None
+        if mirror.primary.keep_data:
+            where = profile.where("mirrors", index, "primary", "keep_data")
+            kept = kept_data(where, primary.name, mirror, local, replica_disks)
+            local = dataclasses.replace(
+                local, signatures=tuple(s for s in local.signatures if s != kept.signature)
+            )
         destroyed = [d for d in [destroys(primary.name, local, "")] if d]
         destroyed += [destroys(r.path, r, "") for r in replica_disks if r.signatures]
         return create_actions(
-            mirror, primary, local, replica_disks, remote_paths, uuid_, "; ".join(destroyed)
+            mirror, primary, local, replica_disks, remote_paths, uuid_, "; ".join(destroyed), kept
         )
     actions: list[Action] = []
     base = f"/sys/block/{array.kernel_name}/md"

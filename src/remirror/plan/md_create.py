@@ -10,6 +10,7 @@ from __future__ import annotations
 
 from remirror.facts.site import DiskFacts, SiteFacts
 from remirror.plan.actions import CREATE, Action, Verb
+from remirror.plan.keep_data import KeptData
 from remirror.plan.resync_limit import resync_limit_steps
 from remirror.plan.steps import LegRecordCreate, ProveBlank, Run, SetMemberState, WaitPath
 from remirror.profile.model import Mirror
@@ -29,16 +30,21 @@ def create_actions(
     remote_paths: list[str],
     uuid_: str,
     destroyed: str,
+    kept: KeptData | None = None,
 ) -> list[Action]:
     """A new array of `local` and the replicas' legs (nothing of this mirror on any of them);
-    `destroyed`: what it writes over (remirror.plan.md.destroys), for the plan to show."""
+    `destroyed`: what it writes over (remirror.plan.md.destroys), for the plan to show; `kept`:
+    the file system it keeps in place (`keep_data`: metadata 1.0, remirror.plan.keep_data)."""
     replication = mirror.replication
+    # 1.2 keeps md's superblock and bitmap at a leg's start and its data after them; 1.0 keeps
+    # them at the end, so that a kept file system stays at byte 0 of the leg and of the array.
+    size = kept.array_size if kept else md_size([local.size, *(r.size for r in replica_disks)])
     argv = [
         "mdadm",
         "--create",
         mirror.md_device,
         "--run",
-        "--metadata=1.2",
+        f"--metadata={'1.0' if kept else '1.2'}",
         "--level=1",
         f"--raid-devices={1 + len(remote_paths)}",
         f"--uuid={uuid_}",
@@ -47,7 +53,7 @@ def create_actions(
         "--bitmap=internal",
         f"--bitmap-chunk={replication.bitmap_chunk // 1024}K",
         # Short of each leg's last MiB, the leg record's place (docs/failover.md).
-        f"--size={md_size([local.size, *(r.size for r in replica_disks)]) // MiB}M",
+        f"--size={size // MiB}M",
     ]
     if replication.mode == "async":
         argv.append(f"--write-behind={replication.effective_write_behind}")
@@ -81,7 +87,7 @@ def create_actions(
             primary.name,
             Verb.CREATE_ARRAY,
             f"{mirror.md_device} RAID1 {local.path} + {len(remote_paths)} write-mostly leg(s) in the"
-            f" first slot(s), {mode}",
+            f" first slot(s), {mode}" + (f"; {kept.describe()}" if kept else ""),
             CREATE,
             (
                 Run(tuple(argv)),

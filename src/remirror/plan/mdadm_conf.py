@@ -18,7 +18,9 @@ from remirror.profile.names import array_uuid
 MDADM_CONF = "/etc/mdadm/mdadm.conf"
 
 
-def _conf_lines(profile: Profile, without: Mirror | None = None) -> dict[str, list[str]]:
+def _conf_lines(
+    profile: Profile, facts: Mapping[str, SiteFacts], without: Mirror | None = None
+) -> dict[str, list[str]]:
     """remirror's lines in each site's mdadm.conf: ARRAY for a primary, <ignore> for a replica disk.
 
     `without`: a mirror being destroyed. Its primary's line turns into
@@ -38,9 +40,21 @@ def _conf_lines(profile: Profile, without: Mirror | None = None) -> dict[str, li
         lines[mirror.primary.site].append(
             f"ARRAY <ignore> UUID={uuid_}"
             if ignored
-            else f"ARRAY {mirror.md_device} metadata=1.2 UUID={uuid_} name={mirror.name}"
+            else f"ARRAY {mirror.md_device} metadata={_metadata(mirror, facts, uuid_)} UUID={uuid_}"
+            f" name={mirror.name}"
         )
     return lines
+
+
+def _metadata(mirror: Mirror, facts: Mapping[str, SiteFacts], uuid_: str) -> str:
+    """The array's md metadata version: as its primary leg's superblock says, or as `apply` will
+    create it (1.0 keeps a file system in place: keep_data; else 1.2)."""
+    site = facts.get(mirror.primary.site)
+    disk = site.disks.get(mirror.primary.disk) if site is not None else None
+    superblock = disk.superblock if disk is not None else None
+    if superblock is not None and superblock.array_uuid == uuid_ and superblock.version:
+        return superblock.version
+    return "1.0" if mirror.primary.keep_data else "1.2"
 
 
 def mdadm_conf_actions(
@@ -49,7 +63,7 @@ def mdadm_conf_actions(
     """Each site's mdadm.conf with remirror's block as the profile wants it, where it differs."""
     actions = []
     ours = {array_uuid(profile, m) for m in profile.mirrors}
-    for site_name, lines in _conf_lines(profile, without).items():
+    for site_name, lines in _conf_lines(profile, facts, without).items():
         if site_name not in facts:  # not reached (a forced promotion): its file is written when it is
             continue
         current = facts[site_name].mdadm_conf

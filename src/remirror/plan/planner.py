@@ -102,7 +102,7 @@ def make_plan(profile: Profile, facts: Mapping[str, SiteFacts], secrets: Mapping
             primary, _leg_device(mirror, mirror.primary, primary, disk), uuid_
         )
         actions += released
-        array = array_actions(profile, mirror, primary, local, replica_disks, remote_paths, uuid_)
+        array = array_actions(profile, index, mirror, primary, local, replica_disks, remote_paths, uuid_)
         actions += array
         new_array = any(a.verb == Verb.CREATE_ARRAY for a in array)
         if new_array and mirror.replication.initial_sync == "skip":

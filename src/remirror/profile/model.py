@@ -90,6 +90,11 @@ class PrimaryLeg(ProfileModel):
 
     site: Name
     disk: DevicePath
+    keep_data: bool = Field(
+        False,
+        description="the disk's file system becomes the mirror's, in place (md metadata 1.0 at its"
+        " end; docs/keep-data.md); the replicas are filled from it by the initial sync",
+    )
     cache: Cache | None = None
     portal: PortalText | None = Field(
         None,

@@ -29,6 +29,7 @@ def check(profile: Profile) -> list[Violation]:
         *_replication_consistent(profile),
         *_chap_consistent(profile),
         *_cdp_window(profile),
+        *_keep_data_alone(profile),
     ]
 
 
@@ -162,6 +163,23 @@ def _cdp_window(profile: Profile) -> Iterator[Violation]:
                 f"keeps {mirror.cdp.keep / mirror.cdp.every:.0f} points: at most {MAX_CDP_POINTS}"
                 " (a longer `every` or a shorter `keep`)",
             )
+
+
+def _keep_data_alone(profile: Profile) -> Iterator[Violation]:
+    """`keep_data` keeps the file system at the primary disk's start where it is: nothing may go
+    in front of it or claim the disk is blank (docs/keep-data.md)."""
+    for m, mirror in enumerate(profile.mirrors):
+        if not mirror.primary.keep_data:
+            continue
+        path = ("mirrors", m, "primary", "keep_data")
+        if mirror.cdp is not None:
+            yield path, "cannot go with cdp: CDP's metadata and pool would be laid over the kept file system"
+        if mirror.replication.initial_sync == "skip":
+            yield path, "cannot go with initial_sync: skip: the replicas must be filled from the kept data"
+        if mirror.primary.cache is not None:
+            # Not shown on a real kernel yet: the file system would be probed on the disk, md
+            # made on the cache device in front of it.
+            yield path, 'cannot go with a cache on the primary leg yet (docs/keep-data.md, "Not yet")'
 
 
 def format_path(path: Path) -> str:
