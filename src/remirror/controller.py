@@ -165,8 +165,9 @@ class Controller:
         whose file system `keep_data` keeps (how far it reaches)."""
         probes: dict[str, list[str]] = {name: [] for name in self.profile.sites}
         for mirror in self.profile.mirrors:
-            if mirror.primary.keep_data:
-                probes[mirror.primary.site].append(mirror.primary.disk)
+            if mirror.primary.keep_data:  # the disk, and the cache device in front of it if any
+                home = mirror.primary
+                probes[home.site] += [home.disk, f"/dev/mapper/{cache_name(mirror, home.site)}"]
             for leg in mirror.legs:
                 if leg.cache is not None:
                     probes[leg.site].append(leg.cache.disk)

@@ -18,6 +18,7 @@ from tests.lab.conftest import on_b, sh
 from tests.lab.mirror import MiB, lio_objects, md_digest, remirror, variant, wait_in_sync
 
 A, B, MD = "/dev/lab/a2", "/dev/lab/b2", "/dev/md/lab2"
+FAST = "/dev/lab/a-fast0"  # site A's cache disk
 MOUNT = "/run/remirror-kept"  # the lab's / is read-only
 # Files of several sizes (a small one, one across many extents), as a file server holds them.
 FILES = {"ledger.db": 3 * MiB + 512, "letters/2026-11.txt": 4000, "scans/invoice.pdf": 9 * MiB}
@@ -33,6 +34,22 @@ def checksums(*mount: str, site_b: bool = False) -> dict[str, str]:
     finally:
         run("umount", MOUNT)
     return {line.split()[1].removeprefix(f"{MOUNT}/"): line.split()[0] for line in out.splitlines()}
+
+
+def business_disk(label: str, *mkfs: str) -> dict[str, str]:
+    """ext4 of 200 MiB on the 256 MiB disk A, with FILES on it: their sha256 (it is left unmounted).
+    mke2fs makes 1 KiB blocks for a file system this small unless `mkfs` says otherwise."""
+    sh("mkfs.ext4", "-q", "-F", "-L", label, *mkfs, A, "200M")
+    on_b("wipefs", "--all", "--quiet", B)
+    sh("mkdir", "-p", MOUNT)
+    sh("mount", A, MOUNT)
+    try:
+        for name, size in FILES.items():
+            Path(MOUNT, name).parent.mkdir(parents=True, exist_ok=True)
+            Path(MOUNT, name).write_bytes(os.urandom(size))
+    finally:
+        sh("umount", MOUNT)
+    return checksums(A)
 
 
 @pytest.fixture
@@ -56,6 +73,7 @@ def profile(tmp_path: Path) -> Iterator[str]:
         remirror("destroy", "--yes", path, "lab2", ok_codes=(0, 1))
     sh("wipefs", "--all", "--quiet", A)
     on_b("wipefs", "--all", "--quiet", B)
+    sh("dd", "if=/dev/zero", f"of={FAST}", "bs=1M", "count=1", "oflag=direct", "status=none")
 
 
 def test_a_file_system_that_fills_its_disk_is_refused_and_nothing_is_written(profile: str) -> None:
@@ -75,18 +93,8 @@ def test_a_file_system_that_fills_its_disk_is_refused_and_nothing_is_written(pro
 def test_a_disk_with_ext4_and_files_becomes_the_mirror_in_place_and_every_leg_mounts_without_md(
     profile: str,
 ) -> None:
-    # The business's disk: ext4 of 200 MiB on a 256 MiB disk, with files on it.
-    sh("mkfs.ext4", "-q", "-F", "-L", "business", A, "200M")
-    on_b("wipefs", "--all", "--quiet", B)
-    sh("mkdir", "-p", MOUNT)
+    before = business_disk("business")
     sh("mount", A, MOUNT)
-    for name, size in FILES.items():
-        Path(MOUNT, name).parent.mkdir(parents=True, exist_ok=True)
-        Path(MOUNT, name).write_bytes(os.urandom(size))
-    before = {
-        line.split()[1].removeprefix(f"{MOUNT}/"): line.split()[0]
-        for line in sh("sha256sum", *(f"{MOUNT}/{name}" for name in FILES)).stdout.splitlines()
-    }
     try:
         # Mounted: refused, saying where, nothing made.
         _, _, err = remirror("apply", "--yes", profile, ok_codes=(1,))
@@ -114,3 +122,32 @@ def test_a_disk_with_ext4_and_files_becomes_the_mirror_in_place_and_every_leg_mo
     remirror("destroy", "--yes", profile, "lab2")
     assert not Path(MD).exists()
     assert checksums("-t", "ext4", "-o", "ro", A) == before
+
+
+def test_with_a_writecache_in_front_the_kept_data_is_the_mirrors_and_destroy_drains_it_to_the_disk(
+    profile: str,
+) -> None:
+    # 4 KiB blocks, as mke2fs makes them on any disk over 512 MiB: the writecache's 4 KiB blocks
+    # become the mirror's sectors, which a 1 KiB-block ext4 could not be mounted on (planned
+    # against: tests/unit/test_keep_data.py).
+    before = business_disk("cached", "-b", "4096")
+    sh("dd", "if=/dev/zero", f"of={FAST}", "bs=1M", "count=1", "oflag=direct", "status=none")
+    text = Path(profile).read_text()
+    Path(profile).write_text(
+        text.replace("      keep_data: true\n", f"      keep_data: true\n      cache: {{disk: {FAST}}}\n")
+    )
+    _, out, _ = remirror("apply", "--yes", profile)
+    assert "CreateCache" in out
+    assert f"of 200MiB on {A} in place" in out
+    wait_in_sync(MD)
+    assert checksums("-o", "ro", MD) == before
+    # A write through the mirror lands in the writecache first; destroy drains it to the disk.
+    sh("mount", MD, MOUNT)
+    try:
+        Path(MOUNT, "ledger.db").write_bytes(os.urandom(FILES["ledger.db"]))
+    finally:
+        sh("umount", MOUNT)
+    after = checksums("-o", "ro", MD)
+    assert after["ledger.db"] != before["ledger.db"]
+    remirror("destroy", "--yes", profile, "lab2")
+    assert checksums("-t", "ext4", "-o", "ro", A) == after

@@ -18,7 +18,7 @@ from remirror.facts.generations import RECORD_SLOT, record_offset
 from remirror.facts.model import Signature
 from remirror.facts.parsers import md_data_end, parse_bitmap_location, parse_data_offset, parse_examine
 from remirror.facts.site import DiskFacts, SiteFacts
-from remirror.plan import PlanError, make_plan
+from remirror.plan import Action, Plan, PlanError, make_plan
 from remirror.plan.keep_data import bitmap_room
 from remirror.profile import load_profile
 from remirror.profile.names import array_uuid
@@ -42,8 +42,8 @@ def head(name: str) -> bytes:
 
 def test_the_size_of_ext4_and_xfs_is_read_from_their_superblocks() -> None:
     # record-keep-data.sh: mkfs.ext4 ... 200M on a 256 MiB disk, mkfs.xfs on a 400 MiB file.
-    assert file_system_extent(head("head-ext4.bin")) == FileSystemExtent("ext", 200 * MiB)
-    assert file_system_extent(head("head-xfs.bin")) == FileSystemExtent("xfs", 400 * MiB)
+    assert file_system_extent(head("head-ext4.bin")) == FileSystemExtent("ext", 200 * MiB, 1024)
+    assert file_system_extent(head("head-xfs.bin")) == FileSystemExtent("xfs", 400 * MiB, 512)
 
 
 def test_a_64bit_ext4_counts_the_high_half_of_its_block_count() -> None:
@@ -119,31 +119,21 @@ def test_keep_data_refuses_what_would_write_over_or_skip_the_kept_data(
     assert "keep.yaml:" in str(error.value)
 
 
-def test_keep_data_refuses_a_cache_on_the_primary_leg_for_now(tmp_path: Path) -> None:
-    path = keep_data_profile(tmp_path)
-    path.write_text(
-        path.read_text().replace(
-            "      keep_data: true\n",
-            "      keep_data: true\n      cache: {type: writecache, disk: /dev/lab/a-fast0}\n",
-        )
-    )
-    with pytest.raises(ProfileError, match="cannot go with a cache on the primary leg yet"):
-        load_profile(path)
-
-
 # Plans.
 
 
-def kept_facts(*signatures: Signature, size: int = 200 * MiB, family: str = "ext") -> dict[str, SiteFacts]:
+def kept_facts(
+    *signatures: Signature, size: int = 200 * MiB, family: str = "ext", sector: int = 4096
+) -> dict[str, SiteFacts]:
     facts = fresh()
     a0 = dataclasses.replace(
-        disk("/dev/lab/a0", "dm-0", *signatures), file_system=FileSystemExtent(family, size)
+        disk("/dev/lab/a0", "dm-0", *signatures), file_system=FileSystemExtent(family, size, sector)
     )
     facts["site-a"] = site("site-a", disks={"/dev/lab/a0": a0})
     return facts
 
 
-def create_of(profile_path: Path, facts: dict[str, SiteFacts]):  # type: ignore[no-untyped-def]
+def create_of(profile_path: Path, facts: dict[str, SiteFacts]) -> tuple[Plan, Action]:
     plan = make_plan(load_profile(profile_path), facts, SECRETS)
     return plan, next(a for a in plan.actions if a.verb == "CreateArray")
 
@@ -213,6 +203,14 @@ def test_what_keep_data_cannot_keep_is_refused(
         create_of(keep_data_profile(tmp_path), kept_facts(*signatures))
 
 
+def test_a_file_system_whose_superblock_could_not_be_read_is_refused_not_guessed(tmp_path: Path) -> None:
+    facts = kept_facts(EXT4)
+    a0 = dataclasses.replace(facts["site-a"].disks["/dev/lab/a0"], file_system=None)
+    facts["site-a"] = dataclasses.replace(facts["site-a"], disks={"/dev/lab/a0": a0})
+    with pytest.raises(PlanError, match="the ext4 superblock at its start could not be read"):
+        create_of(keep_data_profile(tmp_path), facts)
+
+
 def test_a_mounted_file_system_is_refused_naming_where(tmp_path: Path) -> None:
     facts = kept_facts(EXT4)
     a0 = dataclasses.replace(facts["site-a"].disks["/dev/lab/a0"], mounts=("/srv",))
@@ -275,3 +273,38 @@ def test_a_kept_leg_is_this_mirrors_own_whatever_file_system_libblkid_also_finds
         "site site-b: /dev/lab/b2 holds md RAID member labelled 'kept' (UUID ad82f432-c5c9-b153-9cc4-31f130e549db),"
         " ext4 filesystem labelled 'kept' (UUID ad2a1ca8-5d8f-4c4b-badc-565274a8dc64)"
     )
+
+
+def test_with_a_primary_cache_the_array_is_made_on_the_cache_device_keeping_the_disks_file_system(
+    tmp_path: Path,
+) -> None:
+    # dm-writecache maps the disk one to one: the file system is at byte 0 of the cache device
+    # too, and md's metadata 1.0 goes to its end, through the cache, to the disk's end.
+    path = keep_data_profile(tmp_path)
+    path.write_text(
+        path.read_text().replace(
+            "      keep_data: true\n",
+            "      keep_data: true\n      cache: {type: writecache, disk: /dev/lab/a-fast0}\n",
+        )
+    )
+    facts = kept_facts(EXT4)
+    fast = DiskFacts("/dev/lab/a-fast0", True, "dm-8", 64 * MiB, first_sector="zero")
+    facts["site-a"] = dataclasses.replace(
+        facts["site-a"], disks={**facts["site-a"].disks, "/dev/lab/a-fast0": fast}
+    )
+    plan, create = create_of(path, facts)
+    assert not plan.destructive
+    # The writecache's blocks (4 KiB by default) become the mirror's sectors: a file system of
+    # 1 KiB blocks would not mount on it, and is refused with the block size that fits.
+    small = kept_facts(EXT4, sector=1024)
+    small["site-a"] = dataclasses.replace(
+        small["site-a"], disks={**small["site-a"].disks, "/dev/lab/a-fast0": fast}
+    )
+    with pytest.raises(PlanError, match=r"1024-byte blocks.*set the cache's block_size to 1024 or less"):
+        create_of(path, small)
+    verbs = [str(a.verb) for a in plan.actions if a.site == "site-a"]
+    assert verbs.index("CreateCache") < verbs.index("CreateArray")
+    argv = wire(create)[0]["argv"]
+    assert "--metadata=1.0" in argv
+    assert argv[-1].startswith("/dev/mapper/remirror-")  # md's leg: the cache device
+    assert "of 200MiB on /dev/lab/a0 in place" in create.subject  # named by the disk

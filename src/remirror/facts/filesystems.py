@@ -28,6 +28,9 @@ class FileSystemExtent:
 
     family: str  # "ext" (ext2, ext3 and ext4 share a superblock) or "xfs"
     size: int
+    # The smallest unit it reads and writes (ext: its block; XFS: its sector): a device whose
+    # logical blocks are larger (a writecache of larger blocks in front) cannot hold it.
+    sector: int
 
 
 def file_system_extent(head: bytes) -> FileSystemExtent | None:
@@ -47,13 +50,14 @@ def _ext(head: bytes) -> FileSystemExtent | None:
     log_block = struct.unpack_from("<I", sb, 0x18)[0]
     if log_block > 6:  # blocks of 1 KiB to 64 KiB: anything else is not a superblock to trust
         return None
-    return FileSystemExtent("ext", blocks * (1024 << log_block))
+    return FileSystemExtent("ext", blocks * (1024 << log_block), 1024 << log_block)
 
 
 def _xfs(head: bytes) -> FileSystemExtent | None:
     # struct xfs_dsb (fs/xfs/libxfs/xfs_format.h), big-endian: sb_magicnum, sb_blocksize at 4,
-    # sb_dblocks at 8. The data section only: a realtime or external log lives elsewhere.
-    if len(head) < 16 or head[:4] != _XFS_MAGIC:
+    # sb_dblocks at 8, sb_sectsize at 102. The data section only: a realtime or external log
+    # lives elsewhere.
+    if len(head) < 104 or head[:4] != _XFS_MAGIC:
         return None
     block_size, blocks = struct.unpack_from(">IQ", head, 4)
-    return FileSystemExtent("xfs", blocks * block_size)
+    return FileSystemExtent("xfs", blocks * block_size, struct.unpack_from(">H", head, 102)[0])

@@ -64,11 +64,12 @@ class KeptData:
 
 
 def kept_data(
-    where: str, site: str, mirror: Mirror, disk: DiskFacts, replica_disks: list[DiskFacts]
+    where: str, site: str, mirror: Mirror, disk: DiskFacts, replica_disks: list[DiskFacts], shown: str
 ) -> KeptData:
-    """What a new array with `keep_data` keeps on the primary's `disk`, or why it cannot (PlanError:
-    nothing planned, nothing written). `where`: the profile's keep_data key, file:line:col."""
-    where = f"{where}: site {site}: {disk.path}"
+    """What a new array with `keep_data` keeps on the primary's leg `disk` (its cache device, when
+    it has a cache), or why it cannot (PlanError: nothing planned, nothing written). `where`: the
+    profile's keep_data key, file:line:col; `shown`: the disk's path, as messages name it."""
+    where = f"{where}: site {site}: {shown}"
     tables = [s for s in disk.signatures if s.kind == "partition table"]
     if tables:
         raise PlanError(
@@ -83,21 +84,32 @@ def kept_data(
         )
     signature = found[0]
     extent = disk.file_system
-    if signature.type not in KEEPABLE or extent is None or extent.family != KEEPABLE[signature.type]:
+    if signature.type not in KEEPABLE:
         raise PlanError(
             f"{where} holds a {signature.type} file system: keep_data keeps ext2, ext3, ext4 or XFS,"
             " whose size remirror can read"
         )
+    if extent is None or extent.family != KEEPABLE[signature.type]:
+        raise PlanError(
+            f"{where}: the {signature.type} superblock at its start could not be read (how far the"
+            " file system reaches is not known): nothing is planned"
+        )
     smallest = min([disk, *replica_disks], key=lambda d: d.size)
     array_size = min(record_offset(d.size) for d in [disk, *replica_disks])
     if extent.size > array_size:
-        raise PlanError(f"{where}: {_no_room(signature, extent, disk, smallest, array_size)}")
+        raise PlanError(f"{where}: {_no_room(signature, extent, disk, smallest, array_size, shown)}")
     _check_bitmap(where, mirror, array_size)
-    return KeptData(disk.path, signature, extent, disk.size, array_size)
+    _check_cache_blocks(where, mirror, signature, extent)
+    return KeptData(shown, signature, extent, disk.size, array_size)
 
 
 def _no_room(
-    signature: Signature, extent: FileSystemExtent, disk: DiskFacts, smallest: DiskFacts, array_size: int
+    signature: Signature,
+    extent: FileSystemExtent,
+    disk: DiskFacts,
+    smallest: DiskFacts,
+    array_size: int,
+    shown: str,
 ) -> str:
     """Why the file system does not fit, and what makes room for it."""
     limit = (
@@ -115,8 +127,7 @@ def _no_room(
             " into it (docs/keep-data.md)"
         )
     return (
-        f"{reason}; shrink it first, unmounted: e2fsck -f {disk.path} && resize2fs {disk.path}"
-        f" {array_size // KiB}K"
+        f"{reason}; shrink it first, unmounted: e2fsck -f {shown} && resize2fs {shown} {array_size // KiB}K"
     )
 
 
@@ -142,3 +153,17 @@ def _bitmap_bytes(array_size: int, chunk: int) -> int:
     """A write-intent bitmap's bytes: a bit per chunk."""
     bits = -(-array_size // chunk)
     return -(-bits // 8)
+
+
+def _check_cache_blocks(where: str, mirror: Mirror, signature: Signature, extent: FileSystemExtent) -> None:
+    """A writecache's blocks are its device's logical blocks, and so the mirror's: a file system
+    of smaller blocks (ext4 makes 1 KiB ones below 512 MiB) would not mount there (seen in the
+    lab: "bad superblock"). dm-cache keeps the disk's logical blocks."""
+    cache = mirror.primary.cache
+    if cache is None or cache.type != "writecache" or cache.effective_block_size <= extent.sector:
+        return
+    raise PlanError(
+        f"{where}: its {signature.type} reads and writes in {extent.sector}-byte blocks, and the"
+        f" writecache's {cache.effective_block_size}-byte blocks would become the mirror's sectors,"
+        f" where it would not mount: set the cache's block_size to {extent.sector} or less"
+    )

@@ -134,7 +134,9 @@ def array_actions(
         kept = None
         if mirror.primary.keep_data:
             where = profile.where("mirrors", index, "primary", "keep_data")
-            kept = kept_data(where, primary.name, mirror, local, replica_disks)
+            # `local` is the cache device when the leg has a cache (one this plan makes shows
+            # the disk's contents): the disk's name is the one its administrator knows.
+            kept = kept_data(where, primary.name, mirror, local, replica_disks, mirror.primary.disk)
             local = dataclasses.replace(
                 local, signatures=tuple(s for s in local.signatures if s != kept.signature)
             )

@@ -166,8 +166,9 @@ def _cdp_window(profile: Profile) -> Iterator[Violation]:
 
 
 def _keep_data_alone(profile: Profile) -> Iterator[Violation]:
-    """`keep_data` keeps the file system at the primary disk's start where it is: nothing may go
-    in front of it or claim the disk is blank (docs/keep-data.md)."""
+    """`keep_data` keeps the file system at the primary disk's start where it is: nothing may be
+    laid over it or claim the disk is blank (docs/keep-data.md). A cache may go in front of it:
+    dm-writecache and dm-cache map the disk one to one."""
     for m, mirror in enumerate(profile.mirrors):
         if not mirror.primary.keep_data:
             continue
@@ -176,10 +177,6 @@ def _keep_data_alone(profile: Profile) -> Iterator[Violation]:
             yield path, "cannot go with cdp: CDP's metadata and pool would be laid over the kept file system"
         if mirror.replication.initial_sync == "skip":
             yield path, "cannot go with initial_sync: skip: the replicas must be filled from the kept data"
-        if mirror.primary.cache is not None:
-            # Not shown on a real kernel yet: the file system would be probed on the disk, md
-            # made on the cache device in front of it.
-            yield path, 'cannot go with a cache on the primary leg yet (docs/keep-data.md, "Not yet")'
 
 
 def format_path(path: Path) -> str:
