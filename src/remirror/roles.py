@@ -199,11 +199,14 @@ def profile_as_run(profile: Profile, primaries: Mapping[str, str]) -> Profile:
     return profile.model_copy(update={"mirrors": mirrors})
 
 
-# md stops this short of a leg's end: the leg record's MiB, plus a bound on
-# the data offset mdadm picks (1-2 MiB, growing to 128 MiB on large disks:
-# about a thousandth of the device, super1.c's headroom).
-def md_size(leg_bytes: list[int]) -> int:
+# md stops this short of a leg's end: the leg record's MiB, plus, with metadata 1.2, a bound
+# on the data offset mdadm picks (1-2 MiB, growing to 128 MiB on large disks: about a
+# thousandth of the device, super1.c's headroom). With 1.0 (keep_data) the data starts at
+# byte 0 and md's own metadata lies after the record (plan/keep_data.py).
+def md_size(leg_bytes: list[int], metadata: str = "1.2") -> int:
     """The `--size` (bytes, whole MiB) for a new array whose legs have these sizes."""
     smallest = min(leg_bytes)
-    data_offset_bound = 2 * MiB + min(128 * MiB, -(-smallest // 1024 // MiB) * MiB)
+    data_offset_bound = (
+        0 if metadata == "1.0" else 2 * MiB + min(128 * MiB, -(-smallest // 1024 // MiB) * MiB)
+    )
     return (smallest - data_offset_bound - MiB) // MiB * MiB

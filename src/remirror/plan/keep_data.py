@@ -16,11 +16,11 @@ from __future__ import annotations
 from dataclasses import dataclass
 
 from remirror.facts.filesystems import FileSystemExtent
-from remirror.facts.generations import record_offset
 from remirror.facts.model import Signature
 from remirror.facts.site import DiskFacts
 from remirror.plan.actions import PlanError
 from remirror.profile.model import Mirror
+from remirror.roles import md_size
 from remirror.units import format_approx
 
 KiB = 1024
@@ -63,13 +63,12 @@ class KeptData:
         )
 
 
-def kept_data(
-    where: str, site: str, mirror: Mirror, disk: DiskFacts, replica_disks: list[DiskFacts], shown: str
-) -> KeptData:
+def kept_data(where: str, mirror: Mirror, disk: DiskFacts, replica_disks: list[DiskFacts]) -> KeptData:
     """What a new array with `keep_data` keeps on the primary's leg `disk` (its cache device, when
     it has a cache), or why it cannot (PlanError: nothing planned, nothing written). `where`: the
-    profile's keep_data key, file:line:col; `shown`: the disk's path, as messages name it."""
-    where = f"{where}: site {site}: {shown}"
+    profile's keep_data key, file:line:col. Messages name the disk, as its administrator knows it."""
+    shown = mirror.primary.disk
+    where = f"{where}: site {mirror.primary.site}: {shown}"
     tables = [s for s in disk.signatures if s.kind == "partition table"]
     if tables:
         raise PlanError(
@@ -95,7 +94,7 @@ def kept_data(
             " file system reaches is not known): nothing is planned"
         )
     smallest = min([disk, *replica_disks], key=lambda d: d.size)
-    array_size = min(record_offset(d.size) for d in [disk, *replica_disks])
+    array_size = md_size([d.size for d in [disk, *replica_disks]], "1.0")
     if extent.size > array_size:
         raise PlanError(f"{where}: {_no_room(signature, extent, disk, smallest, array_size, shown)}")
     _check_bitmap(where, mirror, array_size)

@@ -135,8 +135,8 @@ def array_actions(
         if mirror.primary.keep_data:
             where = profile.where("mirrors", index, "primary", "keep_data")
             # `local` is the cache device when the leg has a cache (one this plan makes shows
-            # the disk's contents): the disk's name is the one its administrator knows.
-            kept = kept_data(where, primary.name, mirror, local, replica_disks, mirror.primary.disk)
+            # the disk's contents).
+            kept = kept_data(where, mirror, local, replica_disks)
             local = dataclasses.replace(
                 local, signatures=tuple(s for s in local.signatures if s != kept.signature)
             )
