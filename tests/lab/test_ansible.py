@@ -180,8 +180,9 @@ def hosts(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Path]:
     COMMAND.unlink()
     COMMAND.symlink_to(checkout_link)
     remirror("destroy", "--yes", PROFILE_PATH, "lab1", ok_codes=(0, 1, 3))  # 3: never deployed
-    # The role's cron entry would reconcile lab1 under the next module's profile of the same name.
-    for left in (CRON, SITE_B_PROFILE_PATH, IDENTITY_FILE, KNOWN_HOSTS, *GENERATED_CHAP):
+    # The role's cron entry would reconcile lab1 under the next module's profile of the same name,
+    # and site B's agent would hold the next modules' requests to lab1's profiles (remirror.agent.policy).
+    for left in (CRON, PROFILE_PATH, SITE_B_PROFILE_PATH, IDENTITY_FILE, KNOWN_HOSTS, *GENERATED_CHAP):
         Path(left).unlink(missing_ok=True)
     for disk in ("/dev/lab/a1", "/dev/lab/b1"):
         sh("wipefs", "--all", "--quiet", disk, ok_codes=(0, 1))

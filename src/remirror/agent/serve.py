@@ -16,13 +16,18 @@ import contextlib
 import json
 import os
 import select
+import shlex
 import signal
 import sys
 import threading
-from typing import Any, NoReturn
+from pathlib import Path
+from typing import TYPE_CHECKING, Any, NoReturn
 
 from remirror.errors import EXIT_BAD_INPUT
 from remirror.logs import setup_logging
+
+if TYPE_CHECKING:
+    from remirror.profile.scope import SiteScope
 
 USAGE = "usage: remirror agent [--serve]  (run by the controller over SSH; requests are JSON on stdin)"
 
@@ -32,27 +37,111 @@ def main(args: list[str]) -> int:
     if args not in ([], ["--serve"]):
         sys.stderr.write(f"{USAGE}\n" if args in (["-h"], ["--help"]) else f"remirror: {USAGE}\n")
         return 0 if args in (["-h"], ["--help"]) else EXIT_BAD_INPUT
+    asked = os.environ.get("SSH_ORIGINAL_COMMAND")
+    if asked is not None and not _is_agent_command(asked):
+        # authorized_keys' command="remirror agent --serve" runs us whatever the client asked for.
+        _refuse(f"this SSH key may only speak remirror's agent protocol; not run: {asked[:200]}")
+        return EXIT_BAD_INPUT
     setup_logging(0, False)
-    from remirror.agent import handle
-
+    # From another host (sshd sets SSH_CONNECTION, and a client cannot unset it): the closed
+    # protocol. Started on the site itself, by its root, it answers as the in-process agent does.
+    gate = _Gate(checked="SSH_CONNECTION" in os.environ)
     if not args:
         try:
             request = json.load(sys.stdin)
         except json.JSONDecodeError as error:
             sys.stderr.write(f"remirror: agent: the request is not JSON: {error}\n")
             return EXIT_BAD_INPUT
-        sys.stdout.write(json.dumps(handle(request)) + "\n")
+        sys.stdout.write(json.dumps(gate.refusal(request) or _handle(request)) + "\n")
         return 0
     _own_process_group()
     requests = _Requests(sys.stdin.fileno())
     while (line := requests.next()) is not None:
         try:
-            answer = _answer_unless_abandoned(json.loads(line), requests)
+            request = json.loads(line)
+            answer = gate.refusal(request) or _answer_unless_abandoned(request, requests)
         except json.JSONDecodeError as error:
             answer = {"error": f"the request is not JSON: {error}"}
         sys.stdout.write(json.dumps(answer) + "\n")
         sys.stdout.flush()
     return 0
+
+
+def _is_agent_command(command: str) -> bool:
+    """Whether an SSH client's command is remirror's controller starting its agent: `remirror agent
+    [--serve]`, after the `env NAME=VALUE ...` the SSH runner puts in front (remirror.runner.ssh)."""
+    try:
+        words = shlex.split(command)
+    except ValueError:
+        return False
+    if words[:1] == ["env"]:
+        words = words[1:]
+        while words and "=" in words[0] and not words[0].startswith("="):
+            words = words[1:]
+    return (
+        len(words) in (2, 3)
+        and Path(words[0]).name == "remirror"
+        and words[1:]
+        in (
+            ["agent"],
+            ["agent", "--serve"],
+        )
+    )
+
+
+class _Gate:
+    """Every request checked against the protocol and this site's own profiles (remirror.agent.policy)."""
+
+    def __init__(self, checked: bool) -> None:
+        from remirror.agent import policy
+
+        self.policy = policy
+        self.checked = checked
+        self.broken: str | None = None
+        self.scope: SiteScope | None = None
+        if checked:
+            try:
+                self.scope = policy.load_scope()
+            except policy.Refused as refusal:
+                self.broken = str(refusal)  # every request is refused: the site cannot say what is its own
+
+    def refusal(self, request: Any) -> dict[str, Any] | None:
+        """The answer to a request outside the protocol; None for one inside it."""
+        from remirror.agent.protocol import PROTOCOL_VERSION
+        from remirror.runner.base import redact
+
+        if not self.checked:
+            return None
+        why = self.broken
+        if why is None:
+            try:
+                self.policy.check_request(request if isinstance(request, dict) else {}, self.scope)
+                return None
+            except self.policy.Refused as refusal:
+                why = str(refusal)
+            except (TypeError, ValueError, AttributeError, OSError) as error:
+                why = f"malformed request ({type(error).__name__}: {error})"
+        steps = request.get("steps", []) if isinstance(request, dict) else []
+        secrets = [s for step in steps if isinstance(step, dict) for s in step.get("secrets", [])]
+        message = redact(f"refused: {why}", [str(s) for s in secrets])
+        _refuse(message)
+        return {"protocol": PROTOCOL_VERSION, "error": message, "refused": True, "commands": 0}
+
+
+def _refuse(message: str) -> None:
+    """Say so on stderr (the controller's log) and in this site's system log, for its operator."""
+    import syslog
+
+    client = os.environ.get("SSH_CLIENT", "").split(" ")[0] or "a local process"
+    sys.stderr.write(f"remirror: agent: {message}\n")
+    syslog.openlog("remirror-agent", 0, syslog.LOG_AUTH)
+    syslog.syslog(syslog.LOG_WARNING, f"request from {client} {message}")
+
+
+def _handle(request: dict[str, Any]) -> dict[str, Any]:
+    from remirror.agent import handle
+
+    return handle(request)
 
 
 class _Requests:
@@ -67,7 +156,10 @@ class _Requests:
         """The next line; None once stdin is closed."""
         while b"\n" not in self.buffer:
             if not self.fill():
-                return None
+                # A last request without its newline (a controller of one request per agent,
+                # run as --serve by a forced command) is still a request.
+                line, self.buffer = self.buffer, b""
+                return line.decode() if line.strip() else None
         line, _, self.buffer = self.buffer.partition(b"\n")
         return line.decode()
 

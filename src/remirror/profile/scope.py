@@ -1,0 +1,91 @@
+"""What a site's own copy of its profiles lets a remote controller name there. Pure.
+
+A site's agent (remirror.agent.policy) checks every request from another
+site against the profiles it holds itself, in its own view (the Ansible role
+gives each site the profile with itself `local`): the disks, arrays, targets
+and portals those profiles name for the sites that are `local` in them. What
+the controller sends is never the measure, so a controller in an attacker's
+hands cannot widen it (docs/security.md).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterable
+from dataclasses import dataclass
+
+from remirror.profile.model import Mirror, PrimaryLeg, Profile, ReplicaLeg
+from remirror.profile.types import Portal
+from remirror.profile.wireguard import interface_name, replica_portal, tunnel_address
+
+
+@dataclass(frozen=True)
+class SiteScope:
+    """The names a site's profiles give for itself; `sources`: the profile files, for messages."""
+
+    sources: tuple[str, ...] = ()
+    mirrors: frozenset[str] = frozenset()
+    disks: frozenset[str] = frozenset()  # leg and cache disks on the site, as the profiles write them
+    arrays: frozenset[str] = frozenset()  # /dev/md/NAME of every mirror with a leg on the site
+    iqns: frozenset[str] = frozenset()  # targets the site exports or logs in to
+    portals: frozenset[tuple[str, int]] = frozenset()  # where those targets listen
+    interfaces: frozenset[str] = frozenset()  # remirror's WireGuard interfaces
+    sites: frozenset[str] = frozenset()  # the site's own names in the profiles
+
+
+def site_scope(profiles: Iterable[tuple[str, Profile]]) -> SiteScope:
+    """The union over `profiles` ((source, profile) pairs) of what each names for its local sites."""
+    sources: list[str] = []
+    mirrors: set[str] = set()
+    disks: set[str] = set()
+    arrays: set[str] = set()
+    iqns: set[str] = set()
+    portals: set[tuple[str, int]] = set()
+    interfaces: set[str] = set()
+    sites: set[str] = set()
+    for source, profile in profiles:
+        sources.append(source)
+        local = {name for name, site in profile.sites.items() if site.is_local}
+        sites |= local
+        for mirror in profile.mirrors:
+            if not local & set(mirror.sites):
+                continue
+            mirrors.add(mirror.name)
+            arrays.add(mirror.md_device)
+            if mirror.transport == "wireguard":
+                interfaces.add(interface_name(profile))
+            for leg in mirror.legs:
+                iqns.add(profile.replica_iqn(mirror, leg))  # type: ignore[arg-type]  # a primary's too
+                portals.update(_portals(profile, mirror, leg))
+                if leg.site in local:
+                    disks.update([leg.disk, *([leg.cache.disk] if leg.cache else [])])
+            if mirror.export is not None:
+                iqns.add(mirror.export.iqn)
+                portals.add(_pair(mirror.export.portal_address))
+    return SiteScope(
+        tuple(sources),
+        frozenset(mirrors),
+        frozenset(disks),
+        frozenset(arrays),
+        frozenset(iqns),
+        frozenset(portals),
+        frozenset(interfaces),
+        frozenset(sites),
+    )
+
+
+def _portals(profile: Profile, mirror: Mirror, leg: PrimaryLeg | ReplicaLeg) -> set[tuple[str, int]]:
+    """Where the leg's target listens: its portal, through the tunnel too with wireguard (a
+    primary leg's only after a promotion makes it a replica)."""
+    if isinstance(leg, ReplicaLeg):
+        return {_pair(leg.portal_address), _pair(replica_portal(profile, mirror, leg))}
+    portal = leg.portal_address
+    if portal is None:
+        return set()
+    found = {_pair(portal)}
+    if mirror.transport == "wireguard":
+        found.add((tunnel_address(profile, leg.site), portal.port))
+    return found
+
+
+def _pair(portal: Portal) -> tuple[str, int]:
+    return (portal.address, portal.port)

