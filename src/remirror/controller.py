@@ -23,7 +23,7 @@ from remirror.plan import Action, Plan, make_plan, make_teardown
 from remirror.plan.cdp import volume_path
 from remirror.plan.distinct import refuse_names_for_the_same_thing
 from remirror.profile.model import Mirror, Profile
-from remirror.profile.names import array_uuid, cache_name, replica_path
+from remirror.profile.names import array_uuid, cache_name, points_volume, replica_path
 from remirror.profile.wireguard import replica_portal
 from remirror.roles import as_run, leg_records, profile_as_run, roles
 
@@ -150,6 +150,8 @@ class Controller:
                     disks[leg.site] += [leg.disk, f"/dev/mapper/{cache_name(mirror, leg.site)}"]
                     if leg.cache is not None:
                         disks[leg.site].append(leg.cache.disk)
+                    if leg.points is not None:  # the leg is the volume over the site's own points
+                        disks[leg.site].append(points_volume(mirror, leg.site))
                     # The cache device also without a cache in the profile: one may be there to drain.
                 disks[mirror.primary.site].append(mirror.md_device)
                 if mirror.cdp is not None:
@@ -171,6 +173,8 @@ class Controller:
             for leg in mirror.legs:
                 if leg.cache is not None:
                     probes[leg.site].append(leg.cache.disk)
+                if leg.points is not None:  # the index of the site's own points starts there
+                    probes[leg.site].append(leg.disk)
                 if mirror.cdp is not None:
                     probes[leg.site].append(mirror.md_device)
         return probes
@@ -182,6 +186,8 @@ class Controller:
         for mirror in self.profile.mirrors:
             for leg in mirror.legs:
                 records[leg.site] += [leg.disk, f"/dev/mapper/{cache_name(mirror, leg.site)}"]
+                if leg.points is not None:
+                    records[leg.site].append(points_volume(mirror, leg.site))
         return records
 
     def running(self, facts: Mapping[str, SiteFacts | None]) -> Profile:
@@ -277,22 +283,19 @@ class Controller:
             index += len(batch)
         return outcomes
 
-    def cdp(self, mirror: Mirror, request: dict[str, Any]) -> dict[str, Any]:
-        """A `remirror cdp` request (remirror.agent.cdp_requests) to the site of `mirror` that is this
-        host: points are taken on the kernel that runs the mirror, never across a WAN. What
-        writes the index waits for its lock as an operator's verb does (REMIRROR_LOCK_WAIT)."""
+    def cdp(self, site: str, request: dict[str, Any]) -> dict[str, Any]:
+        """A `remirror cdp` request (remirror.agent.cdp_requests) to `site`, which must be this host:
+        points are taken on the kernel that holds them, never across a WAN, and a leg's own
+        points answer no other site (docs/security.md). What writes the index waits for its lock
+        as an operator's verb does (REMIRROR_LOCK_WAIT)."""
         from remirror.agent.cdp import INDEX_LOCK_WAIT
 
-        here = next((site for site in mirror.sites if self.profile.sites[site].is_local), None)
-        if here is None:
+        if not self.profile.sites[site].is_local:
             raise UsageError(
-                f"cdp: no site of {mirror.name} ({', '.join(mirror.sites)}) is this host:"
-                " run cdp on the primary"
+                f"cdp: {request['mirror']}'s points are kept on {site}, not this host: run cdp there"
             )
         wait = operator_wait(INDEX_LOCK_WAIT)
-        answer = self.clients[here].request(
-            {"op": "cdp", "mirror": mirror.name, "md": mirror.md_device, "wait": wait, **request}
-        )
+        answer = self.clients[site].request({"op": "cdp", "wait": wait, **request})
         if not answer["ok"]:
             raise (UsageError if answer["usage"] else RemirrorError)(answer["message"])
         return answer

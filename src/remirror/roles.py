@@ -185,10 +185,23 @@ def as_run(mirror: Mirror, primary: str) -> Mirror:
     replicas = [r for r in mirror.replicas if r.site != primary]
     if home.portal is not None:
         replicas.insert(
-            0, ReplicaLeg(site=home.site, disk=home.disk, portal=home.portal, iqn=home.iqn, cache=home.cache)
+            0,
+            ReplicaLeg(
+                site=home.site,
+                disk=home.disk,
+                portal=home.portal,
+                iqn=home.iqn,
+                cache=home.cache,
+                points=home.points,
+            ),
         )
     leg = PrimaryLeg(
-        site=promoted.site, disk=promoted.disk, cache=promoted.cache, portal=promoted.portal, iqn=promoted.iqn
+        site=promoted.site,
+        disk=promoted.disk,
+        cache=promoted.cache,
+        portal=promoted.portal,
+        iqn=promoted.iqn,
+        points=promoted.points,  # the leg's data lives in its points' volume, wherever it runs
     )
     return mirror.model_copy(update={"primary": leg, "replicas": replicas})
 

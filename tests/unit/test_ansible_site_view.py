@@ -85,3 +85,17 @@ def test_the_contracts_profile_seen_from_its_dr_site_is_a_valid_profile() -> Non
     profile = parse_profile(stream.getvalue(), "dr-view.yaml")
     assert profile.sites["dr"].is_local
     assert not profile.sites["hq"].is_local
+
+
+def test_the_sites_that_keep_their_own_points_are_found_for_the_cdp_service() -> None:
+    profile = {
+        "mirrors": [
+            {
+                "name": "m0",
+                "replicas": [{"site": "dr", "disk": "/dev/sdb", "points": {"every": "1h", "keep": "7d"}}],
+            },
+            {"name": "m1", "replicas": [{"site": "dr", "disk": "/dev/sdc"}]},
+        ]
+    }
+    assert view_module.points_mirrors(profile, "dr") == ["m0"]
+    assert view_module.points_mirrors(profile, "office") == []

@@ -22,7 +22,7 @@ from typing import Any
 from remirror.agent import cdp as local
 from remirror.agent import lock
 from remirror.errors import RemirrorError
-from remirror.facts.cdp import CdpIndex, RecoveryPoint
+from remirror.facts.cdp import CdpIndex, RecoveryPoint, is_leg_points
 from remirror.retention import point_due, pruning
 
 
@@ -60,7 +60,8 @@ def point_and_prune(
         index = local.take_point(mirror, md, index)
         newest = index.points[-1]
         taken = {**_point_json(newest), "seconds": round(time.monotonic() - started, 3)}
-    doomed = pruning(index, time.time(), keep, local.pool_status(mirror))
+    # A leg's own points go by age only (facts.cdp.is_leg_points): never early for space.
+    doomed = pruning(index, time.time(), keep, None if is_leg_points(mirror) else local.pool_status(mirror))
     local.delete_points(mirror, md, index, list(doomed.points))
     return {
         "taken": taken,

@@ -21,18 +21,25 @@ from remirror.units import format_duration, format_size
 
 if TYPE_CHECKING:
     from remirror.controller import Controller
-    from remirror.profile.model import Mirror
+    from remirror.daemons.cdp import Protected
 
 mirror_argument = click.argument("mirror_name", metavar="MIRROR")
+leg_option = click.option(
+    "--leg",
+    is_flag=True,
+    help="The points this host keeps of its own leg (a replica's `points`), not the mirror's cdp.",
+)
 at_option = click.option(
     "--at", "at", required=True, metavar="TIME|POINT",
     help="A point id (`7` or `#7`), or a time (ISO 8601, or `-10m`): the newest point at or before it.",
 )  # fmt: skip
 
 
-def _mirror(profile_path: str, name: str) -> tuple[Controller, Mirror]:
-    """The profile's controller, and the mirror named (one with `cdp`)."""
+def _mirror(profile_path: str, name: str, leg: bool = False) -> tuple[Controller, Protected]:
+    """The profile's controller, and what the verb acts on: the mirror's `cdp`, or with `leg`
+    the points this host keeps of its own leg of the mirror (a replica's `points`)."""
     from remirror.controller import Controller
+    from remirror.daemons.cdp import Protected
     from remirror.profile import load_profile
 
     profile = load_profile(profile_path)
@@ -40,17 +47,22 @@ def _mirror(profile_path: str, name: str) -> tuple[Controller, Mirror]:
     if mirror is None:
         names = ", ".join(m.name for m in profile.mirrors)
         raise UsageError(f"cdp: no mirror {name!r} in the profile ({names})")
+    if leg:
+        found = Protected.own_leg(profile, mirror)
+        if found is None:
+            raise UsageError(f"cdp --leg: this host keeps no points of its own leg of {name} (see `points:`)")
+        return Controller(profile), found
     if mirror.cdp is None:
         raise UsageError(f"cdp: mirror {name} has no `cdp` in the profile")
-    return Controller(profile), mirror
+    return Controller(profile), Protected.of_mirror(profile, mirror)
 
 
-def _ask(profile_path: str, name: str, do: str, **request: Any) -> dict[str, Any]:
-    """One `cdp` request to the mirror's site, through the controller (remirror.agent.cdp_requests)."""
-    controller, mirror = _mirror(profile_path, name)
-    settings = {"every": mirror.cdp.every, "keep": mirror.cdp.keep} if mirror.cdp is not None else {}
+def _ask(profile_path: str, name: str, do: str, leg: bool = False, **request: Any) -> dict[str, Any]:
+    """One `cdp` request to this host's agent, through the controller (remirror.agent.cdp_requests)."""
+    controller, protected = _mirror(profile_path, name, leg)
+    settings = {"every": protected.settings.every, "keep": protected.settings.keep}
     try:
-        return controller.cdp(mirror, {"do": do, **settings, **request})
+        return controller.cdp(protected.site, {"do": do, **protected.request(), **settings, **request})
     finally:
         controller.close()
 
@@ -85,10 +97,11 @@ def cdp() -> None:
 @cdp.command("list")
 @profile_argument
 @mirror_argument
+@leg_option
 @click.option("-o", "--output", type=click.Choice(["text", "json"]), default="text", show_default=True)
-def list_points(profile_path: str, mirror_name: str, output: str) -> int:
+def list_points(profile_path: str, mirror_name: str, leg: bool, output: str) -> int:
     """The recovery points: id, time, era; and the pool's use."""
-    found = _ask(profile_path, mirror_name, "list")
+    found = _ask(profile_path, mirror_name, "list", leg)
     points, pool, chunk = found["points"], found["pool"], found["chunk"]
     if output == "json":
         usage = {
@@ -114,10 +127,11 @@ def list_points(profile_path: str, mirror_name: str, output: str) -> int:
 @cdp.command()
 @profile_argument
 @mirror_argument
+@leg_option
 @click.option("--now", "force", is_flag=True, help="Take one even if the last is younger than `every`.")
-def point(profile_path: str, mirror_name: str, force: bool) -> int:
+def point(profile_path: str, mirror_name: str, leg: bool, force: bool) -> int:
     """Take a recovery point if one is due (for a timer), then prune (as the `cdp run` daemon does)."""
-    done = _ask(profile_path, mirror_name, "point", force=force)
+    done = _ask(profile_path, mirror_name, "point", leg, force=force)
     if done["taken"] is not None:
         click.echo(f"point #{done['taken']['id']} taken (era {done['taken']['era']})")
     for point_id in done["expired"]:
@@ -141,6 +155,7 @@ def changes(profile_path: str, mirror_name: str, since: str) -> int:
 @cdp.command()
 @profile_argument
 @mirror_argument
+@leg_option
 @at_option
 @click.option("--view", is_flag=True, help="Show the point as a read-only device.")
 @click.option("--to", "target", metavar="DEVICE", help="Copy the point to this device.")
@@ -148,6 +163,7 @@ def changes(profile_path: str, mirror_name: str, since: str) -> int:
 def restore(
     profile_path: str,
     mirror_name: str,
+    leg: bool,
     at: str,
     view: bool,
     target: str | None,
@@ -157,7 +173,13 @@ def restore(
     if view == (target is not None):
         raise UsageError("cdp restore: give either --view or --to DEVICE")
     done = _ask(
-        profile_path, mirror_name, "restore", target=target, allow_destructive=allow_destructive, **_at(at)
+        profile_path,
+        mirror_name,
+        "restore",
+        leg,
+        target=target,
+        allow_destructive=allow_destructive,
+        **_at(at),
     )
     chosen = done["point"]
     if target is None:
@@ -189,8 +211,9 @@ def rollback(profile_path: str, mirror_name: str, at: str, yes: bool) -> int:
 @profile_argument
 @click.argument("mirror_names", metavar="[MIRROR]...", nargs=-1)
 def run(profile_path: str, mirror_names: tuple[str, ...]) -> int:
-    """Take and prune points on schedule (every mirror with `cdp`, or those named), as a systemd
-    Type=notify service (contrib/systemd/remirror-cdp@.service).
+    """Take and prune points on schedule (every mirror with `cdp`, and this host's own leg's
+    `points`; or those of the mirrors named), as a systemd Type=notify service
+    (contrib/systemd/remirror-cdp@.service).
 
     One JSON line per point or pruning; a point that fails is reported and
     retried at the next tick (status and check show a missed interval).
@@ -198,16 +221,21 @@ def run(profile_path: str, mirror_names: tuple[str, ...]) -> int:
     import signal
     import threading
 
+    from remirror.daemons.cdp import Protected
     from remirror.daemons.cdp import run as run_points
     from remirror.profile import load_profile
 
     profile = load_profile(profile_path)
-    names = mirror_names or tuple(m.name for m in profile.mirrors if m.cdp is not None)
-    if not names:
-        raise UsageError("cdp run: no mirror of the profile has `cdp`")
-    mirrors = [_mirror(profile_path, name)[1] for name in names]
+    unknown = sorted(set(mirror_names) - {m.name for m in profile.mirrors})
+    if unknown:
+        raise UsageError(f"cdp run: no mirror {unknown[0]!r} in the profile")
+    chosen = [m for m in profile.mirrors if not mirror_names or m.name in mirror_names]
+    protected = [Protected.of_mirror(profile, m) for m in chosen if m.cdp is not None]
+    protected += [p for m in chosen if (p := Protected.own_leg(profile, m)) is not None]
+    if not protected:
+        raise UsageError("cdp run: no mirror of the profile has `cdp`, nor points of this host's own leg")
     stop = threading.Event()
     for signum in (signal.SIGTERM, signal.SIGINT):
         signal.signal(signum, lambda *_: stop.set())
-    run_points(mirrors, stop, click.echo)
+    run_points(protected, stop, click.echo)
     return 0

@@ -282,6 +282,8 @@ def _leg_text(leg: LegReport, size: Callable[[int], str], duration: Callable[[fl
             words.append(f"writing back {leg.cache_writeback_blocks}")
         if leg.cache_error:
             words.append(f"CACHE ERROR {leg.cache_error}")
+    if leg.points is not None:
+        words.append("own " + _cdp_text(leg.points, size, duration).removeprefix("cdp "))
     return "  ".join(words)
 
 
@@ -301,6 +303,23 @@ def _cdp_text(cdp: CdpReport, size: Callable[[int], str], duration: Callable[[fl
     else:
         words.append("stack not active")
     return "  ".join(words)
+
+
+def _cdp_json(cdp: CdpReport | None) -> dict[str, Any] | None:
+    """Points kept (a mirror's `cdp`, a leg's own `points`), as `status -o json` shows them."""
+    if cdp is None:
+        return None
+    return {
+        "points": cdp.points,
+        "newest_age_seconds": cdp.newest_age_seconds,
+        "window_seconds": cdp.window_seconds,
+        "every_seconds": cdp.every_seconds,
+        "keep_seconds": cdp.keep_seconds,
+        "overdue": cdp.overdue,
+        "pool_used_bytes": cdp.pool_used_bytes,
+        "pool_total_bytes": cdp.pool_total_bytes,
+        "pool_mode": cdp.pool_mode or None,
+    }
 
 
 def status_json(r: MirrorReport) -> dict[str, Any]:
@@ -329,19 +348,7 @@ def status_json(r: MirrorReport) -> dict[str, Any]:
         "write_behind_high_water": r.write_behind_high_water,
         "resync_max_bytes_per_second": r.resync_max,
         "writes_held": r.writes_held,
-        "cdp": None
-        if r.cdp is None
-        else {
-            "points": r.cdp.points,
-            "newest_age_seconds": r.cdp.newest_age_seconds,
-            "window_seconds": r.cdp.window_seconds,
-            "every_seconds": r.cdp.every_seconds,
-            "keep_seconds": r.cdp.keep_seconds,
-            "overdue": r.cdp.overdue,
-            "pool_used_bytes": r.cdp.pool_used_bytes,
-            "pool_total_bytes": r.cdp.pool_total_bytes,
-            "pool_mode": r.cdp.pool_mode or None,
-        },
+        "cdp": _cdp_json(r.cdp),
         "legs": [
             {
                 "site": leg.site,
@@ -359,6 +366,7 @@ def status_json(r: MirrorReport) -> dict[str, Any]:
                 "cache_dirty_blocks": leg.cache_dirty_blocks,
                 "cache_writeback_blocks": leg.cache_writeback_blocks,
                 "cache_error": leg.cache_error,
+                "points": _cdp_json(leg.points),
             }
             for leg in r.legs
         ],

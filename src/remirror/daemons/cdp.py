@@ -2,7 +2,9 @@
 
 Runs on the mirror's primary host (contrib/systemd/remirror-cdp@.service):
 a point is a few dmsetup calls on the local kernel and must not wait on a
-WAN. Each tick is the agent's `point_and_prune`, the same as `remirror cdp
+WAN. On a replica site, the same service keeps the points of the site's own
+leg (`replicas[].points`), which no other site can reach (docs/security.md).
+Each tick is the agent's `point_and_prune`, the same as `remirror cdp
 point`: the decisions are remirror.retention's, the device work remirror.agent.cdp's.
 """
 
@@ -11,68 +13,104 @@ from __future__ import annotations
 import json
 import threading
 from collections.abc import Callable
+from dataclasses import dataclass
 from pathlib import Path
 
 from remirror.agent import cdp as local
 from remirror.agent.cdp_requests import point_and_prune
 from remirror.errors import RemirrorError
 from remirror.profile.layers import Cdp
-from remirror.profile.model import Mirror
+from remirror.profile.model import Mirror, Profile
+from remirror.profile.names import points_key
 from remirror.systemd import notify, watchdog_period
 
 TICK_LOCK_WAIT = 5.0
 
 
-def tick(mirror: Mirror, emit: Callable[[str], None]) -> None:
+@dataclass(frozen=True)
+class Protected:
+    """What keeps recovery points on this host: a mirror's `cdp` (its stack on the array), or a
+    leg's own `points` (its stack on the leg's disk, under the volume md or LIO opens)."""
+
+    name: str  # the stack's key: the mirror's name, or points_key (MIRROR.SITE)
+    device: str  # where the stack's index starts: the array, or the leg's disk
+    settings: Cdp
+    site: str  # the site that keeps them: this host
+    label: str  # for messages: the mirror, or `MIRROR (SITE's own leg)`
+
+    @classmethod
+    def of_mirror(cls, profile: Profile, mirror: Mirror) -> Protected:
+        """A mirror's `cdp`, kept on whichever of its sites is this host (the one running it)."""
+        if mirror.cdp is None:
+            raise ValueError(f"{mirror.name} has no cdp")
+        here = next((site for site in mirror.sites if profile.sites[site].is_local), mirror.primary.site)
+        return cls(mirror.name, mirror.md_device, mirror.cdp, here, mirror.name)
+
+    @classmethod
+    def own_leg(cls, profile: Profile, mirror: Mirror) -> Protected | None:
+        """The points this host (the profile's `local` site) keeps of its own leg, if any."""
+        for leg in mirror.legs:
+            if leg.points is not None and profile.sites[leg.site].is_local:
+                label = f"{mirror.name} ({leg.site}'s own leg)"
+                return cls(points_key(mirror, leg.site), leg.disk, leg.points, leg.site, label)
+        return None
+
+    def request(self) -> dict[str, str]:
+        """How a `cdp` request names the stack (remirror.agent.cdp_requests)."""
+        return {"mirror": self.name, "md": self.device}
+
+
+def tick(protected: Protected, emit: Callable[[str], None]) -> None:
     """One round: a point if due, then pruning; one JSON line per thing done."""
-    settings = mirror.cdp
-    if settings is None:
-        return
-    if not Path(mirror.md_device).exists():
-        emit(json.dumps({"event": "no_stack", "mirror": mirror.name, "reason": "mirror not assembled here"}))
+    if not Path(protected.device).exists():
+        reason = "mirror not assembled here" if protected.name == protected.label else "disk not here"
+        emit(json.dumps({"event": "no_stack", "mirror": protected.label, "reason": reason}))
         return
     # A rollback or a restore holds the index for as long as it copies: this tick is then
     # reported as failed (busy), and the next one takes the point.
-    with local.index_locked(mirror.name, "cdp run", TICK_LOCK_WAIT):
-        _tick(mirror, settings, emit)
+    with local.index_locked(protected.name, "cdp run", TICK_LOCK_WAIT):
+        _tick(protected, emit)
 
 
-def _tick(mirror: Mirror, settings: Cdp, emit: Callable[[str], None]) -> None:
-    index = local.read_index(mirror.md_device)
+def _tick(protected: Protected, emit: Callable[[str], None]) -> None:
+    index = local.read_index(protected.device)
     if index is None:
-        emit(json.dumps({"event": "no_stack", "mirror": mirror.name}))
+        emit(json.dumps({"event": "no_stack", "mirror": protected.label}))
         return
-    done = point_and_prune(mirror.name, mirror.md_device, index, settings.every, settings.keep, force=False)
+    settings, name = protected.settings, protected.label
+    done = point_and_prune(
+        protected.name, protected.device, index, settings.every, settings.keep, force=False
+    )
     taken = done["taken"]
     if taken is not None:
         emit(json.dumps({
-            "event": "point", "mirror": mirror.name, "id": taken["id"], "era": taken["era"],
+            "event": "point", "mirror": name, "id": taken["id"], "era": taken["era"],
             "seconds": taken["seconds"],
         }))  # fmt: skip
     if done["expired"] or done["for_space"]:
         emit(json.dumps({
-            "event": "pruned", "mirror": mirror.name,
+            "event": "pruned", "mirror": name,
             "expired": done["expired"], "for_space": done["for_space"],
         }))  # fmt: skip
 
 
-def run(mirrors: list[Mirror], stop: threading.Event, emit: Callable[[str], None]) -> None:
+def run(protected: list[Protected], stop: threading.Event, emit: Callable[[str], None]) -> None:
     """Tick until `stop`, about ten times per shortest `every` (a point is never much late).
 
     A mirror not assembled here (yet) is reported once per tick as `no_stack`
     and taken up when it appears.
     """
-    intervals = [m.cdp.every for m in mirrors if m.cdp is not None]
+    intervals = [p.settings.every for p in protected]
     period = max(0.5, min(min(intervals, default=5.0) / 10, 5.0))
     ping = watchdog_period()
     notify("READY=1")
     while not stop.is_set():
-        for mirror in mirrors:
+        for each in protected:
             try:
-                tick(mirror, emit)
+                tick(each, emit)
             except (RemirrorError, OSError) as error:
                 text = error.one_line() if isinstance(error, RemirrorError) else str(error)
-                emit(json.dumps({"event": "failed", "mirror": mirror.name, "error": text}))
+                emit(json.dumps({"event": "failed", "mirror": each.label, "error": text}))
         if ping is not None:
             notify("WATCHDOG=1")
         stop.wait(period)

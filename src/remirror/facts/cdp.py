@@ -191,6 +191,19 @@ MIN_ERA_METADATA = 8 * MiB
 ERA_BLOCK = MiB
 
 
+# A leg's own points (`replicas[].points`) are keyed MIRROR.SITE (remirror.profile.names.points_key):
+# a dot that no mirror's name has, so they are never taken for a mirror's CDP.
+LEG_POINTS_SEPARATOR = "."
+
+
+def is_leg_points(name: str) -> bool:
+    """Whether a stack is a leg's own points rather than a mirror's CDP. Its pool refuses writes
+    when full instead of queueing them, and its points are pruned by age only, never early for
+    space: a primary that rewrites the whole volume must not make the DR site drop the points
+    from before (the replica's writes fail instead, and md marks the leg faulty)."""
+    return LEG_POINTS_SEPARATOR in name
+
+
 def stack_names(mirror: str) -> dict[str, str]:
     """The dm names of a mirror's CDP stack, in build order (the user's volume last).
 
@@ -257,9 +270,9 @@ def tables(mirror: str, md_path: str, plan: Layout) -> dict[str, str]:
         "tmeta": f"0 {plan.tmeta[1]} linear {md_path} {plan.tmeta[0]}",
         "emeta": f"0 {plan.emeta[1]} linear {md_path} {plan.emeta[0]}",
         "tdata": f"0 {plan.data[1]} linear {md_path} {plan.data[0]}",
-        # no features: new chunks are zeroed (a partial write never shows old data)
+        # New chunks are zeroed (a partial write never shows old data): no skip_block_zeroing.
         "pool": f"0 {plan.data[1]} thin-pool /dev/mapper/{names['tmeta']} /dev/mapper/{names['tdata']}"
-        f" {plan.chunk_sectors} {low_water} 0",
+        f" {plan.chunk_sectors} {low_water} " + ("1 error_if_no_space" if is_leg_points(mirror) else "0"),
         "thin": f"0 {plan.volume_sectors} thin /dev/mapper/{names['pool']} 0",
         "volume": f"0 {plan.volume_sectors} era /dev/mapper/{names['emeta']} /dev/mapper/{names['thin']}"
         f" {plan.era_block_sectors}",

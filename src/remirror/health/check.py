@@ -176,6 +176,13 @@ def _mirror(report: MirrorReport, warning: Limit, critical: Limit) -> tuple[Stat
         )
     if cdp is not None and cdp.pool_mode == "":
         return Status.CRITICAL, f"{name} {report.state}: CDP stack not active (apply activates it)"
+    for leg in report.legs:
+        if leg.points is not None and leg.points.pool_mode not in ("rw", ""):
+            return (
+                Status.CRITICAL,
+                f"{name} {report.state}: {leg.site}'s own points: pool {leg.points.pool_mode}"
+                " (its writes fail rather than drop a point: prune or grow it there)",
+            )
     if crossed := critical.crossed_by(report):
         return Status.CRITICAL, f"{name} {report.state}: {crossed}"
     if report.state is State.SYNCING:
@@ -192,6 +199,18 @@ def _mirror(report: MirrorReport, warning: Limit, critical: Limit) -> tuple[Stat
             else (f"newest point {format_duration(cdp.newest_age_seconds)} old")
         )
         return Status.WARNING, f"{name} {report.state}: CDP {age}, every {format_duration(cdp.every_seconds)}"
+    for leg in report.legs:
+        if leg.points is not None and leg.points.overdue:
+            age = (
+                "no point yet"
+                if leg.points.newest_age_seconds is None
+                else f"newest point {format_duration(leg.points.newest_age_seconds)} old"
+            )
+            return (
+                Status.WARNING,
+                f"{name} {report.state}: {leg.site}'s own points: {age}, every"
+                f" {format_duration(leg.points.every_seconds)} (is its `remirror cdp run` running?)",
+            )
     if report.notes:
         return Status.WARNING, f"{name} {report.state}: {'; '.join(report.notes)}"
     return Status.OK, f"{name} MIRRORED"

@@ -31,12 +31,14 @@ import dataclasses
 from collections.abc import Mapping
 from dataclasses import dataclass
 
+from remirror.facts.cdp import stack_names
 from remirror.facts.model import CacheStatus, MdArray
 from remirror.facts.parsers import managed_lines
 from remirror.facts.site import SiteFacts
 from remirror.health.state import IN_SYNC, LegHealth, MirrorHealth, State, assess
+from remirror.profile.layers import Cdp
 from remirror.profile.model import DERIVED_IQN_PREFIX, Mirror, Profile
-from remirror.profile.names import array_uuid, cache_name, leg_device
+from remirror.profile.names import array_uuid, cache_name, leg_device, points_key
 from remirror.profile.wireguard import replica_portal
 from remirror.roles import has_room_for_record, leg_records, own_leg, replica_session, roles
 
@@ -79,6 +81,7 @@ class LegReport:
     cache_block_bytes: int | None = None  # the cache's block size, when its table says it
     cache_error: int = 0  # the cache's error indicator (an errno): its writes may be lost
     writes_in_flight: int | None = None  # replica legs: writes sent and not completed
+    points: CdpReport | None = None  # the points its site keeps of it (`replicas[].points`)
 
 
 @dataclass(frozen=True)
@@ -233,7 +236,8 @@ def _mirror(
         rtt = rtts.get(str(replica_portal(profile, mirror, replica)))
         member = array.member(leg.member) if array is not None and leg.member else None
         flying = member.writes_in_flight if member is not None else None
-        reports.append(_leg(leg, reachable, out_of_sync, rpo, rtt, cache_status, flying, block))
+        report = _leg(leg, reachable, out_of_sync, rpo, rtt, cache_status, flying, block)
+        reports.append(dataclasses.replace(report, points=_leg_points(mirror, leg.site, site, now)))
     notes: tuple[str, ...] = ()
     if array is not None:
         notes = _record_notes(profile, mirror, facts)
@@ -303,12 +307,25 @@ def _async_notes(
 
 
 def _cdp(mirror: Mirror, primary: SiteFacts | None, now: float) -> CdpReport | None:
-    settings = mirror.cdp
-    if settings is None or primary is None:
+    if mirror.cdp is None or primary is None:
         return None
-    disk = primary.disks.get(mirror.md_device)
+    return _kept(mirror.cdp, mirror.name, mirror.md_device, primary, now)
+
+
+def _leg_points(mirror: Mirror, site_name: str, site: SiteFacts | None, now: float) -> CdpReport | None:
+    """The points a leg's site keeps of it (`replicas[].points`), from its disk's index as that
+    site read it."""
+    leg = next((leg for leg in mirror.legs if leg.site == site_name), None)
+    if leg is None or leg.points is None or site is None:
+        return None
+    return _kept(leg.points, points_key(mirror, leg.site), leg.disk, site, now)
+
+
+def _kept(settings: Cdp, name: str, device: str, site: SiteFacts, now: float) -> CdpReport:
+    """Points kept by a stack (`name`, its index at the start of `device`) on `site`."""
+    disk = site.disks.get(device)
     points = disk.cdp_points if disk is not None else None
-    pool_device = primary.dm.get(f"remirror-{mirror.name}-cdp-pool")
+    pool_device = site.dm.get(stack_names(name)["pool"])
     pool = pool_device.pool if pool_device is not None else None
     newest = points.newest if points is not None else None
     oldest = points.oldest if points is not None else None

@@ -1,11 +1,11 @@
 """Diff a profile against the sites' facts into an ordered plan. Pure: no I/O.
 
 This module only orders: the WireGuard tunnel (`transport: wireguard`) first;
-then for each mirror, each replica site's cache and export, the primary's
+then for each mirror, each replica site's cache or own points and export, the primary's
 initiator toward it, then the primary's cache, array
 and what it serves (CDP, export); each site's mdadm.conf around them. What
 each subsystem needs is planned in its own module: `cache`, `lio`,
-`initiator`, `md`, `cdp`, `mdadm_conf`. The names of what it makes come from
+`initiator`, `md`, `cdp`, `points`, `mdadm_conf`. The names of what it makes come from
 `remirror.profile.names`.
 """
 
@@ -23,6 +23,7 @@ from remirror.plan.lio import export_actions, replica_export_actions
 from remirror.plan.md import array_actions, destroys, release_partial_assembly, stand_down_former_primary
 from remirror.plan.md_create import prove_blank_actions
 from remirror.plan.mdadm_conf import mdadm_conf_actions, with_mdadm_conf
+from remirror.plan.points import points_actions
 from remirror.plan.tunnel import tunnel_actions
 from remirror.profile.model import Mirror, PrimaryLeg, Profile, ReplicaLeg
 from remirror.profile.names import array_uuid, backstore_name, leg_device, replica_path
@@ -35,6 +36,7 @@ def make_plan(profile: Profile, facts: Mapping[str, SiteFacts], secrets: Mapping
     """The actions that make the sites match the profile, replica sides first for each mirror."""
     _require_disks(profile, facts)
     actions, pending = tunnel_actions(profile, facts)  # before all that goes through the tunnel
+    waiting: list[str] = []  # mirrors planned once their legs' points stacks are active
     for index, mirror in enumerate(profile.mirrors):
         if pending and mirror.transport == "wireguard":
             continue
@@ -51,6 +53,17 @@ def make_plan(profile: Profile, facts: Mapping[str, SiteFacts], secrets: Mapping
             split = ran_without_primary(profile, mirror, facts)
             if split:
                 raise SplitBrain(mirror.name, split)
+        # Legs with their own points: md's and LIO's leg is the stack's volume, which shows what
+        # it holds only once active: a stack to activate first leaves the mirror for the next plan.
+        leg_points = {
+            leg.site: points_actions(profile, _leg_where(index, mirror, leg), mirror, leg, facts[leg.site])
+            for leg in mirror.legs
+            if leg.points is not None
+        }
+        if any(p.device is None for p in leg_points.values()):
+            actions += [a for p in leg_points.values() for a in p.actions]
+            waiting.append(mirror.name)
+            continue
         first = len(actions)  # where this mirror's actions begin
         remote_paths = []
         replica_disks: list[DiskFacts] = []
@@ -69,8 +82,13 @@ def make_plan(profile: Profile, facts: Mapping[str, SiteFacts], secrets: Mapping
                     " without a cache: a cache can only be put in front of a disk nothing uses yet"
                     " (destroy the mirror, then apply)"
                 )
-            actions += _cache_actions(profile, mirror, replica, site, disk, where)
-            released, device = release_partial_assembly(site, _leg_device(mirror, replica, site, disk), uuid_)
+            if replica.site in leg_points:
+                actions += leg_points[replica.site].actions
+                found = leg_points[replica.site].device
+            else:
+                actions += _cache_actions(profile, mirror, replica, site, disk, where)
+                found = _leg_device(mirror, replica, site, disk)
+            released, device = release_partial_assembly(site, found or disk, uuid_)
             actions += released
             actions += stand_down_former_primary(mirror, site, device, uuid_)
             # Sessions it kept from when it ran the mirror (a former primary's, toward the
@@ -95,12 +113,15 @@ def make_plan(profile: Profile, facts: Mapping[str, SiteFacts], secrets: Mapping
             actions += initiator_actions(mirror, primary, iqn, portal, chap, secrets)
             remote_paths.append(replica_path(profile, mirror, replica))
         disk = primary.disks[mirror.primary.disk]
-        actions += _cache_actions(
-            profile, mirror, mirror.primary, primary, disk, ("mirrors", index, "primary")
-        )
-        released, local = release_partial_assembly(
-            primary, _leg_device(mirror, mirror.primary, primary, disk), uuid_
-        )
+        if primary.name in leg_points:  # a promoted replica's: its data is in its points' volume
+            actions += leg_points[primary.name].actions
+            found = leg_points[primary.name].device
+        else:
+            actions += _cache_actions(
+                profile, mirror, mirror.primary, primary, disk, ("mirrors", index, "primary")
+            )
+            found = _leg_device(mirror, mirror.primary, primary, disk)
+        released, local = release_partial_assembly(primary, found or disk, uuid_)
         actions += released
         array = array_actions(profile, index, mirror, primary, local, replica_disks, remote_paths, uuid_)
         actions += array
@@ -111,7 +132,17 @@ def make_plan(profile: Profile, facts: Mapping[str, SiteFacts], secrets: Mapping
             blank_proofs.append((primary.name, _as_it_is(primary, disk, local)))
             actions[first:first] = prove_blank_actions(blank_proofs)
         actions += serving_actions(profile, index, mirror, primary, secrets, new_array)
+    if waiting:
+        later = f"the rest of {', '.join(waiting)} once its sites' points volumes are active"
+        pending = f"{pending}; {later}" if pending else later
     return Plan(tuple(with_mdadm_conf(actions, mdadm_conf_actions(profile, facts))), pending)
+
+
+def _leg_where(index: int, mirror: Mirror, leg: PrimaryLeg | ReplicaLeg) -> tuple[str | int, ...]:
+    """The leg's place in the profile, for messages."""
+    if isinstance(leg, ReplicaLeg):
+        return ("mirrors", index, "replicas", mirror.replicas.index(leg))
+    return ("mirrors", index, "primary")
 
 
 def serving_actions(

@@ -20,6 +20,7 @@ from remirror.plan.initiator import logout_actions
 from remirror.plan.lio import export_removal_actions, leg_export_removal
 from remirror.plan.md import stop_array_action
 from remirror.plan.mdadm_conf import mdadm_conf_actions, with_mdadm_conf
+from remirror.plan.points import points_deactivation
 from remirror.profile.model import Mirror, Profile
 from remirror.profile.names import array_uuid, cache_name, export_backstore_name
 
@@ -43,10 +44,13 @@ def make_teardown(profile: Profile, mirror: Mirror, facts: Mapping[str, SiteFact
     actions += logout_actions(profile, mirror, primary)
     for replica in mirror.replicas:
         actions += leg_export_removal(profile, mirror, replica, facts[replica.site], primary.initiator or "")
-    # Caches last, once nothing uses them: drained (never dropped dirty), then removed.
+    # Caches last, once nothing uses them: drained (never dropped dirty), then removed. A leg's
+    # own points stack is taken down: its points and the leg's data stay on its disk.
     legs = mirror.legs
     for leg in legs:
         site = facts[leg.site]
+        if leg.points is not None:
+            actions += points_deactivation(mirror, leg, site)
         name = cache_name(mirror, leg.site)
         if name in site.dm:
             disk = site.disks.get(leg.disk, DiskFacts(leg.disk, exists=False))

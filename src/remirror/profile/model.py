@@ -102,6 +102,9 @@ class PrimaryLeg(ProfileModel):
         " after a promotion elsewhere (docs/failover.md); without it, it cannot rejoin as one",
     )
     iqn: Iqn | None = Field(None, description="target name when it serves as a replica; derived when absent")
+    # A replica's `points` that a promotion brought along (remirror.roles.as_run): they stay its
+    # leg's. A profile's primary leg cannot have them (rules: its mirror's `cdp` is that).
+    points: Cdp | None = Field(None, description="refused here: see the replicas' points")
 
     @property
     def portal_address(self) -> Portal | None:
@@ -117,6 +120,12 @@ class ReplicaLeg(ProfileModel):
     portal: PortalText = Field(description="ADDRESS[:PORT] the primary reaches this site on")
     iqn: Iqn | None = Field(None, description="target name; derived from the names when absent")
     cache: Cache | None = None
+    points: Cdp | None = Field(
+        None,
+        description="recovery points this site keeps of its leg, on its own schedule (a thin pool"
+        " under the exported volume, snapshots by the site's own `cdp run`): no other site can"
+        " list, take or delete them (docs/security.md)",
+    )
 
     @property
     def portal_address(self) -> Portal:

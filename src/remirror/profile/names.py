@@ -11,6 +11,7 @@ from __future__ import annotations
 import uuid
 from collections.abc import Container
 
+from remirror.facts.cdp import LEG_POINTS_SEPARATOR, stack_names
 from remirror.profile.model import Mirror, PrimaryLeg, Profile, ReplicaLeg
 from remirror.profile.types import Portal
 from remirror.profile.wireguard import replica_portal
@@ -50,12 +51,26 @@ def cache_name(mirror: Mirror, site: str) -> str:
     return f"remirror-{mirror.name}-{site}"
 
 
+def points_key(mirror: Mirror, site: str) -> str:
+    """What names a leg's own points (its CDP index, its devices `remirror-KEY-cdp*`): never a
+    mirror's name (those have no dot), so no request about a mirror's CDP reaches them."""
+    return f"{mirror.name}{LEG_POINTS_SEPARATOR}{site}"
+
+
+def points_volume(mirror: Mirror, site: str) -> str:
+    """The thin volume over a leg's own points: what md or LIO opens for that leg."""
+    return f"/dev/mapper/{stack_names(points_key(mirror, site))['volume']}"
+
+
 def leg_device(mirror: Mirror, leg: PrimaryLeg | ReplicaLeg, dm_devices: Container[str] = ()) -> str:
-    """What the leg's user opens (md on the primary, LIO on a replica): its cache device, else its disk.
+    """What the leg's user opens (md on the primary, LIO on a replica): the volume over its own
+    points, its cache device, else its disk.
 
     `dm_devices`: the dm names that exist on the leg's site. A cache dropped
     from the profile leaves its device behind as a linear mapping (its user
     keeps it open), so the leg is still used through it.
     """
+    if leg.points is not None:
+        return points_volume(mirror, leg.site)
     name = cache_name(mirror, leg.site)
     return f"/dev/mapper/{name}" if leg.cache is not None or name in dm_devices else leg.disk

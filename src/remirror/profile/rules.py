@@ -10,7 +10,7 @@ from __future__ import annotations
 import ipaddress
 from collections.abc import Iterator
 
-from remirror.profile.layers import Cache
+from remirror.profile.layers import Cache, Cdp
 from remirror.profile.model import Chap, Mirror, Profile
 
 Path = tuple[str | int, ...]
@@ -30,6 +30,7 @@ def check(profile: Profile) -> list[Violation]:
         *_chap_consistent(profile),
         *_cdp_window(profile),
         *_keep_data_alone(profile),
+        *_points_on_replicas_only(profile),
     ]
 
 
@@ -149,20 +150,23 @@ MAX_CDP_POINTS = 60_000
 
 
 def _cdp_window(profile: Profile) -> Iterator[Violation]:
+    """A mirror's `cdp` and a replica's own `points` keep points the same way."""
     for m, mirror in enumerate(profile.mirrors):
-        if mirror.cdp is None:
-            continue
-        if mirror.cdp.keep < mirror.cdp.every:
-            yield (
-                ("mirrors", m, "cdp", "keep"),
-                "the protection window is shorter than the interval between points",
-            )
-        elif mirror.cdp.keep / mirror.cdp.every > MAX_CDP_POINTS:
-            yield (
-                ("mirrors", m, "cdp", "keep"),
-                f"keeps {mirror.cdp.keep / mirror.cdp.every:.0f} points: at most {MAX_CDP_POINTS}"
-                " (a longer `every` or a shorter `keep`)",
-            )
+        kept: list[tuple[Path, Cdp | None]] = [(("mirrors", m, "cdp"), mirror.cdp)]
+        kept += [
+            (("mirrors", m, "replicas", r, "points"), leg.points) for r, leg in enumerate(mirror.replicas)
+        ]
+        for where, settings in kept:
+            if settings is None:
+                continue
+            if settings.keep < settings.every:
+                yield (*where, "keep"), "the protection window is shorter than the interval between points"
+            elif settings.keep / settings.every > MAX_CDP_POINTS:
+                yield (
+                    (*where, "keep"),
+                    f"keeps {settings.keep / settings.every:.0f} points: at most {MAX_CDP_POINTS}"
+                    " (a longer `every` or a shorter `keep`)",
+                )
 
 
 def _keep_data_alone(profile: Profile) -> Iterator[Violation]:
@@ -177,6 +181,32 @@ def _keep_data_alone(profile: Profile) -> Iterator[Violation]:
             yield path, "cannot go with cdp: CDP's metadata and pool would be laid over the kept file system"
         if mirror.replication.initial_sync == "skip":
             yield path, "cannot go with initial_sync: skip: the replicas must be filled from the kept data"
+
+
+def _points_on_replicas_only(profile: Profile) -> Iterator[Violation]:
+    """A replica's own points lie under the volume it exports (docs/security.md): a cache in
+    front of it, or a kept file system at the primary's start sized against the raw disk, would
+    not see that. The primary's points are the mirror's `cdp`."""
+    for m, mirror in enumerate(profile.mirrors):
+        if mirror.primary.points is not None:
+            yield (
+                ("mirrors", m, "primary", "points"),
+                "points are a replica's: on the primary, use the mirror's cdp",
+            )
+        for r, replica in enumerate(mirror.replicas):
+            if replica.points is None:
+                continue
+            path = ("mirrors", m, "replicas", r, "points")
+            if replica.cache is not None:
+                yield (
+                    path,
+                    "cannot go with a cache on the same leg (not yet: the cache would sit under the points)",
+                )
+            if mirror.primary.keep_data:
+                yield (
+                    path,
+                    "cannot go with keep_data (not yet: the kept file system is sized against the raw disk)",
+                )
 
 
 def format_path(path: Path) -> str:

@@ -14,6 +14,7 @@ from collections.abc import Iterable
 from dataclasses import dataclass
 
 from remirror.profile.model import Mirror, PrimaryLeg, Profile, ReplicaLeg
+from remirror.profile.names import points_key, points_volume
 from remirror.profile.types import Portal
 from remirror.profile.wireguard import interface_name, replica_portal, tunnel_address
 
@@ -25,6 +26,9 @@ class SiteScope:
     sources: tuple[str, ...] = ()
     mirrors: frozenset[str] = frozenset()
     disks: frozenset[str] = frozenset()  # leg and cache disks on the site, as the profiles write them
+    # The site's own points (points_key, disk): their disk is read (observe), never written, and
+    # their stack only built or activated, by a step that names exactly them.
+    points: frozenset[tuple[str, str]] = frozenset()
     arrays: frozenset[str] = frozenset()  # /dev/md/NAME of every mirror with a leg on the site
     iqns: frozenset[str] = frozenset()  # targets the site exports or logs in to
     portals: frozenset[tuple[str, int]] = frozenset()  # where those targets listen
@@ -42,6 +46,7 @@ def site_scope(profiles: Iterable[tuple[str, Profile]]) -> SiteScope:
     portals: set[tuple[str, int]] = set()
     interfaces: set[str] = set()
     sites: set[str] = set()
+    points: set[tuple[str, str]] = set()
     for source, profile in profiles:
         sources.append(source)
         local = {name for name, site in profile.sites.items() if site.is_local}
@@ -56,20 +61,24 @@ def site_scope(profiles: Iterable[tuple[str, Profile]]) -> SiteScope:
             for leg in mirror.legs:
                 iqns.add(profile.replica_iqn(mirror, leg))  # type: ignore[arg-type]  # a primary's too
                 portals.update(_portals(profile, mirror, leg))
-                if leg.site in local:
+                if leg.site in local and leg.points is not None:
+                    disks.add(points_volume(mirror, leg.site))  # the leg: the disk is its points'
+                    points.add((points_key(mirror, leg.site), leg.disk))
+                elif leg.site in local:
                     disks.update([leg.disk, *([leg.cache.disk] if leg.cache else [])])
             if mirror.export is not None:
                 iqns.add(mirror.export.iqn)
                 portals.add(_pair(mirror.export.portal_address))
     return SiteScope(
-        tuple(sources),
-        frozenset(mirrors),
-        frozenset(disks),
-        frozenset(arrays),
-        frozenset(iqns),
-        frozenset(portals),
-        frozenset(interfaces),
-        frozenset(sites),
+        sources=tuple(sources),
+        mirrors=frozenset(mirrors),
+        disks=frozenset(disks),
+        points=frozenset(points),
+        arrays=frozenset(arrays),
+        iqns=frozenset(iqns),
+        portals=frozenset(portals),
+        interfaces=frozenset(interfaces),
+        sites=frozenset(sites),
     )
 
 

@@ -75,6 +75,16 @@ def _ssh_url(address: str) -> str:
     return f"ssh://{address}"
 
 
+def points_mirrors(profile: Mapping[str, Any], site: str) -> list[str]:
+    """The mirrors whose leg on `site` keeps its own recovery points (`replicas[].points`): that
+    site's `remirror cdp run` takes and prunes them (docs/security.md)."""
+    return [
+        str(mirror.get("name"))
+        for mirror in profile.get("mirrors") or []
+        if any(leg.get("site") == site and leg.get("points") for leg in mirror.get("replicas") or [])
+    ]
+
+
 class FilterModule:
     def filters(self) -> dict[str, Any]:
-        return {"remirror_site_view": site_view}
+        return {"remirror_site_view": site_view, "remirror_points_mirrors": points_mirrors}

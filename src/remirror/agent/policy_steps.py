@@ -1,0 +1,266 @@
+"""The steps of remirror's agent protocol, and what each may ask (remirror.agent.policy).
+
+A step is checked field by field against the site's scope through the
+Checker's vocabulary (devices, mirrors, targets, dm names); a `run` step is
+one of a few command forms, never a program of the sender's choosing.
+"""
+
+from __future__ import annotations
+
+import os
+import re
+from collections.abc import Callable
+from pathlib import Path
+from typing import Any
+
+from remirror.agent import policy
+from remirror.agent.policy import IQN, NAME, UUID, Checker, Refused
+from remirror.facts.wireguard import INTERFACE_PREFIX, KEY_DIR
+
+LIO_SAVE_PATHS = ("/etc/rtslib-fb-target/saveconfig.json", "/etc/target/saveconfig.json")
+# Trees a `resolve --save` directory may not be in: the system's own.
+SYSTEM_TREES = ("/etc", "/usr", "/boot", "/root", "/bin", "/sbin", "/lib", "/proc", "/sys", "/dev", "/run")
+_MD_SYSFS = re.compile(
+    r"/sys/block/(md\d+)/md/(suspend_hi|sync_action|bitmap/backlog|sync_speed_min|sync_speed_max"
+    r"|dev-([A-Za-z0-9!_-]+)/state)"
+)
+_SESSION_SYSFS = re.compile(r"/sys/class/iscsi_session/(session\d+)/recovery_tmo")
+
+
+def run(check: Checker, step: dict[str, Any]) -> None:
+    argv = step.get("argv")
+    if not isinstance(argv, list) or not argv or not all(isinstance(a, str) for a in argv):
+        raise Refused("a run step's argv is a list of strings")
+    check_argv(check, argv)
+
+
+def write_file(check: Checker, step: dict[str, Any]) -> None:
+    if step.get("path") != policy.MDADM_CONF:
+        raise Refused(f"write_file {step.get('path')!r}: remirror's agent writes only {policy.MDADM_CONF}")
+    if int(step.get("mode", 0o644)) & 0o7022:
+        raise Refused(f"write_file {policy.MDADM_CONF}: mode {int(step['mode']):o} is writable by others")
+    changed = policy.lines_of(policy.MDADM_CONF) ^ set(str(step.get("content", "")).splitlines())
+    other = sorted(line for line in changed if line.strip() and not line.startswith(("ARRAY ", "#")))
+    if other:
+        raise Refused(f"write_file {policy.MDADM_CONF}: only its ARRAY lines may change, not {other[0]!r}")
+
+
+def write_sysfs(check: Checker, step: dict[str, Any]) -> None:
+    path = str(step.get("path"))
+    md, session = _MD_SYSFS.fullmatch(path), _SESSION_SYSFS.fullmatch(path)
+    if md:
+        check.device(f"/dev/{md.group(1)}")
+    elif session:
+        target = Path(f"/sys/class/iscsi_session/{session.group(1)}/targetname")
+        check.iqn(target.read_text().strip() if target.exists() else "")
+    else:
+        raise Refused(f"write_sysfs {path!r}: not an md or iSCSI session attribute remirror sets")
+
+
+def lio(check: Checker, step: dict[str, Any]) -> None:
+    op = step.get("op")
+    if op == "save":
+        if step.get("path") not in LIO_SAVE_PATHS:
+            raise Refused(f"lio save {step.get('path')!r}: not where LIO's configuration is restored from")
+        return
+    if op in ("create_backstore", "delete_backstore"):
+        check.backstore(step.get("name"))
+        if op == "create_backstore":
+            check.device(step.get("dev"))
+        return
+    ops = {"delete_target", "create_target", "set_parameters", "create_portal", "create_lun", "set_acl"}
+    if op not in ops:
+        raise Refused(f"lio {op!r}: not an LIO operation of remirror's agent protocol")
+    check.iqn(step.get("iqn"))
+    if op == "create_portal":
+        check.portal(f"{step.get('address')}:{step.get('port')}")
+    elif op == "create_lun":
+        check.backstore(step.get("backstore"))
+    elif op == "set_acl" and not IQN.fullmatch(str(step.get("initiator"))):
+        raise Refused(f"lio set_acl: {step.get('initiator')!r} is not an initiator name")
+
+
+def save_ranges(check: Checker, step: dict[str, Any]) -> None:
+    check.device(step.get("leg"))
+    check.mirror(step.get("mirror"))
+    check.name(step.get("site"), "site")
+    where = os.path.normpath(str(step.get("dir")))
+    if not where.startswith("/") or any(where == t or where.startswith(t + "/") for t in SYSTEM_TREES):
+        raise Refused(f"save_ranges {step.get('dir')!r}: not a directory for saved writes")
+
+
+def wireguard(check: Checker, step: dict[str, Any]) -> None:
+    interface = str(step.get("interface", Path(str(step.get("path"))).stem))
+    key = step.get("key_file", step.get("path"))
+    if check.scope is not None and interface not in check.scope.interfaces:
+        raise Refused(f"WireGuard interface {interface!r} is not one this site's profiles name")
+    if not interface.startswith(INTERFACE_PREFIX) or key != f"{KEY_DIR}/{interface}.key":
+        raise Refused(f"WireGuard {interface!r} with key {key!r}: not remirror's")
+
+
+def prove_blank(check: Checker, step: dict[str, Any]) -> None:
+    check.readable(step.get("device"))  # it only reads
+
+
+def points_stack(check: Checker, step: dict[str, Any]) -> None:
+    """`cdp_stack`: a mirror's CDP (on its array), or a leg's own points, exactly as named."""
+    key, disk = step.get("mirror"), step.get("md")
+    if check.scope is not None and any(key == k for k, _ in check.scope.points):
+        if (key, disk) not in check.scope.points:
+            raise Refused(f"the points of {key} are on another disk than {disk!r}")
+        return
+    check.mirror(key)
+    check.device(disk)
+
+
+def points_down(check: Checker, step: dict[str, Any]) -> None:
+    """`cdp_deactivate`: a mirror's CDP stack or a leg's own points, and their views."""
+    key = step.get("mirror")
+    if check.scope is None or not any(key == k for k, _ in check.scope.points):
+        check.mirror(key)
+    views = step.get("views", [])
+    check.each(lambda view: check.name(view, "view"), views)
+    if not all(str(view).startswith(f"remirror-{key}-cdp-at-") for view in views):
+        raise Refused(f"views {views!r} are not those of {key}'s points")
+
+
+def check_argv(check: Checker, argv: list[str]) -> None:
+    """Refused unless `argv` is one of the forms below, naming only what the site's scope allows."""
+    forms = {"mdadm": _mdadm, "iscsiadm": _iscsiadm, "dmsetup": _dmsetup, "dd": _dd}
+    if argv[0] not in forms:
+        raise Refused(f"{argv[0]!r}: remirror's agent runs only mdadm, iscsiadm, dmsetup and dd")
+    forms[argv[0]](check, argv[1:])
+
+
+def _mdadm(check: Checker, args: list[str]) -> None:
+    values = {
+        "--metadata": r"1\.[02]",
+        "--level": "1",
+        "--raid-devices": r"\d{1,2}",
+        "--uuid": UUID.pattern,
+        "--name": NAME.pattern,
+        "--homehost": "<none>",
+        "--bitmap": "none|internal",
+        "--bitmap-chunk": r"\d+K",
+        "--size": r"\d+M",
+        "--write-behind": r"\d+",
+    }
+    flags = {"--stop", "--grow", "--add", "--re-add", "--fail", "--remove", "--zero-superblock"}
+    flags |= {"--readwrite", "--create", "--run", "--assume-clean"}
+    for arg in args:
+        option, equals, value = arg.partition("=")
+        if equals and option in values and re.fullmatch(values[option], value):
+            if option == "--name":
+                check.mirror(value)
+            continue
+        if arg in flags or arg in ("detached", "failed", "missing"):
+            continue
+        if arg.startswith("-"):
+            raise Refused(f"mdadm {arg}: not an option remirror uses")
+        check.device(arg)
+
+
+def _iscsiadm(check: Checker, args: list[str]) -> None:
+    if args[:3] != ["-m", "node", "-T"] or len(args) < 7 or args[4] != "-p":
+        raise Refused("iscsiadm: only `-m node -T IQN -p PORTAL` with one operation")
+    check.iqn(args[3])
+    check.portal(args[5])
+    rest = args[6:]
+    if rest in (["--login"], ["--logout"], ["-o", "new"], ["-o", "delete"]):
+        return
+    pairs = rest[2:]
+    if rest[:2] != ["-o", "update"] or not pairs or len(pairs) % 4:
+        raise Refused(f"iscsiadm {' '.join(rest[:2])}: not an operation remirror uses")
+    for i in range(0, len(pairs), 4):
+        n, key, v, _ = pairs[i : i + 4]
+        if n != "-n" or v != "-v" or not key.startswith("node.") or "password" in key:
+            raise Refused(f"iscsiadm -o update {key}: not a node setting remirror makes")
+
+
+def _dmsetup(check: Checker, args: list[str]) -> None:
+    if len(args) == 2 and args[0] == "remove":
+        return check.dm_name(args[1])
+    if len(args) == 4 and args[0] == "create" and args[2] == "--table":
+        check.dm_name(args[1])
+        return check.table(args[3])
+    raise Refused(f"dmsetup {' '.join(args[:1])}: only `remove NAME` and `create NAME --table TABLE`")
+
+
+def _dd(check: Checker, args: list[str]) -> None:
+    # A cache's first block zeroed (remirror.plan.cache), so no old superblock is taken up.
+    shape = ["if=/dev/zero", "of=*", "bs=4096", "count=1", "oflag=direct", "status=none"]
+    if len(args) != len(shape) or any(a != s for a, s in zip(args, shape, strict=True) if s != "of=*"):
+        raise Refused("dd: only the zeroing of a cache's first 4KiB")
+    check.device(args[1].removeprefix("of="))
+
+
+def _fields(**checks: str) -> Callable[[Checker, dict[str, Any]], None]:
+    """A step whose named fields are devices, lists of them, mirrors, dm names and so on."""
+
+    def fields(check: Checker, step: dict[str, Any]) -> None:
+        for key, what in checks.items():
+            _FIELD_CHECKS[what](check, step.get(key))
+
+    return fields
+
+
+def _refuse_path(value: Any) -> None:
+    raise Refused(f"{value!r}: waits only for device paths")
+
+
+def _uuid(value: Any) -> None:
+    if not isinstance(value, str) or not UUID.fullmatch(value):
+        raise Refused(f"{value!r} is not an md array UUID")
+
+
+_FIELD_CHECKS: dict[str, Callable[[Checker, Any], None]] = {
+    "device": Checker.device,
+    "devices": lambda check, value: check.each(check.device, value),
+    "mirror": Checker.mirror,
+    "dm": Checker.dm_name,
+    "table": lambda check, value: check.table(value or ""),
+    "iqn": Checker.iqn,
+    "path": lambda check, value: (
+        check.device(value) if str(value).startswith("/dev/") else _refuse_path(value)
+    ),
+    "uuid": lambda check, value: _uuid(value),
+}
+
+_MEMBER_STATES = {"writemostly", "-writemostly"}
+
+
+def _member_state(check: Checker, step: dict[str, Any]) -> None:
+    _fields(md="device", device="device")(check, step)
+    if step.get("value") not in _MEMBER_STATES:
+        raise Refused(f"member state {step.get('value')!r}: remirror sets only write-mostly")
+
+
+def _disk_sysfs(check: Checker, step: dict[str, Any]) -> None:
+    check.device(step.get("device"))
+    if step.get("attribute") not in ("queue/scheduler", "md/sync_speed_min", "md/sync_speed_max"):
+        raise Refused(f"block device attribute {step.get('attribute')!r}: not one remirror sets")
+
+
+STEP_CHECKS: dict[str, Callable[[Checker, dict[str, Any]], None]] = {
+    "run": run,
+    "prove_blank": prove_blank,
+    "wait_path": _fields(path="path"),
+    "assemble_array": _fields(md="device", uuid="uuid", devices="devices"),
+    "node_secrets": _fields(target="iqn"),
+    "write_file": write_file,
+    "write_sysfs": write_sysfs,
+    "member_state": _member_state,
+    "disk_sysfs": _disk_sysfs,
+    "local_leg_last": _fields(md="device", device="device"),
+    "lio": lio,
+    "dm_reload": _fields(name="dm", table="table"),
+    "drain_cache": _fields(name="dm", cleaner_table="table", linear="table"),
+    "cdp_stack": points_stack,
+    "cdp_deactivate": points_down,
+    "leg_record_create": _fields(mirror="mirror", devices="devices"),
+    "leg_record_promote": _fields(devices="devices"),
+    "leg_record_join": _fields(source="device", device="device"),
+    "save_ranges": save_ranges,
+    "wireguard_key": wireguard,
+    "wireguard_tunnel": wireguard,
+}

@@ -1,0 +1,220 @@
+"""A replica's own recovery points (`replicas[].points`, remirror.plan.points, docs/security.md):
+planned under the exported volume, out of every other site's reach."""
+
+from __future__ import annotations
+
+import dataclasses
+import time
+
+import pytest
+
+from remirror.agent.policy import Refused, check_request
+from remirror.errors import ProfileError
+from remirror.plan import make_plan, make_teardown
+from remirror.plan.actions import Verb
+from remirror.profile import parse_profile
+from remirror.profile.model import Site
+from remirror.profile.scope import SiteScope, site_scope
+from tests.unit.simulated_sites import Sites, wire
+from tests.unit.test_plan_properties import SECRETS, bare_sites
+
+PROFILE = """\
+version: 1
+name: prop
+sites:
+  a: {host: local}
+  b: {host: ssh://root@b}
+mirrors:
+  - name: m0
+    primary: {site: a, disk: /dev/a0}
+    replicas:
+      - {site: b, disk: /dev/b0, portal: 192.0.2.2:3260, points: {every: 1h, keep: 7d}}
+    replication: {mode: async, bitmap_chunk: 1MiB}
+"""
+VOLUME = "/dev/mapper/remirror-m0.b-cdp"
+
+
+def test_the_replica_exports_the_volume_over_its_own_points_and_the_plan_converges() -> None:
+    profile = parse_profile(PROFILE)
+    sites = Sites(bare_sites())
+    plan = make_plan(profile, sites.facts, SECRETS)
+    verbs = [(a.site, a.verb) for a in plan.actions]
+    assert verbs.index(("b", Verb.CREATE_POINTS)) < verbs.index(("b", Verb.CREATE_BACKSTORE))
+    (points,) = [a for a in plan.actions if a.verb == Verb.CREATE_POINTS]
+    assert wire(points)[0] | {"kind": "cdp_stack"} == {
+        "kind": "cdp_stack", "mirror": "m0.b", "md": "/dev/b0", "chunk": 65536, "history": 25,
+        "fresh": False, "allow_data": False,
+    }  # fmt: skip
+    assert not points.destructive  # a blank disk
+    (backstore,) = [a for a in plan.actions if a.verb == Verb.CREATE_BACKSTORE]
+    assert wire(backstore)[0]["dev"] == VOLUME
+    # The array is sized by the volume (the disk less the points' metadata and history).
+    (create,) = [a for a in plan.actions if a.verb == Verb.CREATE_ARRAY]
+    size = next(a for a in wire(create)[0]["argv"] if a.startswith("--size="))
+    assert int(size.removeprefix("--size=").removesuffix("M")) < (1 << 30) * 3 // 4 // (1 << 20)
+    sites.run(plan)
+    assert make_plan(profile, sites.facts, SECRETS).actions == ()
+
+
+def test_points_on_the_disk_are_activated_first_and_the_rest_waits_for_what_the_volume_holds() -> None:
+    profile = parse_profile(PROFILE)
+    facts = bare_sites()
+    b = facts["b"]
+    facts["b"] = dataclasses.replace(
+        b, disks={**b.disks, "/dev/b0": dataclasses.replace(b.disks["/dev/b0"], first_sector="cdp")}
+    )
+    plan = make_plan(profile, facts, SECRETS)
+    mirror = [(a.site, a.verb) for a in plan.actions if a.verb != Verb.WRITE_MDADM_CONF]
+    assert mirror == [("b", Verb.ACTIVATE_POINTS)]
+    assert "the rest of m0 once its sites' points volumes are active" in plan.pending
+
+
+def test_destroy_takes_the_points_stack_down_and_leaves_the_points() -> None:
+    profile = parse_profile(PROFILE)
+    sites = Sites(bare_sites())
+    sites.run(make_plan(profile, sites.facts, SECRETS))
+    plan = make_teardown(profile, profile.mirrors[0], sites.facts)
+    verbs = [(a.site, a.verb) for a in plan.actions]
+    assert verbs.index(("b", Verb.DELETE_BACKSTORE)) < verbs.index(("b", Verb.DEACTIVATE_POINTS))
+    (down,) = [a for a in plan.actions if a.verb == Verb.DEACTIVATE_POINTS]
+    assert "its points and data stay on /dev/b0" in down.subject
+
+
+@pytest.mark.parametrize(
+    ("change", "message"),
+    [
+        ("primary: {site: a, disk: /dev/a0, points: {every: 1h, keep: 1d}}", "points are a replica's"),
+        (
+            "primary: {site: a, disk: /dev/a0, keep_data: true}",
+            "cannot go with keep_data",
+        ),
+    ],
+)
+def test_points_where_they_cannot_go_are_refused(change: str, message: str) -> None:
+    with pytest.raises(ProfileError, match=message):
+        parse_profile(PROFILE.replace("primary: {site: a, disk: /dev/a0}", change))
+
+
+def test_points_with_a_cache_on_the_same_leg_are_refused() -> None:
+    text = PROFILE.replace("points: {every: 1h", "cache: {disk: /dev/b-fast}, points: {every: 1h")
+    with pytest.raises(ProfileError, match="cannot go with a cache"):
+        parse_profile(text)
+
+
+# --- no other site reaches them (remirror.agent.policy) ----------------------------------------
+
+
+def _site_b_scope() -> SiteScope:
+    profile = parse_profile(PROFILE)
+    sites = {"a": Site(host="ssh://root@a"), "b": Site(host="local")}
+    return site_scope([("/etc/remirror/prop.yaml", profile.model_copy(update={"sites": sites}))])
+
+
+def test_the_site_scope_has_the_volume_not_the_disk_under_the_points() -> None:
+    scope = _site_b_scope()
+    assert VOLUME in scope.disks
+    assert "/dev/b0" not in scope.disks
+    assert scope.points == {("m0.b", "/dev/b0")}
+
+
+DD_SHAPE = ["bs=4096", "count=1", "oflag=direct", "status=none"]
+STACK = {"kind": "cdp_stack", "mirror": "m0.b", "md": "/dev/b0", "chunk": 65536, "history": 25}
+
+
+DD_SHAPE = ["bs=4096", "count=1", "oflag=direct", "status=none"]
+STACK = {"kind": "cdp_stack", "mirror": "m0.b", "md": "/dev/b0", "chunk": 65536, "history": 25}
+
+
+@pytest.mark.parametrize(
+    "request_",
+    [
+        {"op": "cdp", "do": "point", "mirror": "m0.b", "md": "/dev/b0", "every": 1, "keep": 0},
+        {"op": "cdp", "do": "list", "mirror": "m0.b", "md": "/dev/b0"},
+        {"op": "run", "steps": [{"kind": "run", "argv": ["dmsetup", "remove", "remirror-m0.b-cdp-pool"]}]},
+        {"op": "run", "steps": [{"kind": "run", "argv": ["dd", "if=/dev/zero", "of=/dev/b0", *DD_SHAPE]}]},
+        {"op": "run", "steps": [{"kind": "run", "argv": ["mdadm", "--zero-superblock", "/dev/b0"]}]},
+        {"op": "run", "steps": [{**STACK, "md": "/dev/b1", "fresh": True, "allow_data": True}]},
+        {
+            "op": "run",
+            "steps": [{"kind": "cdp_deactivate", "mirror": "m0.b", "views": ["remirror-m0-cdp-at-1"]}],
+        },
+        {
+            "op": "run",
+            "steps": [{"kind": "dm_reload", "name": "remirror-m0.b-cdp-pool", "table": "0 8 error"}],
+        },
+    ],
+)
+def test_no_request_from_another_site_reaches_the_points(request_: dict[str, object]) -> None:
+    with pytest.raises(Refused):
+        check_request(request_, _site_b_scope())
+
+
+def test_the_planner_may_build_activate_and_read_them() -> None:
+    scope = _site_b_scope()
+    check_request({"op": "run", "steps": [{**STACK, "fresh": False, "allow_data": False}]}, scope)
+    check_request({"op": "run", "steps": [{"kind": "cdp_deactivate", "mirror": "m0.b", "views": []}]}, scope)
+    check_request({"op": "observe", "disks": ["/dev/b0", VOLUME], "probe": ["/dev/b0"]}, scope)
+    check_request(
+        {"op": "run", "steps": [{"kind": "lio", "op": "create_backstore", "name": "m0-b", "dev": VOLUME}]},
+        scope,
+    )
+
+
+# --- a full pool: the replica's writes fail, its points stay -----------------------------------
+
+
+def test_a_legs_pool_refuses_writes_when_full_where_a_mirrors_queues_them() -> None:
+    from remirror.facts.cdp import layout, tables
+
+    plan = layout(2 << 21, 64 * 1024, 25)
+    assert tables("m0.b", "/dev/b0", plan)["pool"].endswith(" 1 error_if_no_space")
+    assert tables("m0", "/dev/md/m0", plan)["pool"].endswith(" 0")
+
+
+def test_a_legs_points_are_pruned_by_age_only_never_early_for_space(monkeypatch: pytest.MonkeyPatch) -> None:
+    from remirror.agent import cdp as local
+    from remirror.agent import cdp_requests
+    from remirror.facts.cdp import CdpIndex, RecoveryPoint, ThinPoolStatus, layout
+
+    full = ThinPoolStatus(1, 10, 100, 99, 100, "rw")
+    monkeypatch.setattr(local, "pool_status", lambda name: full)
+    dropped: list[int] = []
+    monkeypatch.setattr(
+        local, "delete_points", lambda name, md, index, doomed: dropped.extend(p.id for p in doomed)
+    )
+    now = time.time()
+    index = CdpIndex(
+        "x", layout(2 << 21, 64 * 1024, 25), (RecoveryPoint(1, now - 60, 1), RecoveryPoint(2, now, 2)), 3
+    )
+    assert (
+        cdp_requests.point_and_prune(
+            "m0.b", "/dev/b0", dataclasses.replace(index, mirror="m0.b"), 3600, 86400, False
+        )["for_space"]
+        == []
+    )
+    assert dropped == []
+    assert cdp_requests.point_and_prune("m0", "/dev/md/m0", index, 3600, 86400, False)["for_space"] == [1]
+
+
+# --- status and check show them ----------------------------------------------------------------
+
+
+def test_check_warns_when_the_replicas_own_points_are_overdue_and_status_shows_them() -> None:
+    from remirror.facts.cdp import CdpPoints
+    from remirror.health.check import DEFAULT_CRITICAL, DEFAULT_WARNING, Status, judge
+    from remirror.health.report import Seen, report
+
+    profile = parse_profile(PROFILE)
+    sites = Sites(bare_sites())
+    facts = sites.run(make_plan(profile, sites.facts, SECRETS))
+    now = time.time()
+    b = facts["b"]
+    old = dataclasses.replace(b.disks["/dev/b0"], cdp_points=CdpPoints(3, now - 5 * 86400, now - 2 * 86400))
+    facts = {**facts, "b": dataclasses.replace(b, disks={**b.disks, "/dev/b0": old})}
+    (mirror,) = report(profile, facts, Seen({}), now)
+    (replica,) = [leg for leg in mirror.legs if leg.site == "b"]
+    assert replica.points is not None
+    assert (replica.points.points, replica.points.overdue) == (3, True)
+    verdict = judge([mirror], DEFAULT_WARNING, DEFAULT_CRITICAL)
+    assert verdict.status == Status.WARNING
+    assert "b's own points: newest point 2d old, every 1h" in verdict.text
