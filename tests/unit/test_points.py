@@ -69,6 +69,20 @@ def test_points_on_the_disk_are_activated_first_and_the_rest_waits_for_what_the_
     assert "the rest of m0 once its sites' points volumes are active" in plan.pending
 
 
+@pytest.mark.parametrize("head", ["other", ""])
+def test_a_disk_with_data_but_no_signature_is_destructive_to_lay_points_on(head: str) -> None:
+    # blkid finds nothing, but the first sector is not zeros (or was not read): it is data.
+    profile = parse_profile(PROFILE)
+    facts = bare_sites()
+    b = facts["b"]
+    facts["b"] = dataclasses.replace(
+        b, disks={**b.disks, "/dev/b0": dataclasses.replace(b.disks["/dev/b0"], first_sector=head)}
+    )
+    (points,) = [a for a in make_plan(profile, facts, SECRETS).actions if a.verb == Verb.CREATE_POINTS]
+    assert points.destructive == "site b: /dev/b0 holds data where the points' metadata goes"
+    assert wire(points)[0]["allow_data"] is True
+
+
 def test_destroy_takes_the_points_stack_down_and_leaves_the_points() -> None:
     profile = parse_profile(PROFILE)
     sites = Sites(bare_sites())

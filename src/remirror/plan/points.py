@@ -74,8 +74,9 @@ def points_actions(
         volume = layout(disk.size // 512, settings.chunk, settings.history).volume_sectors * 512
     except ValueError as error:
         raise PlanError(f"{profile.where(*where, 'points')}: site {site.name}: {leg.disk}: {error}") from None
-    destroyed = destroys(site.name, disk, "") if disk.first_sector != "zero" or disk.signatures else ""
-    if destroyed and not disk.signatures:
+    destroyed = destroys(site.name, disk, "")
+    if not destroyed and disk.first_sector != "zero":
+        # No signature blkid knows, but not zeros either (or not probed): data all the same.
         destroyed = f"site {site.name}: {leg.disk} holds data where the points' metadata goes"
     step = dataclasses.replace(step, allow_data=bool(destroyed))
     action = Action(site.name, Verb.CREATE_POINTS, subject, CREATE, (step,), destructive=destroyed)
