@@ -20,6 +20,7 @@ import pytest
 from remirror.agent import policy
 from remirror.agent.policy import Refused, check_request
 from remirror.errors import EXIT_BAD_INPUT
+from remirror.facts import parsers
 from remirror.facts.site import SiteFacts
 from remirror.plan import make_plan, make_teardown
 from remirror.profile import Profile, parse_profile
@@ -229,7 +230,7 @@ def test_a_request_is_refused_whole_before_any_of_it_runs() -> None:
 def test_mdadm_conf_may_change_only_its_array_lines(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     conf = tmp_path / "mdadm.conf"
     conf.write_text("HOMEHOST <system>\nMAILADDR root\n")
-    monkeypatch.setattr(policy, "MDADM_CONF", str(conf))
+    monkeypatch.setattr(parsers, "MDADM_CONF", str(conf))
     monkeypatch.setattr(policy, "lines_of", LINES_OF)
     ours = "HOMEHOST <system>\nMAILADDR root\n# BEGIN remirror\nARRAY /dev/md/m0 metadata=1.2 UUID=1:2:3:4\n# END\n"
     check_request(run({"kind": "write_file", "path": str(conf), "content": ours}), SCOPE)

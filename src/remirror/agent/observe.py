@@ -19,6 +19,7 @@ from remirror.agent.cdp import read_index
 from remirror.agent.direct import read_direct
 from remirror.agent.generations import read_record
 from remirror.errors import CommandError
+from remirror.facts import parsers
 from remirror.facts.cdp import INDEX_MAGIC, CdpPoints
 from remirror.facts.filesystems import HEAD_BYTES
 from remirror.facts.generations import record_json
@@ -29,7 +30,7 @@ from remirror.runner.local import LocalRunner
 _run = LocalRunner("agent").run
 
 INITIATOR_NAME_FILE = Path("/etc/iscsi/initiatorname.iscsi")
-MDADM_CONF = Path("/etc/mdadm/mdadm.conf")
+MDADM_CONF = Path(parsers.MDADM_CONF)
 ISCSI_NODES = Path("/etc/iscsi/nodes")
 # Where LIO's saved configuration is restored from at boot, by the target
 # service that is installed: Debian's rtslib-fb-targetctl, else upstream's.

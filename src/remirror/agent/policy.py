@@ -36,7 +36,6 @@ if TYPE_CHECKING:
 
 # Where the site keeps its own profiles, one view per profile (the Ansible role writes them).
 PROFILE_DIR = Path("/etc/remirror")
-MDADM_CONF = "/etc/mdadm/mdadm.conf"
 
 NAME = re.compile(r"[A-Za-z0-9][A-Za-z0-9_.-]*")
 IQN = re.compile(r"(iqn\.\d{4}-\d{2}\.[A-Za-z0-9.:_-]+|eui\.[0-9A-Fa-f]{16}|naa\.[0-9A-Fa-f]{16,32})")

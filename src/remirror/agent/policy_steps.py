@@ -14,10 +14,11 @@ from pathlib import Path
 from typing import Any
 
 from remirror.agent import policy
+from remirror.agent.observe import LIO_SAVE_PATHS
 from remirror.agent.policy import IQN, NAME, UUID, Checker, Refused
+from remirror.facts import parsers  # its MDADM_CONF read at each check: tests point it elsewhere
 from remirror.facts.wireguard import INTERFACE_PREFIX, KEY_DIR
 
-LIO_SAVE_PATHS = ("/etc/rtslib-fb-target/saveconfig.json", "/etc/target/saveconfig.json")
 # Trees a `resolve --save` directory may not be in: the system's own.
 SYSTEM_TREES = ("/etc", "/usr", "/boot", "/root", "/bin", "/sbin", "/lib", "/proc", "/sys", "/dev", "/run")
 _MD_SYSFS = re.compile(
@@ -35,14 +36,15 @@ def run(check: Checker, step: dict[str, Any]) -> None:
 
 
 def write_file(check: Checker, step: dict[str, Any]) -> None:
-    if step.get("path") != policy.MDADM_CONF:
-        raise Refused(f"write_file {step.get('path')!r}: remirror's agent writes only {policy.MDADM_CONF}")
+    conf = parsers.MDADM_CONF
+    if step.get("path") != conf:
+        raise Refused(f"write_file {step.get('path')!r}: remirror's agent writes only {conf}")
     if int(step.get("mode", 0o644)) & 0o7022:
-        raise Refused(f"write_file {policy.MDADM_CONF}: mode {int(step['mode']):o} is writable by others")
-    changed = policy.lines_of(policy.MDADM_CONF) ^ set(str(step.get("content", "")).splitlines())
+        raise Refused(f"write_file {conf}: mode {int(step['mode']):o} is writable by others")
+    changed = policy.lines_of(conf) ^ set(str(step.get("content", "")).splitlines())
     other = sorted(line for line in changed if line.strip() and not line.startswith(("ARRAY ", "#")))
     if other:
-        raise Refused(f"write_file {policy.MDADM_CONF}: only its ARRAY lines may change, not {other[0]!r}")
+        raise Refused(f"write_file {conf}: only its ARRAY lines may change, not {other[0]!r}")
 
 
 def write_sysfs(check: Checker, step: dict[str, Any]) -> None:

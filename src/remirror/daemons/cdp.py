@@ -19,6 +19,7 @@ from pathlib import Path
 from remirror.agent import cdp as local
 from remirror.agent.cdp_requests import point_and_prune
 from remirror.errors import RemirrorError
+from remirror.facts.cdp import is_leg_points
 from remirror.profile.layers import Cdp
 from remirror.profile.model import Mirror, Profile
 from remirror.profile.names import points_key
@@ -63,7 +64,7 @@ class Protected:
 def tick(protected: Protected, emit: Callable[[str], None]) -> None:
     """One round: a point if due, then pruning; one JSON line per thing done."""
     if not Path(protected.device).exists():
-        reason = "mirror not assembled here" if protected.name == protected.label else "disk not here"
+        reason = "disk not here" if is_leg_points(protected.name) else "mirror not assembled here"
         emit(json.dumps({"event": "no_stack", "mirror": protected.label, "reason": reason}))
         return
     # A rollback or a restore holds the index for as long as it copies: this tick is then

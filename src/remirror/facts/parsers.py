@@ -329,7 +329,8 @@ def md_data_end(examine: str) -> int | None:
     return offset + int(size.group(1)) * 512
 
 
-# remirror's block in a site's mdadm.conf (written by `apply`, read back by observe).
+# A site's mdadm.conf (Debian's), and remirror's block in it (written by `apply`, read back by observe).
+MDADM_CONF = "/etc/mdadm/mdadm.conf"
 CONF_BEGIN = "# BEGIN remirror: managed by remirror apply, do not edit"
 CONF_END = "# END remirror"
 

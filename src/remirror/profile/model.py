@@ -339,8 +339,9 @@ class Profile(ProfileModel):
             mutual=True,
         )
 
-    def replica_iqn(self, mirror: Mirror, replica: ReplicaLeg) -> str:
-        """The target name of a replica leg: given, or derived from the names."""
+    def replica_iqn(self, mirror: Mirror, replica: PrimaryLeg | ReplicaLeg) -> str:
+        """The target name of a replica leg (or of the primary's, as one after a promotion):
+        given, or derived from the names."""
         return replica.iqn or f"{DERIVED_IQN_PREFIX}:{self.name}.{mirror.name}.{replica.site}"
 
     def mirror(self, name: str) -> Mirror:

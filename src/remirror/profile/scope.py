@@ -59,7 +59,7 @@ def site_scope(profiles: Iterable[tuple[str, Profile]]) -> SiteScope:
             if mirror.transport == "wireguard":
                 interfaces.add(interface_name(profile))
             for leg in mirror.legs:
-                iqns.add(profile.replica_iqn(mirror, leg))  # type: ignore[arg-type]  # a primary's too
+                iqns.add(profile.replica_iqn(mirror, leg))  # a primary's too
                 portals.update(_portals(profile, mirror, leg))
                 if leg.site in local and leg.points is not None:
                     disks.add(points_volume(mirror, leg.site))  # the leg: the disk is its points'
