@@ -9,7 +9,10 @@ sequential 1 MiB pass over it, on
 - the bare disk (a replica without points);
 - the points' volume, its chunks provisioned, no point taken (a replica between points);
 - the same just after a point: each chunk's first write copies it (dm-thin's copy-on-write),
-  which is what a point costs, once per chunk, until the next point.
+  which is what a point costs, once per chunk, until the next point;
+- the same during a DR drill (remirror.drill, docs/drill.md): a point taken, the drill's
+  writable copy of it made the drill's way, and its checks writing the copy all along (a
+  loop of 1 MiB direct writes over 8 MiB of it): what a drill costs the replica's writes.
 Prints one JSON line per case and a Markdown table.
 """
 
@@ -24,6 +27,7 @@ import subprocess
 import sys
 import time
 
+from remirror import drill
 from remirror.agent import cdp
 from remirror.facts.cdp import CdpIndex, layout, stack_names
 
@@ -79,6 +83,21 @@ def fill(device: str) -> None:
     )
 
 
+def during_a_drill(volume: str) -> dict[str, float]:
+    """`writes` to the volume after a point, while a drill's copy of that point is written."""
+    _, plan = drill.snapshot_point(KEY, STACKED, None)  # a point taken now, as a drill does
+    copy = drill.activate_copy(drill.DrillDevices(KEY), plan, 0)  # no md superblock here
+    checks = subprocess.Popen(
+        ["sh", "-c", f"while :; do dd if=/dev/zero of={copy} bs=1M count=8 oflag=direct status=none; done"]
+    )
+    try:
+        time.sleep(1)  # the checks are writing
+        return writes(volume)
+    finally:
+        checks.kill()
+        checks.wait()
+
+
 def main() -> None:
     results = {}
     fill(RAW)
@@ -95,7 +114,11 @@ def main() -> None:
         results["points' volume, between points"] = writes(volume)
         index = cdp.take_point(KEY, STACKED, index)
         results["points' volume, first writes after a point"] = writes(volume)
+        # Room for the next case's copies: the pool keeps 57 MiB for history.
+        index = cdp.delete_points(KEY, STACKED, index, list(index.points))
+        results["points' volume, first writes after a point, during a drill"] = during_a_drill(volume)
     finally:
+        drill.remove_copy(drill.DrillDevices(KEY))
         cdp.deactivate(KEY, [])
         subprocess.run(
             ["dd", "if=/dev/zero", f"of={STACKED}", "bs=1M", "count=64", "oflag=direct", "status=none"],

@@ -228,22 +228,25 @@ class Controller:
         refuse_names_for_the_same_thing(self.profile, facts)
         return facts
 
+    def observe_site(self, name: str) -> SiteFacts:
+        """One site's facts (its lock taken first when this controller locks)."""
+        client = self.clients[name]
+        if self._lock:
+            client.lock(SITE_LOCK, holder(self._lock), self._lock_wait)
+        raw = client.observe(
+            self.disks_by_site()[name],
+            self.portals_by_site()[name],
+            self.probes_by_site()[name],
+            self.records_by_site()[name],
+        )
+        return site_facts(name, raw)
+
     def _observe_all(self) -> dict[str, Future[SiteFacts]]:
         order = sorted(self.profile.sites, key=lambda name: self.profile.sites[name].is_local)
-        disks, portals, probes = self.disks_by_site(), self.portals_by_site(), self.probes_by_site()
-        records = self.records_by_site()
-
-        def observe(name: str) -> SiteFacts:
-            client = self.clients[name]
-            if self._lock:
-                client.lock(SITE_LOCK, holder(self._lock), self._lock_wait)
-            raw = client.observe(disks[name], portals[name], probes[name], records[name])
-            return site_facts(name, raw)
-
         # All at once: observing is read-only, and each remote site costs an
         # SSH round trip and a Python start there.
         with ThreadPoolExecutor(max_workers=len(order)) as pool:
-            return {name: pool.submit(observe, name) for name in order}
+            return {name: pool.submit(self.observe_site, name) for name in order}
 
     def plan(self, secrets: dict[str, str]) -> Plan:
         """Observe and plan, each mirror as it runs now."""

@@ -7,6 +7,14 @@ import tempfile
 from collections.abc import Callable
 from pathlib import Path
 
+# What remirror keeps between runs on a site: when replicas were in sync, drill records.
+STATE_DIR = "/var/lib/remirror"
+
+
+def state_dir() -> Path:
+    """$REMIRROR_STATE_DIR, or /var/lib/remirror."""
+    return Path(os.environ.get("REMIRROR_STATE_DIR", STATE_DIR))
+
 
 def write_atomically(path: str | Path, content: str, mode: int = 0o644) -> None:
     """Write to a temporary file in the same directory, fsync, chmod, rename over `path`, fsync

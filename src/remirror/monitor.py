@@ -10,7 +10,6 @@ from __future__ import annotations
 
 import json
 import logging
-import os
 import time
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
@@ -19,7 +18,7 @@ from pathlib import Path
 from remirror.controller import Controller
 from remirror.errors import RemirrorError, UsageError
 from remirror.facts.site import SiteFacts
-from remirror.files import write_atomically
+from remirror.files import state_dir, write_atomically
 from remirror.health import MirrorHealth, State, assess
 from remirror.health.report import MirrorReport, Seen, report
 from remirror.health.verify import Span, differing, merged, settle
@@ -28,12 +27,10 @@ from remirror.profile.names import leg_device
 
 log = logging.getLogger("remirror.monitor")
 
-STATE_DIR = "/var/lib/remirror"
-
 
 def state_file(profile: Profile) -> Path:
     """Where this profile's replicas are dated: $REMIRROR_STATE_DIR or /var/lib/remirror."""
-    return Path(os.environ.get("REMIRROR_STATE_DIR", STATE_DIR)) / f"{profile.name}.seen.json"
+    return state_dir() / f"{profile.name}.seen.json"
 
 
 def load_seen(profile: Profile) -> Seen:

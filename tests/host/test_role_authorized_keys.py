@@ -8,14 +8,13 @@ shown in the lab (tests/lab/test_security.py).
 
 from __future__ import annotations
 
-import json
-import subprocess
-import sys
 from pathlib import Path
 
 from ruamel.yaml import YAML
 
-DEPLOY = Path(__file__).parents[2] / "playbooks/roles/remirror/tasks/deploy.yml"
+from tests.host.ansible_play import ROLE, run_tasks
+
+DEPLOY = ROLE / "tasks/deploy.yml"
 KEY = "ssh-ed25519 AAAAC3NzaC1lZDI1NTE5AAAAIPfyLTj/2C5tXLBbYYCXjActKJW5SEvtyFqpbt59xVBF remirror"
 
 
@@ -26,32 +25,8 @@ def _run_task(tmp_path: Path, restrict: bool) -> str:
         if "authorized_keys" in str(t.get("ansible.builtin.lineinfile"))
     ]
     task["ansible.builtin.lineinfile"].update(path=str(tmp_path / "authorized_keys"), owner=None, group=None)
-    play = [
-        {
-            "hosts": "localhost",
-            "connection": "local",
-            "gather_facts": False,
-            "vars": {
-                "remirror_ssh_public_key": KEY,
-                "remirror_ssh_restrict": restrict,
-                "ansible_python_interpreter": sys.executable,
-            },
-            "tasks": [task],
-        }
-    ]
-    (tmp_path / "play.yml").write_text(json.dumps(play))  # JSON is YAML
-    done = subprocess.run(
-        [
-            str(Path(sys.executable).parent / "ansible-playbook"),
-            "-i",
-            "localhost,",
-            str(tmp_path / "play.yml"),
-        ],
-        capture_output=True,
-        text=True,
-        timeout=300,
-    )
-    assert done.returncode == 0, done.stdout + done.stderr
+    variables = {"remirror_ssh_public_key": KEY, "remirror_ssh_restrict": restrict}
+    run_tasks(tmp_path, [task], variables)
     return (tmp_path / "authorized_keys").read_text()
 
 

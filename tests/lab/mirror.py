@@ -269,3 +269,29 @@ def examine_uuid(disk: str, site_b: bool) -> str:
     out = (on_b(*argv) if site_b else sh(*argv)).stdout
     match = re.search(r"^MD_UUID=(\S+)$", out, flags=re.M)
     return match.group(1) if match else ""
+
+
+def site_views(name: str, mirrors: str) -> tuple[str, str]:
+    """A profile's two views: site A's (itself local, site B over SSH with the lab's key) and
+    site B's own (itself local: what its agent lets others name there, docs/security.md)."""
+    from remirror.lab.spec import IDENTITY_FILE, KNOWN_HOSTS
+
+    site_a = f"""\
+version: 1
+name: {name}
+sites:
+  site-a: {{host: local}}
+  site-b:
+    host: ssh://root@site-b
+    ssh: {{identity_file: {IDENTITY_FILE}, known_hosts: {KNOWN_HOSTS}}}
+mirrors:
+{mirrors}"""
+    site_b = f"""\
+version: 1
+name: {name}
+sites:
+  site-a: {{host: "ssh://root@site-a"}}
+  site-b: {{host: local}}
+mirrors:
+{mirrors}"""
+    return site_a, site_b

@@ -1,17 +1,25 @@
-"""The DR site defends itself: site B's agent, reached over real SSH, speaks only remirror's
-closed protocol (remirror.agent.policy, docs/security.md).
+"""The DR site on its own: it defends itself (docs/security.md), and it proves it can take
+over (DR drills, docs/drill.md).
 
-What an attacker holding the primary (and its SSH key) would send site B, in the protocol's
-own format, is refused and changes nothing there; with the forced command of the Ansible
-role's authorized_keys line, the key runs nothing but the agent; and a ransomware run on the
-primary leaves site B the point it took of its own leg, which it restores. About 80 s: one
-small sync mirror (a 256 MiB disk), and one agent on site B answers every attack.
+Site B's agent, reached over real SSH, speaks only remirror's closed protocol
+(remirror.agent.policy): what an attacker holding the primary (and its SSH key) would send
+site B, in the protocol's own format, is refused and changes nothing there; with the forced
+command of the Ansible role's authorized_keys line, the key runs nothing but the agent. Site
+B drills: it starts PostgreSQL on a throwaway copy of its own point while pgbench runs on the
+primary, and the mirror never notices (TestDrills). Last, a ransomware run on the primary
+leaves site B the point it took of its own leg, which it restores.
+
+One small sync mirror (a 256 MiB disk) with site B's own points for all of it (its build costs
+20 s under emulation: one for the module), and one agent on site B answers every attack.
 """
 
 from __future__ import annotations
 
+import json
+import signal
 import subprocess
-from collections.abc import Iterator
+import time
+from collections.abc import Callable, Iterator
 from pathlib import Path
 from typing import Any
 
@@ -20,10 +28,12 @@ import pytest
 from remirror.agent.client import AgentClient
 from remirror.agent.digest import data_offset
 from remirror.errors import SiteError
+from remirror.lab import database
+from remirror.lab.net import in_site_b
 from remirror.lab.spec import IDENTITY_FILE, KNOWN_HOSTS, LAB_DIR, SITE_B_ADDRESS
 from remirror.profile.model import Site, SshOptions
 from tests.lab.conftest import on_b, sh
-from tests.lab.mirror import md_digest, remirror, wait_in_sync, write_random
+from tests.lab.mirror import lio_objects, md_digest, remirror, site_views, wait_in_sync, write_random
 
 MiB = 1024 * 1024
 OTHER_DISK = "/dev/lab/b1"  # not named by the profile site B holds in these tests
@@ -36,30 +46,17 @@ MIRROR = """\
   - name: sec0
     primary: {site: site-a, disk: /dev/lab/a3}
     replicas:
-      - {site: site-b, disk: /dev/lab/b3, portal: "192.0.2.2:3260", points: {every: 1d, keep: 7d}}
+      - site: site-b
+        disk: /dev/lab/b3
+        portal: "192.0.2.2:3260"
+        points: {every: 1d, keep: 7d}
+        drill: {every: 7d, run: ["/etc/remirror/lab/drill-check.sh"]}
     replication: {mode: sync, bitmap_chunk: 1MiB}
     iscsi: {timeouts: lan}
 """
-SITE_B_VIEW = f"""\
-version: 1
-name: security
-sites:
-  site-a: {{host: "ssh://root@site-a"}}
-  site-b: {{host: local}}
-mirrors:
-{MIRROR}"""
 # The primary's: not in /etc/remirror, where the lab's site B (which shares /etc) would read it too.
 SITE_A_PROFILE = Path("/run/remirror-security.yaml")
-SITE_A_VIEW = f"""\
-version: 1
-name: security
-sites:
-  site-a: {{host: local}}
-  site-b:
-    host: ssh://root@site-b
-    ssh: {{identity_file: {IDENTITY_FILE}, known_hosts: {KNOWN_HOSTS}}}
-mirrors:
-{MIRROR}"""
+SITE_A_VIEW, SITE_B_VIEW = site_views("security", MIRROR)
 
 
 def site_b(identity: str = IDENTITY_FILE) -> AgentClient:
@@ -221,6 +218,233 @@ def test_with_the_forced_command_the_key_runs_nothing_but_the_agent(
     left_no_trace()
 
 
+# --- DR drills (docs/drill.md) -------------------------------------------------------------
+
+MOUNT = "/run/remirror-drill-a"
+COPY = "/dev/mapper/remirror-sec0.site-b-cdp-drill"
+FS_SIZE = 150 * MiB  # the file system (the mirror holds 169 MiB); past it, a tail written once
+TAIL = (152 * MiB, 4 * MiB)
+CHECK = Path(LAB_DIR) / "drill-check.sh"
+RECORDS = "/var/lib/remirror/drills/sec0.site-b"
+# The operator's check: the database up on the copy, and pgbench's invariant holds. The copy is
+# of a running cluster: its postmaster.pid names a process that may exist here (in the lab, the
+# primary's own), so it goes first, as on any restore of a running cluster's files.
+CHECK_SCRIPT = """#!/bin/sh
+set -e
+PG=@PG_BIN@
+D="$REMIRROR_DRILL_MOUNT/pg"
+S=/run/remirror-drill-socket
+install -d -o postgres -m 0755 $S
+rm -f "$D/postmaster.pid"
+runuser -u postgres -- $PG/pg_ctl -D "$D" -w -t 600 -o "-p 5439 -k $S" -l $S/pg.log start || { tail -20 $S/pg.log; exit 1; }
+sums=$(runuser -u postgres -- $PG/psql -X -At -F ' ' -v ON_ERROR_STOP=1 -h $S -p 5439 -d postgres -c \
+  "SELECT (SELECT sum(abalance) FROM pgbench_accounts), (SELECT sum(tbalance) FROM pgbench_tellers),
+          (SELECT sum(bbalance) FROM pgbench_branches), (SELECT coalesce(sum(delta), 0) FROM pgbench_history),
+          (SELECT count(*) FROM pgbench_history)")
+set -- $sums
+echo "accounts $1 tellers $2 branches $3 history $4 ($5 transactions)"
+runuser -u postgres -- $PG/pg_ctl -D "$D" -m fast -w stop
+[ "$1" = "$4" ] && [ "$2" = "$4" ] && [ "$3" = "$4" ] && [ "$5" -gt 0 ]
+""".replace("@PG_BIN@", str(database.PG_BIN))
+
+
+@pytest.fixture(scope="class")
+def workload(attacked: AgentClient) -> Iterator[database.Workload]:
+    """PostgreSQL on the mirror at site A and pgbench running, for the drills' class; a tail
+    past the file system written once; site B's check script in place."""
+    on_b("rm", "-rf", RECORDS)
+    CHECK.write_text(CHECK_SCRIPT)
+    CHECK.chmod(0o755)
+    cluster = None
+    running = None
+    try:
+        # Inode tables and journal written now, not by ext4's lazy init behind the tests' backs.
+        sh("mkfs.ext4", "-q", "-F", "-E", "lazy_itable_init=0,lazy_journal_init=0", MD, f"{FS_SIZE // MiB}M")
+        write_random(*TAIL, MD)
+        sh("mkdir", "-p", MOUNT)
+        sh("mount", MD, MOUNT)
+        cluster = database.create("a", MOUNT)
+        cluster.start()
+        database.load(cluster)
+        # Its files on the disks before any point, as a database's are that has run a while: ext4
+        # may write an appended file's new size before its bytes, and a copy of a moment after
+        # `initdb` can hold a postgresql.conf ending in zeros (seen in the lab: PG refuses it).
+        sh("sync")
+        # 20 transactions a second: what pgbench rewrites after a drill's point is copied in site
+        # B's pool, which a 256 MiB lab disk keeps small (57 MiB for history; flat out, pgbench
+        # filled it in a minute).
+        running = database.Workload(cluster, f"{database.RUN_DIR}/drill").start(2, 3600, rate=20)
+        yield running
+    finally:
+        if cluster is not None:
+            cluster.kill()
+        if running is not None and running.process.returncode is None:
+            running.wait()
+        # Unmounted before the tests after the class, which write over the mirror: a killed
+        # server's processes may hold it for a moment.
+        deadline = time.monotonic() + 60
+        while (
+            sh("umount", MOUNT, ok_codes=(0, 32)).returncode
+            and "remirror-drill-a" in Path("/proc/self/mounts").read_text()
+        ):
+            assert time.monotonic() < deadline, f"{MOUNT} stays busy"
+            time.sleep(1)
+        on_b("rm", "-rf", RECORDS)
+
+
+def status() -> dict[str, Any]:
+    _, out, err = remirror("status", "-o", "json", str(SITE_A_PROFILE), ok_codes=(0, 1))
+    shown = json.loads(out)
+    assert "mirrors" in shown, out + err
+    (mirror,) = shown["mirrors"]
+    return dict(mirror)
+
+
+def tail_on_the_replica() -> str:
+    """The digest of the tail as it lies on site B's leg (past md's data offset)."""
+    return md_digest(data_offset(VOLUME) + TAIL[0], TAIL[1], VOLUME)
+
+
+def drill_on_b(*args: str) -> subprocess.Popen[str]:
+    argv = in_site_b(["remirror", "drill", str(SITE_B_PROFILE), "sec0", "-o", "json", *args])
+    return subprocess.Popen(argv, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+
+
+def finished(drill: subprocess.Popen[str], codes: tuple[int, ...]) -> dict[str, Any]:
+    out, err = drill.communicate(timeout=900)
+    assert drill.returncode in codes, f"exit {drill.returncode}: {out}{err}"
+    record: dict[str, Any] = json.loads(out)
+    return record
+
+
+def copy_is_gone() -> None:
+    for name in (COPY, f"{COPY}-data"):
+        assert on_b("test", "-e", name, ok_codes=(0, 1)).returncode == 1, f"{name} was left"
+    assert "remirror/drill" not in on_b("cat", "/proc/self/mounts").stdout
+
+
+def wait_for_copy(drill: subprocess.Popen[str], timeout: float = 300) -> None:
+    """Until the drill's copy is there (a drill that ended first fails the test, saying why)."""
+    deadline = time.monotonic() + timeout
+    while on_b("test", "-e", f"{COPY}-data", ok_codes=(0, 1)).returncode != 0:
+        if drill.poll() is not None:
+            out, err = drill.communicate()
+            pytest.fail(f"the drill ended (exit {drill.returncode}) before its copy appeared: {out}{err}")
+        assert time.monotonic() < deadline, "the drill's copy never appeared"
+        time.sleep(0.5)
+
+
+@pytest.mark.usefixtures("attacked")
+class TestDrills:
+    """DR drills at site B (remirror.drill): PostgreSQL on a copy of its own point while pgbench
+    runs at site A; a failing check; a killed drill. A tail of the mirror past the file system,
+    written once before, proves by its digest on the replica leg that no drill wrote the leg."""
+
+    def test_a_drill_starts_the_database_on_a_copy_while_pgbench_runs_and_the_mirror_never_notices(
+        self, workload: database.Workload, record_property: Callable[[str, object], None]
+    ) -> None:
+        assert status()["state"] == "MIRRORED"
+        tail, exported = tail_on_the_replica(), lio_objects()
+        drill = drill_on_b()
+        wait_for_copy(drill)
+        try:
+            during = status()
+        except AssertionError as error:
+            drill.kill()
+            pytest.fail(f"{error}\nthe drill said: {drill.communicate()}")
+        record = finished(drill, (0,))
+        assert workload.running(), "pgbench stopped"
+        assert during["state"] == "MIRRORED", during
+        assert record["passed"], record
+        assert record["kind"] == "remirror-drill"
+        assert record["point_taken_by_drill"]
+        (check,) = record["checks"]
+        assert check["exit_code"] == 0, check
+        assert "accounts" in check["output"], check
+        assert record["rto_seconds"] > 0
+        measured = {k: record[k] for k in ("rpo_seconds", "rto_seconds", "started", "finished")}
+        record_property("drill", measured)
+        assert record["rpo_seconds"] >= 0
+        # Nothing reached the replica leg, nothing was exported, nothing resyncs.
+        assert tail_on_the_replica() == tail
+        assert lio_objects() == exported
+        copy_is_gone()
+        # pgbench and the database stop here: the later drills need no load, and writes after a
+        # point take pool space (copy-on-write) that a 256 MiB lab disk is short of.
+        sh("pkill", "-INT", "-x", "pgbench")
+        workload.wait()
+        workload.cluster.stop()
+        # Every byte of the replica leg is the primary's: the drill wrote nothing to it (md would
+        # not know: only a comparison shows a write that did not come through the mirror).
+        _, compared, _ = remirror("verify", str(SITE_A_PROFILE), "sec0")
+        assert "the legs match" in compared, compared
+        after = status()
+        assert after["state"] == "MIRRORED", after
+        assert after["resync"] is None, after
+        (replica,) = [leg for leg in after["legs"] if leg["role"] == "replica"]
+        assert replica["drill"]["last_passed"] is True, replica
+        record_property(
+            "pool_used", replica["points"]["pool_used_bytes"] / replica["points"]["pool_total_bytes"]
+        )
+        # The record, dated, with its summary, on site B (`check` and `metrics` at site A: below).
+        listed = on_b("ls", RECORDS).stdout.split()
+        assert {"last.json", "last-pass.json"} <= set(listed)
+        assert any(n.endswith(".txt") for n in listed)
+
+    def test_a_killed_drill_is_cleaned_up_by_the_next_and_a_failing_check_still_cleans_up(
+        self, workload: database.Workload
+    ) -> None:
+        tail = tail_on_the_replica()
+        # A check that holds the copy's mount (its working directory) when the drill is killed.
+        drill = drill_on_b("--run", 'cd "$REMIRROR_DRILL_MOUNT" && sleep 600')
+        wait_for_copy(drill)
+        time.sleep(2)  # the check has started
+        drill.send_signal(signal.SIGKILL)  # nsenter execs the drill: this is the drill itself
+        drill.wait()
+        assert on_b("test", "-e", f"{COPY}-data", ok_codes=(0, 1)).returncode == 0  # left over
+        # The next drill removes it (stopping the check left on its mount) before it starts; its
+        # own check fails: it is reported failed, and its copy goes too.
+        found = subprocess.run(
+            in_site_b(
+                [
+                    "remirror",
+                    "drill",
+                    str(SITE_B_PROFILE),
+                    "sec0",
+                    "--at",
+                    "1",
+                    "--run",
+                    "test -e no-such-file",
+                ]
+            ),
+            capture_output=True,
+            text=True,
+            timeout=900,
+        )
+        assert found.returncode == 1, found.stdout + found.stderr
+        assert "removed what an earlier drill of sec0 left" in found.stdout
+        assert "FAILED (exit 1)" in found.stdout
+        assert "DR drill of sec0 at site-b: FAILED" in found.stdout
+        assert "point    #1 of" in found.stdout
+        assert "RTO      none" in found.stdout
+        copy_is_gone()
+        assert on_b("pgrep", "-f", "sleep 600", ok_codes=(0, 1)).returncode == 1
+        assert tail_on_the_replica() == tail
+        # Site B's records, seen from site A: the last drill failed, the one before passed.
+        _code, out, _ = remirror("check", str(SITE_A_PROFILE), ok_codes=(1,))
+        assert "the last drill at site-b FAILED" in out, out
+        _, metrics, _ = remirror("metrics", str(SITE_A_PROFILE))
+        labels = '{profile="security",mirror="sec0",leg="site-b",role="replica"}'
+        assert f"remirror_drill_last_passed{labels} 0" in metrics
+        assert f"remirror_drill_last_pass_timestamp_seconds{labels} " in metrics
+        assert status()["state"] == "MIRRORED"
+
+    def test_a_drill_is_refused_where_the_site_runs_the_mirror(self) -> None:
+        # Site A's view: site A runs sec0, and has no replica of it to drill.
+        _code, _, err = remirror("drill", str(SITE_A_PROFILE), "sec0", ok_codes=(3,))
+        assert "no replica of sec0 is this host's" in err
+
+
 def on_site_b(*args: str, ok_codes: tuple[int, ...] = (0,)) -> str:
     """`remirror ARGS` run on site B itself, with its own view of the profile (as its operator would)."""
     return on_b("remirror", *args, ok_codes=ok_codes).stdout
@@ -236,7 +460,8 @@ def test_ransomware_on_the_primary_leaves_site_b_its_own_point_to_restore(attack
     regions = {0: 4 * MiB, 40 * MiB: 4 * MiB, 120 * MiB: 4 * MiB}
     written = {offset: write_random(offset, size, MD) for offset, size in regions.items()}
     # Yesterday's point, taken by site B itself (its `cdp run` would, on its own schedule).
-    assert "point #1 taken" in on_site_b("cdp", "point", str(SITE_B_PROFILE), "sec0", "--leg", "--now")
+    taken = on_site_b("cdp", "point", str(SITE_B_PROFILE), "sec0", "--leg", "--now")
+    point = taken.split("point #")[1].split()[0]  # the drills before took points too
     # The attack: the primary's root encrypts the data (random bytes over it, replicated at once:
     # a sync mirror), then asks site B's agent, in the protocol's own format, to delete every
     # point and wipe what holds them.
@@ -273,7 +498,7 @@ def test_ransomware_on_the_primary_leaves_site_b_its_own_point_to_restore(attack
     assert "keeps no points of its own leg" in err
     # Site B still has yesterday's point, and restores it: the data as written before the attack.
     listed = on_site_b("cdp", "list", str(SITE_B_PROFILE), "sec0", "--leg")
-    assert listed.startswith("#1 "), listed
-    shown = on_site_b("cdp", "restore", str(SITE_B_PROFILE), "sec0", "--leg", "--at", "1", "--view")
+    assert f"#{point} " in listed, listed
+    shown = on_site_b("cdp", "restore", str(SITE_B_PROFILE), "sec0", "--leg", "--at", point, "--view")
     view = shown.split(" is ")[1].split()[0]
     assert leg_digests(view, regions) == written

@@ -122,7 +122,12 @@ def test_every_site_is_prepared_before_any_apply_and_a_failed_one_ends_the_run()
     assert apply["hosts"] == "remirror_primaries"
     assert [t["ansible.builtin.import_role"].get("tasks_from") for t in apply["tasks"]] == ["apply", "health"]
     main = YAML(typ="safe").load(PLAYBOOKS / "roles/remirror/tasks/main.yml")
-    assert [t["ansible.builtin.import_tasks"] for t in main] == ["install.yml", "deploy.yml", "points.yml"]
+    assert [t["ansible.builtin.import_tasks"] for t in main] == [
+        "install.yml",
+        "deploy.yml",
+        "points.yml",
+        "drills.yml",
+    ]
 
 
 def test_diff_mode_shows_the_actions_as_remirror_plan_prints_them(tmp_path: Path) -> None:

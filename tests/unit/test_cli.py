@@ -178,6 +178,7 @@ def test_the_shipped_cron_and_systemd_files_call_real_verbs_with_valid_options()
         "remirror",
         "remirror-check@.service",
         "remirror-watch@.service",
+        "remirror-drill@.service",
     }
     for path, call in calls:
         argv = shlex.split(call.split(")")[0].replace("%i", "office"))[1:]
@@ -191,7 +192,7 @@ def test_the_shipped_units_are_hardened_and_do_not_restart_on_a_bad_profile() ->
     """systemd.exec hardening on every unit; a daemon's exit 3 (bad profile or flag) ends its restarts;
     the units that reach other sites over SSH can still read root's ~/.ssh."""
     units = sorted((REPO / "contrib" / "systemd").glob("*.service"))
-    assert len(units) == 4
+    assert len(units) == 5
     for unit in units:
         settings = dict(
             line.split("=", 1)

@@ -36,6 +36,7 @@ ABOVE_CORE = {
     "remirror.systemd",
     "remirror.failover",
     "remirror.monitor",
+    "remirror.drill",
     "remirror.controller",
     "remirror.files",
     "remirror.logs",

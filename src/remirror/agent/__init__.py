@@ -15,11 +15,12 @@ their own host.
 
 from __future__ import annotations
 
+import os
+from pathlib import Path
 from typing import Any
 
 from remirror.agent import lock
 from remirror.agent.digest import digests
-from remirror.agent.observe import block_stats
 from remirror.agent.observe import observe as observe_site  # the package keeps `observe`, the module
 from remirror.agent.protocol import PROTOCOL_VERSION
 from remirror.agent.steps import run_steps
@@ -73,3 +74,13 @@ def _answer(request: dict[str, Any]) -> dict[str, Any]:
 
         return {"protocol": PROTOCOL_VERSION, **answer(request)}
     return {"protocol": PROTOCOL_VERSION, "error": f"unknown op {op!r}"}
+
+
+def block_stats(devices: list[str]) -> dict[str, str | None]:
+    """Each device's /sys/class/block/DEV/stat line (`remirror estimate` samples them), or None
+    for one that does not exist."""
+    stats: dict[str, str | None] = {}
+    for path in devices:
+        stat = Path("/sys/class/block") / Path(os.path.realpath(path)).name / "stat"
+        stats[path] = stat.read_text() if Path(path).exists() and stat.exists() else None
+    return stats

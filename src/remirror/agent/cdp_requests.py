@@ -79,7 +79,7 @@ def _index(mirror: str, md: str) -> CdpIndex:
     return index
 
 
-def _chosen(request: dict[str, Any], index: CdpIndex) -> RecoveryPoint:
+def point_named(request: dict[str, Any], index: CdpIndex) -> RecoveryPoint:
     """The point the request names: `at` (an id, as the operator gave it), or `at_time`: the
     newest point at or before it."""
     at = str(request["at"])
@@ -121,14 +121,14 @@ def _point(request: dict[str, Any], index: CdpIndex) -> dict[str, Any]:
 
 
 def _changes(request: dict[str, Any], index: CdpIndex) -> dict[str, Any]:
-    ranges = local.changed_since(str(request["mirror"]), _chosen(request, index), index.layout)
+    ranges = local.changed_since(str(request["mirror"]), point_named(request, index), index.layout)
     return {"ranges": [list(r) for r in ranges]}
 
 
 def _restore(request: dict[str, Any], index: CdpIndex) -> dict[str, Any]:
     """A read-only view of the point, or (`target`) a copy of it. Under the index lock: a pruning
     meanwhile would delete the point being copied."""
-    mirror, chosen = str(request["mirror"]), _chosen(request, index)
+    mirror, chosen = str(request["mirror"]), point_named(request, index)
     size = index.layout.volume_sectors * 512
     target = request.get("target")
     if target is not None:
@@ -144,7 +144,7 @@ def _restore(request: dict[str, Any], index: CdpIndex) -> dict[str, Any]:
 def _rollback(request: dict[str, Any], index: CdpIndex) -> dict[str, Any]:
     """Under the index lock from the read to the write with the undo point: a point or a pruning
     between would write an index without it (and could reuse its id)."""
-    mirror, chosen = str(request["mirror"]), _chosen(request, index)
+    mirror, chosen = str(request["mirror"]), point_named(request, index)
     if not request.get("yes"):
         raise Refused(f"cdp rollback: replaces {mirror}'s content by point #{chosen.id}: add --yes")
     _, done = local.rollback(mirror, str(request["md"]), index, chosen)

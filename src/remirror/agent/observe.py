@@ -14,7 +14,7 @@ import time
 from pathlib import Path
 from typing import Any
 
-from remirror.agent import wireguard
+from remirror.agent import drill_records, wireguard
 from remirror.agent.cdp import read_index
 from remirror.agent.direct import read_direct
 from remirror.agent.generations import read_record
@@ -32,8 +32,7 @@ _run = LocalRunner("agent").run
 INITIATOR_NAME_FILE = Path("/etc/iscsi/initiatorname.iscsi")
 MDADM_CONF = Path(parsers.MDADM_CONF)
 ISCSI_NODES = Path("/etc/iscsi/nodes")
-# Where LIO's saved configuration is restored from at boot, by the target
-# service that is installed: Debian's rtslib-fb-targetctl, else upstream's.
+# Where the installed target service restores LIO from at boot: Debian's rtslib-fb-targetctl, or upstream's.
 LIO_SAVE_PATHS = ("/etc/rtslib-fb-target/saveconfig.json", "/etc/target/saveconfig.json")
 
 
@@ -65,6 +64,7 @@ def observe(
         "mdadm_conf": MDADM_CONF.read_text() if MDADM_CONF.exists() else "",
         "dm": _dm_devices(),
         "wireguard": wireguard.observe(),
+        "drills": drill_records.read_records(),
     }
 
 
@@ -75,26 +75,22 @@ DM_PREFIX = "remirror-"
 WRITECACHE_MAGIC = (0x23489321).to_bytes(4, "little")
 
 
-def block_stats(devices: list[str]) -> dict[str, str | None]:
-    """Each device's /sys/class/block/DEV/stat line (`remirror estimate` samples them), or None
-    for one that does not exist."""
-    stats: dict[str, str | None] = {}
-    for path in devices:
-        stat = Path("/sys/class/block") / Path(os.path.realpath(path)).name / "stat"
-        stats[path] = stat.read_text() if Path(path).exists() and stat.exists() else None
-    return stats
-
-
 def _dm_devices() -> dict[str, Any]:
     """Table and status of each of remirror's dm devices, by name."""
     devices: dict[str, Any] = {}
     for name_file in sorted(Path("/sys/block").glob("dm-*/dm/name")):
-        name = name_file.read_text().strip()
+        try:
+            name = name_file.read_text().strip()
+        except OSError:
+            continue  # removed since the listing
         if not name.startswith(DM_PREFIX):
             continue
+        found = [_run(["dmsetup", verb, name], ok_codes=(0, 1)) for verb in ("table", "status")]
+        if any(done.returncode for done in found):
+            continue  # removed since the listing (a drill's copy, going)
         devices[name] = {
-            "table": _run(["dmsetup", "table", name]).stdout,
-            "status": _run(["dmsetup", "status", name]).stdout,
+            "table": found[0].stdout,
+            "status": found[1].stdout,
             "kernel_name": name_file.parent.parent.name,
         }
     return devices

@@ -122,7 +122,8 @@ def points_down(check: Checker, step: dict[str, Any]) -> None:
         check.mirror(key)
     views = step.get("views", [])
     check.each(lambda view: check.name(view, "view"), views)
-    if not all(str(view).startswith(f"remirror-{key}-cdp-at-") for view in views):
+    ours = (f"remirror-{key}-cdp-at-", f"remirror-{key}-cdp-drill")  # a point's view, a drill's copy
+    if not all(str(view).startswith(ours) for view in views):
         raise Refused(f"views {views!r} are not those of {key}'s points")
 
 

@@ -90,6 +90,11 @@ VERBS: dict[str, tuple[str, str, str]] = {
         "Predict the initial sync, a resync after an outage, async mode's backlog and whether sync"
         " mode fits the link, from the primary's own writes and the measured link.",
     ),
+    "drill": (
+        "remirror.cli.drill",
+        "drill",
+        "Prove the DR site can take over: checks on a throwaway copy of the replica, at the DR site.",
+    ),
     "cdp": ("remirror.cli.cdp", "cdp", "Recovery points of a mirror with `cdp` (run on its primary host)."),
     "lab": ("remirror.cli.lab", "lab", "A throwaway VM with two sites, for trying, rehearsing and testing."),
 }

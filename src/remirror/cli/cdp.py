@@ -80,7 +80,7 @@ def parse_when(text: str, now: float) -> float:
     return when.timestamp() if when.tzinfo else when.astimezone().timestamp()
 
 
-def _at(text: str) -> dict[str, Any]:
+def at_request(text: str) -> dict[str, Any]:
     """A point as the request names it: an id (`7`, `#7`), or the newest at or before a time."""
     return {"at": text, "at_time": None if text.lstrip("#").isdigit() else parse_when(text, time.time())}
 
@@ -147,7 +147,7 @@ def point(profile_path: str, mirror_name: str, leg: bool, force: bool) -> int:
 @click.option("--since", "since", required=True, metavar="POINT", help="A point id or time (as --at).")
 def changes(profile_path: str, mirror_name: str, since: str) -> int:
     """The byte ranges of the volume written since a point (era-block granularity)."""
-    for offset, length in _ask(profile_path, mirror_name, "changes", **_at(since))["ranges"]:
+    for offset, length in _ask(profile_path, mirror_name, "changes", **at_request(since))["ranges"]:
         click.echo(f"{offset}:{length}")
     return 0
 
@@ -179,7 +179,7 @@ def restore(
         leg,
         target=target,
         allow_destructive=allow_destructive,
-        **_at(at),
+        **at_request(at),
     )
     chosen = done["point"]
     if target is None:
@@ -198,7 +198,7 @@ def restore(
 @click.option("--yes", is_flag=True, help="Do it: the volume's content is replaced (a point keeps it).")
 def rollback(profile_path: str, mirror_name: str, at: str, yes: bool) -> int:
     """Make the volume equal to a point, copying back only the blocks written since (volume unmounted)."""
-    done = _ask(profile_path, mirror_name, "rollback", yes=yes, **_at(at))
+    done = _ask(profile_path, mirror_name, "rollback", yes=yes, **at_request(at))
     chosen, copied = done["point"], done["copied"]
     click.echo(
         f"{mirror_name} rolled back to point #{chosen['id']} ({_when(chosen)}): {format_size(copied)}"

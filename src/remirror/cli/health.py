@@ -16,6 +16,7 @@ from remirror.cli.output import emit_json, output_option, profile_argument
 from remirror.errors import EXIT_FAILURE, VERIFY_CANNOT_TELL, VERIFY_DIFFER, RemirrorError
 
 if TYPE_CHECKING:
+    from remirror.health.drill import DrillReport
     from remirror.health.report import CdpReport, LegReport, MirrorReport
     from remirror.profile import Profile
 
@@ -284,6 +285,8 @@ def _leg_text(leg: LegReport, size: Callable[[int], str], duration: Callable[[fl
             words.append(f"CACHE ERROR {leg.cache_error}")
     if leg.points is not None:
         words.append("own " + _cdp_text(leg.points, size, duration).removeprefix("cdp "))
+    if leg.drills is not None:
+        words.append(leg.drills.words())
     return "  ".join(words)
 
 
@@ -319,6 +322,22 @@ def _cdp_json(cdp: CdpReport | None) -> dict[str, Any] | None:
         "pool_used_bytes": cdp.pool_used_bytes,
         "pool_total_bytes": cdp.pool_total_bytes,
         "pool_mode": cdp.pool_mode or None,
+    }
+
+
+def _drill_json(drills: DrillReport | None) -> dict[str, Any] | None:
+    """A replica's DR drills (remirror.drill), as `status -o json` shows them."""
+    if drills is None:
+        return None
+    last = drills.last
+    return {
+        "last_passed": None if last is None else last.passed,
+        "last_age_seconds": drills.last_age_seconds,
+        "last_pass_age_seconds": drills.last_pass_age_seconds,
+        "rpo_seconds": None if last is None else last.rpo,
+        "rto_seconds": None if last is None else last.rto,
+        "every_seconds": drills.every_seconds,
+        "critical_after_seconds": drills.critical_seconds,
     }
 
 
@@ -367,6 +386,7 @@ def status_json(r: MirrorReport) -> dict[str, Any]:
                 "cache_writeback_blocks": leg.cache_writeback_blocks,
                 "cache_error": leg.cache_error,
                 "points": _cdp_json(leg.points),
+                "drill": _drill_json(leg.drills),
             }
             for leg in r.legs
         ],

@@ -8,6 +8,8 @@ from typing import Any
 
 from remirror.facts.cdp import CdpPoints, ThinPoolStatus, parse_thin_pool_status
 from remirror.facts.dm import parse_cache_status, parse_dm_table
+from remirror.facts.drill import DrillRecord, Drills
+from remirror.facts.drill import record_from_json as drill_record
 from remirror.facts.filesystems import FileSystemExtent, file_system_extent
 from remirror.facts.generations import LegRecord, record_from_json
 from remirror.facts.iscsi import build_iscsi_session, parse_initiator_name
@@ -123,6 +125,8 @@ class SiteFacts:
     inactive_arrays: dict[str, tuple[str, ...]] = field(default_factory=dict, hash=False)
     # `transport: wireguard`'s keys and interfaces; None: no wg(8) on the site
     wireguard: WireguardFacts | None = None
+    # Drills run here, by the key of the drilled leg's points (MIRROR.SITE): remirror.drill
+    drills: dict[str, Drills] = field(default_factory=dict, hash=False)
 
     def array_named(self, name: str, uuid: str) -> MdArray | None:
         """The running array with this UUID, or failing that, this /dev/md/NAME."""
@@ -232,7 +236,20 @@ def site_facts(name: str, raw: dict[str, Any]) -> SiteFacts:
         dm={name: _dm_device(name, info) for name, info in raw.get("dm", {}).items()},
         inactive_arrays={md: tuple(members) for md, members in raw.get("inactive_arrays", {}).items()},
         wireguard=wireguard_facts(raw.get("wireguard")),
+        drills={key: _drills(kept) for key, kept in raw.get("drills", {}).items()},
     )
+
+
+def _drills(kept: dict[str, Any]) -> Drills:
+    """A leg's drill records as the site holds them; one that does not read is not there."""
+
+    def read(key: str) -> DrillRecord | None:
+        try:
+            return drill_record(kept[key]) if kept.get(key) else None
+        except (ValueError, KeyError, TypeError):
+            return None
+
+    return Drills(read("last"), read("last_pass"))
 
 
 def _dm_device(name: str, info: dict[str, Any]) -> DmDevice:

@@ -185,6 +185,9 @@ def _mirror(report: MirrorReport, warning: Limit, critical: Limit) -> tuple[Stat
             )
     if crossed := critical.crossed_by(report):
         return Status.CRITICAL, f"{name} {report.state}: {crossed}"
+    alerts = [leg.drills.alert for leg in report.legs if leg.drills is not None and leg.drills.alert]
+    if crossed_drill := next((why for level, why in alerts if level == Status.CRITICAL), None):
+        return Status.CRITICAL, f"{name} {report.state}: {crossed_drill}"
     if report.state is State.SYNCING:
         progress = f"{report.resync.percent:.1f}% done" if report.resync else "progress unknown"
         if report.resync and report.resync.eta_seconds is not None:
@@ -211,6 +214,8 @@ def _mirror(report: MirrorReport, warning: Limit, critical: Limit) -> tuple[Stat
                 f"{name} {report.state}: {leg.site}'s own points: {age}, every"
                 f" {format_duration(leg.points.every_seconds)} (is its `remirror cdp run` running?)",
             )
+    if alerts:
+        return Status.WARNING, f"{name} {report.state}: {alerts[0][1]}"
     if report.notes:
         return Status.WARNING, f"{name} {report.state}: {'; '.join(report.notes)}"
     return Status.OK, f"{name} MIRRORED"

@@ -13,6 +13,7 @@ from __future__ import annotations
 
 from collections.abc import Iterator
 
+from remirror.health.drill import DrillReport
 from remirror.health.report import MirrorReport
 from remirror.health.state import IN_SYNC, State
 
@@ -47,6 +48,11 @@ METRICS = {
     "remirror_cdp_interval_seconds": ("gauge", "The profile's `every`: a point is due this often."),
     "remirror_cdp_pool_used_bytes": ("gauge", "Data in the CDP thin pool (the volume and its points)."),
     "remirror_cdp_pool_size_bytes": ("gauge", "The CDP thin pool's data size."),
+    "remirror_drill_last_passed": ("gauge", "1 if the replica's last DR drill passed, 0 if it failed."),
+    "remirror_drill_last_timestamp_seconds": ("gauge", "When the replica's last DR drill started."),
+    "remirror_drill_last_pass_timestamp_seconds": ("gauge", "When its last passing DR drill started."),
+    "remirror_drill_rpo_seconds": ("gauge", "The last passing drill's point age when it began (its RPO)."),
+    "remirror_drill_rto_seconds": ("gauge", "The last passing drill's time until its checks passed (RTO)."),
     "remirror_check_timestamp_seconds": ("gauge", "When these metrics were gathered (unix time)."),
     "remirror_build_info": ("gauge", "Always 1: the version of remirror that wrote these metrics."),
 }
@@ -91,6 +97,8 @@ def _samples(
                 yield "remirror_cache_dirty_bytes", labels, _times(leg.cache_dirty_blocks, block)
                 yield "remirror_cache_writeback_bytes", labels, _times(leg.cache_writeback_blocks, block)
                 yield "remirror_cache_error", labels, leg.cache_error
+            if leg.drills is not None:
+                yield from _drill_samples(labels, leg.drills)
         if r.resync is not None:
             yield "remirror_resync_progress_ratio", mirror, r.resync.percent / 100
             yield "remirror_resync_speed_bytes_per_second", mirror, r.resync.speed
@@ -109,6 +117,19 @@ def _samples(
         yield "remirror_site_up", {"site": site}, float(up)
     yield "remirror_check_timestamp_seconds", {}, now
     yield "remirror_build_info", {"version": version}, 1.0
+
+
+def _drill_samples(
+    labels: dict[str, str], drills: DrillReport
+) -> Iterator[tuple[str, dict[str, str], float | None]]:
+    last, passed = drills.last, drills.last_pass
+    if last is not None:
+        yield "remirror_drill_last_passed", labels, float(last.passed)
+        yield "remirror_drill_last_timestamp_seconds", labels, last.started
+    if passed is not None:
+        yield "remirror_drill_last_pass_timestamp_seconds", labels, passed.started
+        yield "remirror_drill_rpo_seconds", labels, passed.rpo
+        yield "remirror_drill_rto_seconds", labels, passed.rto
 
 
 def _times(blocks: int | None, block_bytes: int | None) -> float | None:

@@ -35,6 +35,7 @@ from remirror.facts.cdp import stack_names
 from remirror.facts.model import CacheStatus, MdArray
 from remirror.facts.parsers import managed_lines
 from remirror.facts.site import SiteFacts
+from remirror.health.drill import DrillReport, leg_drills
 from remirror.health.state import IN_SYNC, LegHealth, MirrorHealth, State, assess
 from remirror.profile.layers import Cdp
 from remirror.profile.model import DERIVED_IQN_PREFIX, Mirror, Profile
@@ -82,6 +83,7 @@ class LegReport:
     cache_error: int = 0  # the cache's error indicator (an errno): its writes may be lost
     writes_in_flight: int | None = None  # replica legs: writes sent and not completed
     points: CdpReport | None = None  # the points its site keeps of it (`replicas[].points`)
+    drills: DrillReport | None = None  # its DR drills at its site (`replicas[].drill`)
 
 
 @dataclass(frozen=True)
@@ -237,7 +239,8 @@ def _mirror(
         member = array.member(leg.member) if array is not None and leg.member else None
         flying = member.writes_in_flight if member is not None else None
         report = _leg(leg, reachable, out_of_sync, rpo, rtt, cache_status, flying, block)
-        reports.append(dataclasses.replace(report, points=_leg_points(mirror, leg.site, site, now)))
+        points, drills = _leg_points(mirror, leg.site, site, now), leg_drills(mirror, replica, site, now)
+        reports.append(dataclasses.replace(report, points=points, drills=drills))
     notes: tuple[str, ...] = ()
     if array is not None:
         notes = _record_notes(profile, mirror, facts)

@@ -149,11 +149,14 @@ class Workload:
     log_dir: str
     process: subprocess.Popen[str] = field(init=False)
 
-    def start(self, clients: int, seconds: int) -> Workload:
-        """Start pgbench in the background: `clients` connections for `seconds`."""
+    def start(self, clients: int, seconds: int, rate: int | None = None) -> Workload:
+        """Start pgbench in the background: `clients` connections for `seconds`, at most `rate`
+        transactions a second (None: as fast as they go)."""
         _sh(["install", "-d", "-o", "postgres", "-m", "0755", self.log_dir])
+        limit = ["-R", str(rate)] if rate else []
         argv = self.cluster.argv(
-            f"{PG_BIN}/pgbench", "-n", "-c", str(clients), "-j", str(min(clients, 2)), "-T", str(seconds),
+            f"{PG_BIN}/pgbench", "-n", *limit, "-c", str(clients), "-j", str(min(clients, 2)),
+            "-T", str(seconds),
             "-l", "--log-prefix", f"{self.log_dir}/tx", "-f", f"{self.cluster.data}/../tpcb-tagged.sql",
             "-h", self.cluster.socket, "-p", str(self.cluster.port), "postgres",
         )  # fmt: skip

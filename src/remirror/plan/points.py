@@ -90,6 +90,8 @@ def points_deactivation(mirror: Mirror, leg: PrimaryLeg | ReplicaLeg, site: Site
     key = points_key(mirror, leg.site)
     names = stack_names(key)
     views = sorted(n for n in site.dm if n.startswith(f"{names['volume']}-at-"))
+    # What a drill that did not end left (remirror.drill): its data device first, it sits on the copy.
+    views += [n for n in (f"{names['volume']}-drill-data", f"{names['volume']}-drill") if n in site.dm]
     if not any(n in site.dm for n in names.values()) and not views:
         return []
     subject = f"{points_volume(mirror, leg.site)} (its points and data stay on {leg.disk})"

@@ -112,3 +112,27 @@ class Cdp(ProfileModel):
         if value < CDP_CHUNK or value % CDP_CHUNK or value > 1024 * 1024 * 1024:
             raise ValueError("a thin-pool chunk is a multiple of 64KiB, at most 1GiB")
         return value
+
+
+DAY = 86400.0
+
+
+class Drill(ProfileModel):
+    """DR drills of a replica at its own site (docs/drill.md): its checks on a throwaway copy of
+    one of the leg's own points, on a schedule the Ansible role installs."""
+
+    every: PositiveDuration = Field(description="drill this often (the role's timer); 7d: weekly")
+    run: list[str] = Field(
+        default_factory=list,
+        description="the checks, shell command lines run at the DR site on the drill's copy"
+        " ($REMIRROR_DRILL_MOUNT, $REMIRROR_DRILL_DEVICE); none: the file system's own read-only check",
+    )
+    critical_after: PositiveDuration | None = Field(
+        None,
+        description="`check` is CRITICAL when no drill has passed for this long (default: every + 1d)",
+    )
+
+    @property
+    def critical(self) -> float:
+        """Seconds without a passing drill that `check` calls CRITICAL."""
+        return self.critical_after if self.critical_after is not None else self.every + DAY

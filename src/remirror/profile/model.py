@@ -13,7 +13,7 @@ from typing import Annotated, Any, Literal
 from pydantic import Discriminator, Field, PrivateAttr, Tag, field_validator
 
 from remirror.profile.base import ProfileModel
-from remirror.profile.layers import Cache, Cdp
+from remirror.profile.layers import Cache, Cdp, Drill
 from remirror.profile.timeouts import (
     REPLACEMENT_FOR,
     REPLACEMENT_TIMEOUT,
@@ -125,6 +125,9 @@ class ReplicaLeg(ProfileModel):
         description="recovery points this site keeps of its leg, on its own schedule (a thin pool"
         " under the exported volume, snapshots by the site's own `cdp run`): no other site can"
         " list, take or delete them (docs/security.md)",
+    )
+    drill: Drill | None = Field(
+        None, description="DR drills of this leg at its site, on a copy of one of its points (docs/drill.md)"
     )
 
     @property

@@ -31,6 +31,7 @@ def check(profile: Profile) -> list[Violation]:
         *_cdp_window(profile),
         *_keep_data_alone(profile),
         *_points_on_replicas_only(profile),
+        *_drills_on_points(profile),
     ]
 
 
@@ -206,6 +207,17 @@ def _points_on_replicas_only(profile: Profile) -> Iterator[Violation]:
                 yield (
                     path,
                     "cannot go with keep_data (not yet: the kept file system is sized against the raw disk)",
+                )
+
+
+def _drills_on_points(profile: Profile) -> Iterator[Violation]:
+    """A drill's copy is a thin snapshot of one of the leg's own points (docs/drill.md)."""
+    for m, mirror in enumerate(profile.mirrors):
+        for r, replica in enumerate(mirror.replicas):
+            if replica.drill is not None and replica.points is None:
+                yield (
+                    ("mirrors", m, "replicas", r, "drill"),
+                    "needs points on the same leg: a drill starts from a copy of one of them",
                 )
 
 

@@ -85,6 +85,20 @@ def points_mirrors(profile: Mapping[str, Any], site: str) -> list[str]:
     ]
 
 
+def drill_mirrors(profile: Mapping[str, Any], site: str) -> list[str]:
+    """The mirrors whose replica on `site` has `drill:`: that site drills them on its timer
+    (docs/drill.md)."""
+    return [
+        str(mirror.get("name"))
+        for mirror in profile.get("mirrors") or []
+        if any(leg.get("site") == site and leg.get("drill") for leg in mirror.get("replicas") or [])
+    ]
+
+
 class FilterModule:
     def filters(self) -> dict[str, Any]:
-        return {"remirror_site_view": site_view, "remirror_points_mirrors": points_mirrors}
+        return {
+            "remirror_site_view": site_view,
+            "remirror_points_mirrors": points_mirrors,
+            "remirror_drill_mirrors": drill_mirrors,
+        }

@@ -1,0 +1,40 @@
+"""Run some of the role's tasks with ansible-playbook on this host (connection local), in a play
+of their own: how the host tests try a task against scratch files."""
+
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+import sys
+from pathlib import Path
+from typing import Any
+
+ROLE = Path(__file__).parents[2] / "playbooks/roles/remirror"
+
+
+def run_tasks(tmp_path: Path, tasks: list[dict[str, Any]], variables: dict[str, Any]) -> None:
+    """`tasks` with `variables` on localhost, the role's filters available; fails the test on an error."""
+    play = [
+        {
+            "hosts": "localhost",
+            "connection": "local",
+            "gather_facts": False,
+            "vars": {**variables, "ansible_python_interpreter": sys.executable},
+            "tasks": tasks,
+        }
+    ]
+    (tmp_path / "play.yml").write_text(json.dumps(play))  # JSON is YAML
+    done = subprocess.run(
+        [
+            str(Path(sys.executable).parent / "ansible-playbook"),
+            "-i",
+            "localhost,",
+            str(tmp_path / "play.yml"),
+        ],
+        capture_output=True,
+        text=True,
+        timeout=300,
+        env={**os.environ, "ANSIBLE_FILTER_PLUGINS": str(ROLE / "filter_plugins")},
+    )
+    assert done.returncode == 0, done.stdout + done.stderr
