@@ -151,10 +151,6 @@ def refuse_unless_room(key: str) -> None:
 # --- the copy ------------------------------------------------------------------------------
 
 
-def _dm_exists(name: str) -> bool:
-    return _runner.run(["dmsetup", "info", name], ok_codes=[0, 1]).returncode == 0
-
-
 def _mounted(path: Path) -> bool:
     mounts = Path("/proc/self/mountinfo").read_text().splitlines()
     return any(line.split()[4] == str(path) for line in mounts if len(line.split()) > 4)
@@ -200,9 +196,9 @@ def remove_copy(devices: DrillDevices) -> bool:
         _stop_users(devices.mount)
         _runner.run(["umount", str(devices.mount)], timeout=300)
     for name in (devices.data, devices.snapshot):
-        if _dm_exists(name):
+        if points.dm_exists(name):
             found = True
-            _runner.run(["dmsetup", "remove", "--retry", name], timeout=120)
+            points.remove_dm(name)
     pool = stack_names(devices.key)["pool"]
     deleted = _runner.run(["dmsetup", "message", pool, "0", "delete", str(DRILL_THIN_ID)], ok_codes=[0, 1])
     return found or deleted.returncode == 0

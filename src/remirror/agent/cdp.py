@@ -53,7 +53,7 @@ class CdpError(RemirrorError):
     """A CDP operation that cannot be done (the reason in one line)."""
 
 
-def _dm_exists(name: str) -> bool:
+def dm_exists(name: str) -> bool:
     return _runner.run(["dmsetup", "info", name], ok_codes=[0, 1]).returncode == 0
 
 
@@ -96,12 +96,12 @@ def activate(mirror: str, md_path: str, plan: Layout, new: bool) -> None:
     names = stack_names(mirror)
     wanted = tables(mirror, md_path, plan)
     for key in ("tmeta", "emeta", "tdata", "pool"):
-        if not _dm_exists(names[key]):
+        if not dm_exists(names[key]):
             _runner.run(["dmsetup", "create", names[key], "--table", wanted[key]])
     if new:
         _runner.run(["dmsetup", "message", names["pool"], "0", "create_thin", "0"])
     for key in ("thin", "volume"):
-        if not _dm_exists(names[key]):
+        if not dm_exists(names[key]):
             _runner.run(["dmsetup", "create", names[key], "--table", wanted[key]])
     # A metadata snapshot held by a run that died would block `changes` (dm-era allows one).
     if era_status(mirror).metadata_snap_held:
@@ -125,8 +125,8 @@ def deactivate(mirror: str, views: list[str]) -> None:
     """Remove the stack's devices (and any point views), top down; the data stays on the mirror."""
     names = stack_names(mirror)
     for name in [*views, *reversed(list(names.values()))]:
-        if _dm_exists(name):
-            _remove(name)
+        if dm_exists(name):
+            remove_dm(name)
 
 
 @contextmanager
@@ -179,8 +179,8 @@ def delete_points(mirror: str, md_path: str, index: CdpIndex, doomed: list[Recov
     pool = stack_names(mirror)["pool"]
     for point in doomed:
         view = view_name(mirror, point.id)
-        if _dm_exists(view):
-            _remove(view)
+        if dm_exists(view):
+            remove_dm(view)
         _runner.run(["dmsetup", "message", pool, "0", "delete", str(point.id)], ok_codes=[0, 1])
     return index
 
@@ -204,7 +204,7 @@ def changed_since(mirror: str, point: RecoveryPoint, plan: Layout) -> list[tuple
 def view(mirror: str, plan: Layout, point: RecoveryPoint) -> str:
     """The point as a read-only device; its path."""
     name = view_name(mirror, point.id)
-    if not _dm_exists(name):
+    if not dm_exists(name):
         table = snapshot_table(mirror, plan, point.id)
         _runner.run(["dmsetup", "create", "--readonly", name, "--table", table])
     return f"/dev/mapper/{name}"
@@ -288,10 +288,10 @@ def kernel_path(md_path: str) -> str:
 
 def remove_view(mirror: str, point: int) -> None:
     """Take a point's read-only device away again."""
-    _remove(view_name(mirror, point))
+    remove_dm(view_name(mirror, point))
 
 
-def _remove(name: str) -> None:
+def remove_dm(name: str) -> None:
     """Remove a dm device; `--retry`: udev's probe of a device just created or written to holds
     it open for a moment (seen in the lab: `remove ioctl ... Device or resource busy`)."""
     _runner.run(["dmsetup", "remove", "--retry", name], timeout=120)
