@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import os
-import tempfile
 from collections.abc import Callable
 from pathlib import Path
 
@@ -26,6 +25,8 @@ def write_atomically(path: str | Path, content: str, mode: int = 0o644) -> None:
     power cut right after can leave the old file (mdadm.conf without the
     new `<ignore>` line) for the next boot to act on.
     """
+    import tempfile  # here: every agent start imports this module (state_dir), few write
+
     path = Path(path)
     path.parent.mkdir(parents=True, exist_ok=True)
     fd, temp = tempfile.mkstemp(dir=path.parent, prefix=f".{path.name}.")

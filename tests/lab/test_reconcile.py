@@ -113,15 +113,18 @@ SYNC = {
 }
 
 
-@pytest.mark.parametrize("mode", ["async", "sync"])
-def test_watch_brings_the_mirror_back_while_fio_verifies(
-    mirror: dict[str, str], tmp_path: Path, record_property: Callable[[str, object], None], mode: str
+def test_watch_brings_a_sync_mirror_back_while_fio_verifies(
+    mirror: dict[str, str], tmp_path: Path, record_property: Callable[[str, object], None]
 ) -> None:
-    profile = LAB if mode == "async" else variant(tmp_path, "sync.yaml", **SYNC)
-    if mode == "sync":
-        code, out, err = remirror("apply", "--yes", profile)
-        assert code == 0, out + err
-        assert md_sysfs("bitmap/backlog") == "0"  # no write-behind: each write waits for the replica
+    """Synchronous: each write waits for the replica until md fails the leg, and fio's writes go
+    on and read back as written. The lab profile's own mode (async, write-behind) is the flap
+    test's below: its outages are this cut four times over, under the same watch, with a
+    writer whose every block is checked, so a run of this test in async mode (43 s) showed
+    nothing that one does not."""
+    profile = variant(tmp_path, "sync.yaml", **SYNC)
+    code, out, err = remirror("apply", "--yes", profile)
+    assert code == 0, out + err
+    assert md_sysfs("bitmap/backlog") == "0"  # no write-behind: each write waits for the replica
     wait_in_sync()
     log = tmp_path / "watch.log"
     watcher = start_watch(log, profile)
@@ -142,8 +145,7 @@ def test_watch_brings_the_mirror_back_while_fio_verifies(
     finally:
         net.set_link(True)
         decisions = stop_watch(watcher, log)
-        if mode == "sync":
-            assert remirror("apply", "--yes", LAB)[0] == 0  # write-behind back for the next tests
+        assert remirror("apply", "--yes", LAB)[0] == 0  # write-behind back for the next tests
     assert any("site-a ReAddLeg" in d.get("repaired", []) for d in decisions), decisions
     assert legs_match()
 

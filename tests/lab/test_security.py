@@ -437,7 +437,8 @@ class TestDrills:
         labels = '{profile="security",mirror="sec0",leg="site-b",role="replica"}'
         assert f"remirror_drill_last_passed{labels} 0" in metrics
         assert f"remirror_drill_last_pass_timestamp_seconds{labels} " in metrics
-        assert status()["state"] == "MIRRORED"
+        # The same observation says the mirror is still MIRRORED (no `status`: one observe less).
+        assert 'remirror_mirror_state{profile="security",mirror="sec0",state="MIRRORED"} 1' in metrics
 
     def test_a_drill_is_refused_where_the_site_runs_the_mirror(self) -> None:
         # Site A's view: site A runs sec0, and has no replica of it to drill.

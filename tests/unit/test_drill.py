@@ -220,9 +220,13 @@ def test_a_replica_is_drilled_and_a_promoted_or_split_site_is_refused() -> None:
         refuse_unless_a_dr_copy(profile, mirror, leg, running)
 
 
-def test_a_check_is_stopped_whole_when_the_pool_fills_and_at_its_time() -> None:
+def test_a_check_is_stopped_whole_when_the_pool_fills_and_at_its_time(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    from remirror import drill
     from remirror.drill import run_check
 
+    monkeypatch.setattr(drill, "WATCH_SECONDS", 0.1)  # the watch's pace; a drill's is a second
     calls = []
 
     def danger() -> str:
@@ -234,6 +238,6 @@ def test_a_check_is_stopped_whole_when_the_pool_fills_and_at_its_time() -> None:
     assert done.exit_code == -1
     assert done.output.startswith("started\n")
     assert "pool is 95% full" in done.output
-    timed_out = run_check("echo $REMIRROR_DRILL_MOUNT; sleep 30", {"REMIRROR_DRILL_MOUNT": "/run/x"}, 1.5)
-    assert (timed_out.exit_code, timed_out.output) == (-1, "/run/x\n\n(killed after 1.5s)")
+    timed_out = run_check("echo $REMIRROR_DRILL_MOUNT; sleep 30", {"REMIRROR_DRILL_MOUNT": "/run/x"}, 0.5)
+    assert (timed_out.exit_code, timed_out.output) == (-1, "/run/x\n\n(killed after 0.5s)")
     assert run_check("exit 4", {}, 60).exit_code == 4

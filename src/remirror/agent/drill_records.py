@@ -9,10 +9,12 @@ from __future__ import annotations
 
 import json
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
-from remirror.facts.drill import DrillRecord
 from remirror.files import state_dir, write_atomically
+
+if TYPE_CHECKING:  # every agent start reads the records (observe); only a drill writes one
+    from remirror.facts.drill import DrillRecord
 
 DRILLS = "drills"
 LAST = "last.json"
