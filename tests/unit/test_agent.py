@@ -7,6 +7,7 @@ import json
 import os
 import subprocess
 import sys
+import threading
 import time
 from pathlib import Path
 
@@ -309,3 +310,25 @@ def test_a_request_that_reads_a_whole_disk_is_waited_for_as_long_as_its_steps_sa
     client.run([{"kind": "run", "argv": ["true"]}])
     client.run([{"kind": "prove_blank", "device": "/dev/sdb", "timeout": 36_000.0}])
     assert waited == [AGENT_TIMEOUT, 36_000.0]
+
+
+def test_lio_is_read_beside_the_rest_and_its_failure_reaches_the_observe(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    from remirror.agent import observe_lio
+
+    reader = threading.current_thread()
+    monkeypatch.setattr(
+        observe_lio, "read", lambda: {"available": False, "thread": threading.current_thread()}
+    )
+    found = observe_lio.read_beside()()
+    assert found["available"] is False
+    assert found["thread"] is not reader  # read in a thread of its own
+
+    def broken() -> dict[str, object]:
+        raise PermissionError("configfs")
+
+    monkeypatch.setattr(observe_lio, "read", broken)
+    wait = observe_lio.read_beside()
+    with pytest.raises(PermissionError, match="configfs"):
+        wait()

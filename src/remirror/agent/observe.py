@@ -1,4 +1,5 @@
-"""Gather a site's raw facts: the text tools print and sysfs holds, plus LIO via rtslib.
+"""Gather a site's raw facts: the text tools print and sysfs holds, plus LIO via rtslib
+(remirror.agent.observe_lio).
 
 Everything returned is JSON-able and interpreted by the pure parsers in
 `remirror.facts`, so that what is gathered here stays dumb and what is
@@ -14,7 +15,7 @@ import time
 from pathlib import Path
 from typing import Any
 
-from remirror.agent import drill_records, wireguard
+from remirror.agent import drill_records, observe_lio, wireguard
 from remirror.agent.cdp import read_index
 from remirror.agent.direct import read_direct
 from remirror.agent.generations import read_record
@@ -32,8 +33,6 @@ _run = LocalRunner("agent").run
 INITIATOR_NAME_FILE = Path("/etc/iscsi/initiatorname.iscsi")
 MDADM_CONF = Path(parsers.MDADM_CONF)
 ISCSI_NODES = Path("/etc/iscsi/nodes")
-# Where the installed target service restores LIO from at boot: Debian's rtslib-fb-targetctl, or upstream's.
-LIO_SAVE_PATHS = ("/etc/rtslib-fb-target/saveconfig.json", "/etc/target/saveconfig.json")
 
 
 def observe(
@@ -50,6 +49,7 @@ def observe(
     read of an iSCSI disk whose link just went down waits for the session's
     replacement timeout, and a reconciler pass must not.
     """
+    lio = observe_lio.read_beside()  # while the rest waits for wipefs and mdadm
     return {
         "portal_rtt": {portal: _round_trip(portal) for portal in portals or []},
         "hostname": os.uname().nodename,
@@ -59,8 +59,8 @@ def observe(
         "inactive_arrays": _inactive_arrays(),
         "sessions": _sessions(),
         "nodes": _nodes(),
-        "lio": _lio(),
-        "lio_save_path": _lio_save_path(),
+        "lio": lio(),
+        "lio_save_path": observe_lio.save_path(),
         "mdadm_conf": MDADM_CONF.read_text() if MDADM_CONF.exists() else "",
         "dm": _dm_devices(),
         "wireguard": wireguard.observe(),
@@ -347,50 +347,3 @@ def node_record_files(record: Path) -> list[Path]:
     (a record made without discovery) or a directory with one file per
     interface (`default`)."""
     return [record] if record.is_file() else sorted(f for f in record.iterdir() if f.is_file())
-
-
-def _lio_save_path() -> str:
-    for path in LIO_SAVE_PATHS:
-        if Path(path).parent.is_dir():
-            return path
-    return LIO_SAVE_PATHS[1]
-
-
-def _lio() -> dict[str, Any]:
-    """LIO objects through rtslib; nothing when LIO is not loaded here."""
-    if not Path("/sys/kernel/config/target").is_dir():
-        return {"available": False}
-    from rtslib_fb import RTSRoot  # imported here: only sites that run LIO need it
-
-    root = RTSRoot()
-    backstores = {
-        so.name: {"plugin": so.plugin, "dev": getattr(so, "udev_path", "")} for so in root.storage_objects
-    }
-    targets: dict[str, Any] = {}
-    for target in root.targets:
-        if target.fabric_module.name != "iscsi":
-            continue
-        tpgs = {}
-        for tpg in target.tpgs:
-            acls = {}
-            for acl in tpg.node_acls:
-                acls[acl.node_wwn] = {
-                    "chap_userid": acl.chap_userid,
-                    "chap_password": secret_digest(acl.chap_password) if acl.chap_password else "",
-                    "chap_mutual_userid": acl.chap_mutual_userid,
-                    "chap_mutual_password": secret_digest(acl.chap_mutual_password)
-                    if acl.chap_mutual_password
-                    else "",
-                    "mapped_luns": sorted(m.mapped_lun for m in acl.mapped_luns),
-                    "logged_in": acl.session is not None,
-                }
-            tpgs[str(tpg.tag)] = {
-                "enabled": bool(tpg.enable),
-                "portals": sorted(f"{p.ip_address}:{p.port}" for p in tpg.network_portals),
-                "luns": {str(lun.lun): lun.storage_object.name for lun in tpg.luns},
-                "authentication": tpg.get_attribute("authentication"),
-                "parameters": {name: tpg.get_parameter(name) for name in tpg.list_parameters()},
-                "acls": acls,
-            }
-        targets[target.wwn] = {"tpgs": tpgs}
-    return {"available": True, "backstores": backstores, "targets": targets}

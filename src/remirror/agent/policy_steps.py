@@ -14,7 +14,7 @@ from pathlib import Path
 from typing import Any
 
 from remirror.agent import policy
-from remirror.agent.observe import LIO_SAVE_PATHS
+from remirror.agent.observe_lio import LIO_SAVE_PATHS
 from remirror.agent.policy import IQN, NAME, UUID, Checker, Refused
 from remirror.facts import parsers  # its MDADM_CONF read at each check: tests point it elsewhere
 from remirror.facts.wireguard import INTERFACE_PREFIX, KEY_DIR

@@ -180,19 +180,32 @@ def _answer_unless_abandoned(request: dict[str, Any], requests: _Requests) -> di
     only become readable by closing: the controller timed out, was killed or
     lost the link. Whatever the agent is doing was asked by nobody now, and
     it holds the site's lock (remirror.agent.lock) for as long as it runs.
+    The worker says it is done through a pipe, watched beside stdin: the
+    answer leaves as soon as it is ready (a poll of stdin with a time-out
+    would hold every answer back until its next tick).
     """
     from remirror.agent import handle
 
     box: dict[str, dict[str, Any]] = {}
-    worker = threading.Thread(target=lambda: box.update(answer=handle(request)), daemon=True)
+    done_read, done_write = os.pipe()
+
+    def work() -> None:
+        try:
+            box["answer"] = handle(request)
+        finally:
+            os.write(done_write, b"x")
+
+    worker = threading.Thread(target=work, daemon=True)
     worker.start()
-    while worker.is_alive():
-        if requests.closed:  # it sent more requests, then closed: it waits for their answers
-            worker.join()
+    while not requests.closed:  # once closed, it sent more requests: it waits for their answers
+        readable, _, _ = select.select([requests.fd, done_read], [], [])
+        if done_read in readable:
             break
-        readable, _, _ = select.select([requests.fd], [], [], 0.5)
-        if readable and worker.is_alive() and not requests.fill() and b"\n" not in requests.buffer:
+        if not requests.fill() and b"\n" not in requests.buffer:
             _end_abandoned()
+    worker.join()
+    os.close(done_read)  # only now: the worker no longer writes to it
+    os.close(done_write)
     return box.get("answer", {"error": "the agent failed to answer"})
 
 
