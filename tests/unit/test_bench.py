@@ -122,3 +122,29 @@ def test_a_partial_run_reports_what_it_has(tmp_path: Path) -> None:
     assert text.startswith("# remirror benchmarks")
     assert "| what | target |" in text
     assert "No performance model" in text
+
+
+def test_the_lab_time_spent_summary_puts_the_costliest_first() -> None:
+    import lab_time_spent
+
+    records = [
+        {"test": "t", "kind": "test", "what": "t", "seconds": 20.0, "tests_thread": True},
+        {"test": "t", "kind": "sleep", "what": "", "seconds": 1.0, "tests_thread": True},
+        {"test": "t", "kind": "sleep", "what": "", "seconds": 1.0, "tests_thread": True},
+        {"test": "t", "kind": "sleep", "what": "", "seconds": 0.25, "tests_thread": True},
+        {
+            "test": "t",
+            "kind": "request",
+            "what": "site-b lock (first)",
+            "seconds": 3.7,
+            "tests_thread": False,
+        },
+        {"test": "t", "kind": "verb", "what": "apply", "seconds": 8.4, "tests_thread": True},
+    ]
+    assert lab_time_spent.summary(records) == [
+        "    20.0 s in 1 tests",
+        "     8.4 s     1 x verb apply",
+        "     3.7 s     1 x request site-b lock (first)  (beside the test, in a thread)",
+        "     2.0 s     2 x sleep 1 s or more",
+        "     0.2 s     1 x sleep under 1 s",
+    ]
