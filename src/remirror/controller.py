@@ -37,7 +37,11 @@ def _every_way_run(mirror: Mirror) -> list[Mirror]:
 
 
 class ApplyError(RemirrorError):
-    """An action failed; nothing after it ran."""
+    """An action failed; nothing after it ran. `outcomes`: the actions that ran, the failed one last."""
+
+    def __init__(self, message: str, outcomes: tuple[Outcome, ...] = ()) -> None:
+        super().__init__(message)
+        self.outcomes = outcomes
 
 
 @dataclass(frozen=True)
@@ -280,7 +284,9 @@ class Controller:
                 if failed is not None or len(mine) < len(action.steps):
                     error = failed["error"] if failed else "not run"
                     outcomes.append(Outcome(action, False, error))
-                    raise ApplyError(f"{action.site}: {action.verb} {action.subject}: {error}")
+                    raise ApplyError(
+                        f"{action.site}: {action.verb} {action.subject}: {error}", tuple(outcomes)
+                    )
                 outcomes.append(Outcome(action, True))
                 say(f"done: {action.line()}")
             index += len(batch)

@@ -8,9 +8,13 @@ keeps none of when a leg fell behind. `verify` compares the legs by digests.
 
 from __future__ import annotations
 
+import contextlib
+import fcntl
 import json
 import logging
+import os
 import time
+from collections.abc import Iterator, Sequence
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
 from pathlib import Path
@@ -20,7 +24,8 @@ from remirror.errors import RemirrorError, UsageError
 from remirror.facts.site import SiteFacts
 from remirror.files import state_dir, write_atomically
 from remirror.health import MirrorHealth, State, assess
-from remirror.health.report import MirrorReport, Seen, report
+from remirror.health.report import MirrorReport, report
+from remirror.health.seen import Seen
 from remirror.health.verify import Span, differing, merged, settle
 from remirror.profile.model import Profile
 from remirror.profile.names import leg_device
@@ -37,30 +42,67 @@ def load_seen(profile: Profile) -> Seen:
     """What the state file holds; nothing when it is missing or unreadable (RPO becomes unknown)."""
     try:
         data = json.loads(state_file(profile).read_text())
-        return Seen({m: {s: float(t) for s, t in sites.items()} for m, sites in data["in_sync_at"].items()})
+        in_sync = {m: {s: float(t) for s, t in sites.items()} for m, sites in data["in_sync_at"].items()}
     except FileNotFoundError:
         return Seen({})
     except (OSError, ValueError, KeyError, TypeError, AttributeError) as error:
         log.warning("ignoring %s: %s", state_file(profile), error)
         return Seen({})
+    try:
+        readds = {
+            m: {s: (int(count), float(last)) for s, (count, last) in sites.items()}
+            for m, sites in data.get("readds", {}).items()
+        }
+    except (ValueError, TypeError, AttributeError) as error:  # the dates still count
+        log.warning("ignoring the re-adds in %s: %s", state_file(profile), error)
+        readds = {}
+    return Seen(in_sync, readds)
 
 
 def save_seen(profile: Profile, seen: Seen) -> None:
     """Write the state file; a monitoring command without write access still answers."""
-    document = {"in_sync_at": {m: dict(sites) for m, sites in seen.in_sync_at.items()}}
+    document = {
+        "in_sync_at": {m: dict(sites) for m, sites in seen.in_sync_at.items()},
+        "readds": {m: {s: list(entry) for s, entry in sites.items()} for m, sites in seen.readds.items()},
+    }
     try:
         write_atomically(state_file(profile), json.dumps(document, indent=1, sort_keys=True) + "\n", 0o644)
     except OSError as error:
         log.warning("cannot record when replicas were in sync in %s: %s", state_file(profile), error)
 
 
-def record_in_sync(profile: Profile, healths: list[MirrorHealth]) -> Seen:
-    """Date every replica leg in sync now; the updated record."""
-    before = load_seen(profile)
-    seen = before.updated(healths, time.time())
-    if seen != before:
-        save_seen(profile, seen)
-    return seen
+def record_in_sync(
+    profile: Profile, healths: list[MirrorHealth], readded: Sequence[tuple[str, str]] = ()
+) -> Seen:
+    """Count the reconciler's re-adds (`readded`: mirror, site), then date every replica leg in
+    sync now (forgetting its re-adds); the updated record."""
+    with _held_file(profile):  # a pass and a `status` beside it: neither loses the other's
+        before = load_seen(profile)
+        now = time.time()
+        seen = before
+        for mirror, site in readded:
+            seen = seen.readded(mirror, site, now)
+        seen = seen.updated(healths, now)
+        if seen != before:
+            save_seen(profile, seen)
+        return seen
+
+
+@contextlib.contextmanager
+def _held_file(profile: Profile) -> Iterator[None]:
+    """An flock beside the state file while it is read and written again; none where it cannot be
+    taken (a command without write access there still answers)."""
+    try:
+        state_file(profile).parent.mkdir(parents=True, exist_ok=True)
+        fd = os.open(f"{state_file(profile)}.lock", os.O_CREAT | os.O_RDWR, 0o644)
+    except OSError:
+        yield
+        return
+    try:
+        fcntl.flock(fd, fcntl.LOCK_EX)
+        yield
+    finally:
+        os.close(fd)
 
 
 def snapshot(controller: Controller) -> tuple[list[MirrorReport], dict[str, SiteFacts | None]]:

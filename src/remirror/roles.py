@@ -12,11 +12,12 @@ from __future__ import annotations
 from collections.abc import Mapping
 from dataclasses import dataclass
 
+from remirror.facts.cdp import ThinPoolStatus, stack_names
 from remirror.facts.generations import Generation, LegRecord, MiB, record_offset
 from remirror.facts.model import IscsiSession, MdSuperblock
 from remirror.facts.site import DiskFacts, SiteFacts
 from remirror.profile.model import Mirror, PrimaryLeg, Profile, ReplicaLeg
-from remirror.profile.names import array_uuid, leg_device, replica_path
+from remirror.profile.names import array_uuid, leg_device, points_key, replica_path
 from remirror.profile.wireguard import replica_portal
 
 
@@ -223,3 +224,13 @@ def md_size(leg_bytes: list[int], metadata: str = "1.2") -> int:
         0 if metadata == "1.0" else 2 * MiB + min(128 * MiB, -(-smallest // 1024 // MiB) * MiB)
     )
     return (smallest - data_offset_bound - MiB) // MiB * MiB
+
+
+def points_pool(mirror: Mirror, site_name: str, site: SiteFacts | None) -> ThinPoolStatus | None:
+    """The thin pool under the points `site_name` keeps of its leg of `mirror` (`replicas[].points`),
+    as that site shows it; None when the leg keeps none or its stack is not active."""
+    leg = next((leg for leg in mirror.legs if leg.site == site_name), None)
+    if leg is None or leg.points is None or site is None:
+        return None
+    device = site.dm.get(stack_names(points_key(mirror, site_name))["pool"])
+    return device.pool if device is not None else None

@@ -63,6 +63,10 @@ class Sites:
                     self.facts = _mdadm(self.facts, action.site, step["argv"], self.on_disk, self.slots)
                 elif step["kind"] == "local_leg_last":
                     self.facts = _local_leg_last(self.facts, action.site, step, self.slots)
+                elif step["kind"] == "add_replica_legs":  # the agent's: each added, then re-added
+                    for device in step["devices"]:
+                        argv = ["mdadm", step["md"], "--add", device]
+                        self.facts = _mdadm(self.facts, action.site, argv, self.on_disk, self.slots)
                 elif step["kind"] == "run" and step["argv"][0] in ("dmsetup", "dd"):
                     self.facts = _dm_run(self.facts, action.site, step["argv"])
                 else:
@@ -418,17 +422,37 @@ def _local_leg_last(
     return _replace(sites, name, arrays=tuple(moved if a is array else a for a in site.arrays))
 
 
-def _member_state(sites: dict[str, SiteFacts], name: str, step: dict[str, Any]) -> dict[str, SiteFacts]:
-    """The agent's `member_state`: a replica leg (by its by-path link) made write-mostly."""
-    site = sites[name]
+def _replica_member(site: SiteFacts, step: dict[str, Any]) -> tuple[MdArray, str]:
+    """The array a step names (`md`) and the kernel name of the replica leg it names (`device`,
+    its by-path link): the disk of that target's session."""
     md_name = step["md"].removeprefix("/dev/md/")
     (array,) = [a for a in site.arrays if md_name in site.array_links[a.kernel_name]]
     remote = _BY_PATH.match(step["device"])
     assert remote is not None, step
+    return array, next(s.disk or "" for s in site.sessions if s.target == remote["iqn"])
+
+
+def _drop_bad_block_log(sites: dict[str, SiteFacts], name: str, step: dict[str, Any]) -> dict[str, SiteFacts]:
+    """The agent's `drop_bad_block_log`: the leg back in sync, its log and what it listed gone."""
+    site = sites[name]
+    array, member = _replica_member(site, step)
+    members = tuple(dataclasses.replace(m, bad_blocks=()) if m.device == member else m for m in array.members)
+    disks = dict(site.disks)
+    disk = disks.get(step["device"])
+    if disk is not None and disk.superblock is not None:
+        superblock = dataclasses.replace(disk.superblock, bad_block_log=False)
+        disks[step["device"]] = dataclasses.replace(disk, superblock=superblock)
+    changed = dataclasses.replace(array, members=members)
+    return _replace(sites, name, arrays=tuple(changed if a is array else a for a in site.arrays), disks=disks)
+
+
+def _member_state(sites: dict[str, SiteFacts], name: str, step: dict[str, Any]) -> dict[str, SiteFacts]:
+    """The agent's `member_state`: a replica leg (by its by-path link) made write-mostly."""
+    site = sites[name]
     assert step["value"] == "writemostly", step
-    disk = next(s.disk for s in site.sessions if s.target == remote["iqn"])
+    array, member = _replica_member(site, step)
     members = tuple(
-        dataclasses.replace(m, state=m.state | {"write_mostly"}) if m.device == disk else m
+        dataclasses.replace(m, state=m.state | {"write_mostly"}) if m.device == member else m
         for m in array.members
     )
     changed = dataclasses.replace(array, members=members)
@@ -653,4 +677,5 @@ _STEPS = {
     "leg_record_create": _leg_record_create,
     "leg_record_promote": _leg_record_promote,
     "leg_record_join": _nothing,  # the records' I/O is the agent's (tests/unit/test_failover.py)
+    "drop_bad_block_log": _drop_bad_block_log,
 }

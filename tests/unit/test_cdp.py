@@ -10,7 +10,7 @@ from pathlib import Path
 import pytest
 
 from remirror.cli.cdp import parse_when
-from remirror.cli.health import status_json, status_text
+from remirror.cli.status_view import status_json, status_text
 from remirror.errors import ProfileError, UsageError
 from remirror.facts.cdp import (
     INDEX_BYTES,
@@ -39,7 +39,8 @@ from remirror.facts.site import DiskFacts
 from remirror.health import State
 from remirror.health.check import DEFAULT_CRITICAL, DEFAULT_WARNING, Status, judge
 from remirror.health.metrics import render
-from remirror.health.report import MirrorReport, Seen, report
+from remirror.health.report import MirrorReport, report
+from remirror.health.seen import Seen
 from remirror.plan import PlanError, make_plan, make_teardown
 from remirror.profile import Profile, parse_profile
 from remirror.profile.rules import MAX_CDP_POINTS

@@ -33,7 +33,7 @@ def promtool(*args: str) -> str:
 
 
 def test_prometheus_accepts_the_rules_and_they_pass_their_tests() -> None:
-    assert "SUCCESS: 11 rules found" in promtool("check", "rules", RULES.name)
+    assert "SUCCESS: 14 rules found" in promtool("check", "rules", RULES.name)
     assert "SUCCESS" in promtool("test", "rules", RULE_TESTS.name)
 
 

@@ -13,7 +13,8 @@ from remirror.facts.drill import CheckRun, DrillRecord, Drills, record_from_json
 from remirror.facts.site import SiteFacts, site_facts
 from remirror.health.check import DEFAULT_CRITICAL, DEFAULT_WARNING, Status, judge
 from remirror.health.metrics import render
-from remirror.health.report import MirrorReport, Seen, report
+from remirror.health.report import MirrorReport, report
+from remirror.health.seen import Seen
 from remirror.plan import make_plan, make_teardown
 from remirror.plan.actions import Verb
 from remirror.profile import parse_profile
@@ -132,7 +133,7 @@ def test_check_judges_the_last_passing_drill_against_the_schedule(
 
 
 def test_status_and_metrics_show_the_last_drill() -> None:
-    from remirror.cli.health import status_json, status_text
+    from remirror.cli.status_view import status_json, status_text
 
     reports = _reports(Drills(record(NOW - 3600, passed=False), record(NOW - 2 * DAY)))
     text = status_text(reports, NOW)

@@ -16,7 +16,8 @@ from remirror.facts.site import DmDevice, SiteFacts
 from remirror.health import State, assess
 from remirror.health.check import DEFAULT_CRITICAL, DEFAULT_WARNING, Limit, Range, Status, judge
 from remirror.health.metrics import render
-from remirror.health.report import MirrorReport, Seen, report
+from remirror.health.report import MirrorReport, report
+from remirror.health.seen import Seen
 from remirror.profile.names import cache_name
 from tests.unit.test_facts_parsers import fixture
 from tests.unit.test_health_state import SYNC, applied, with_members, with_session
@@ -215,7 +216,7 @@ def test_the_state_file_dates_replicas_across_runs(tmp_path: Path) -> None:
 
 
 def test_status_text_and_json_show_what_a_cut_leg_misses() -> None:
-    from remirror.cli.health import status_json, status_text
+    from remirror.cli.status_view import status_json, status_text
 
     r = one(dict(cut(applied(SYNC))), Seen({MIRROR.name: {"b": NOW - 72}}))
     lines = status_text([r], NOW).splitlines()

@@ -116,12 +116,19 @@ def test_the_array_is_created_with_bitmap_write_behind_and_a_write_mostly_remote
     assert {"--bitmap=internal", "--bitmap-chunk=1024K", "--write-behind=1024", f"--uuid={UUID}"} <= set(argv)
     # md sends writes behind only to a write-mostly leg in the first slot (raid1.c, 6.1): the
     # replica's slot is left free at the create and the replica added into it, then made
-    # write-mostly; the local leg, last, is not write-mostly.
+    # write-mostly; the local leg, last, is not write-mostly. The replica is added without md's
+    # bad block log (remirror.agent.md_legs): a write it fails fails it, the bitmap keeps it.
     assert argv[-2:] == ["missing", "/dev/lab/a0"]
     assert "--write-mostly" not in argv
     steps = wire(create)
-    assert [s["kind"] for s in steps] == ["run", "wait_path", "run", "member_state", "leg_record_create"]
-    assert steps[2]["argv"] == ["mdadm", "/dev/md/lab0", "--add", by_path(REPLICA.portal_address, IQN)]
+    assert [s["kind"] for s in steps] == [
+        "run", "wait_path", "add_replica_legs", "member_state", "leg_record_create"
+    ]  # fmt: skip
+    assert steps[2] == {
+        "kind": "add_replica_legs",
+        "md": "/dev/md/lab0",
+        "devices": [by_path(REPLICA.portal_address, IQN)],
+    }
     assert steps[3] == {
         "kind": "member_state",
         "md": "/dev/md/lab0",
@@ -472,7 +479,7 @@ def test_a_resync_limit_is_set_before_the_initial_sync_and_changed_live() -> Non
     create = next(a for a in make_plan(limited, fresh(), SECRETS).actions if a.verb == "CreateArray")
     kinds = [s["kind"] for s in wire(create)]
     # Right after the array exists, before the replica legs are added (each add starts the sync).
-    assert kinds.index("disk_sysfs") < kinds.index("run", kinds.index("disk_sysfs"))
+    assert kinds.index("disk_sysfs") < kinds.index("add_replica_legs")
     limits = [(s["device"], s["attribute"], s["value"]) for s in wire(create) if s["kind"] == "disk_sysfs"]
     # The limit, and the array's floor at md's default (1000 KiB/s), whatever the system's is:
     # md holds a resync to its limit only above its floor.
@@ -549,7 +556,11 @@ def test_initial_sync_skip_proves_each_leg_blank_on_its_site_then_creates_withou
     # and no initial sync: nothing is added afterwards, so nothing is recovered.
     assert argv[-3:] == ["--assume-clean", by_path(REPLICA.portal_address, IQN), "/dev/lab/a0"]
     assert "missing" not in argv
-    assert [s["kind"] for s in steps] == ["run", "wait_path", "member_state", "leg_record_create"]
+    # mdadm's create gives each leg a bad block log: the replica's is dropped at once, in place
+    # (nothing to resync), and a write the replica fails then fails it (remirror.agent.md_legs).
+    assert [s["kind"] for s in steps] == [
+        "run", "wait_path", "drop_bad_block_log", "member_state", "leg_record_create"
+    ]  # fmt: skip
     assert "no initial sync" in create.subject
     # The usual create has no proof and copies the primary leg (the add starts a recovery).
     assert not [a for a in make_plan(PROFILE, fresh(), SECRETS).actions if a.verb == "ProveBlank"]

@@ -216,7 +216,8 @@ def test_a_legs_points_are_pruned_by_age_only_never_early_for_space(monkeypatch:
 def test_check_warns_when_the_replicas_own_points_are_overdue_and_status_shows_them() -> None:
     from remirror.facts.cdp import CdpPoints
     from remirror.health.check import DEFAULT_CRITICAL, DEFAULT_WARNING, Status, judge
-    from remirror.health.report import Seen, report
+    from remirror.health.report import report
+    from remirror.health.seen import Seen
 
     profile = parse_profile(PROFILE)
     sites = Sites(bare_sites())

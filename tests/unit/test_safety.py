@@ -423,7 +423,8 @@ def without_records(data_end: int | None) -> dict[str, SiteFacts]:
 
 
 def test_leg_records_never_written_are_written_by_apply_where_md_leaves_room() -> None:
-    from remirror.health.report import Seen, report
+    from remirror.health.report import report
+    from remirror.health.seen import Seen
 
     facts = without_records(data_end=512 * 1024**2)  # well short of a 1 GiB leg's last MiB
     (write,) = [a for a in make_plan(PROFILE, facts, SECRETS).actions if a.verb == "WriteLegRecords"]
@@ -440,7 +441,8 @@ def test_leg_records_never_written_are_written_by_apply_where_md_leaves_room() -
 
 def test_leg_records_are_never_written_where_md_may_use_the_last_mib() -> None:
     from remirror.health.check import DEFAULT_CRITICAL, DEFAULT_WARNING, Status, judge
-    from remirror.health.report import Seen, report
+    from remirror.health.report import report
+    from remirror.health.seen import Seen
 
     facts = without_records(data_end=1 << 30)  # an array over the whole disk
     assert "WriteLegRecords" not in [a.verb for a in make_plan(PROFILE, facts, SECRETS).actions]
@@ -469,7 +471,8 @@ def test_the_agent_checks_for_room_before_writing_a_record() -> None:
 
 def test_a_mirror_dropped_from_the_profile_keeps_its_lines_and_is_reported_while_it_runs() -> None:
     from remirror.facts.parsers import managed_lines
-    from remirror.health.report import Seen, report
+    from remirror.health.report import report
+    from remirror.health.seen import Seen
 
     facts = dict(applied().facts)
     two = parse_profile(

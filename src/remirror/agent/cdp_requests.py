@@ -1,6 +1,6 @@
 """The `cdp` request: `remirror cdp` verbs, carried out by the agent of the site that runs the mirror.
 
-`{"op": "cdp", "do": "list"|"point"|"changes"|"restore"|"rollback",
+`{"op": "cdp", "do": "list"|"point"|"prune"|"changes"|"restore"|"rollback",
 "mirror": NAME, "md": DEVICE, ...}`. The CLI reaches the site through the
 controller, like every other verb; the site reads the index, decides with
 remirror.retention, and acts with remirror.agent.cdp, holding the mirror's
@@ -151,11 +151,24 @@ def _rollback(request: dict[str, Any], index: CdpIndex) -> dict[str, Any]:
     return {"point": _point_json(chosen), "undo": _point_json(done.undo_point), "copied": done.bytes_copied}
 
 
+def _prune(request: dict[str, Any], index: CdpIndex) -> dict[str, Any]:
+    """The operator's pruning now (`remirror cdp prune`): the points older than `older_than` go,
+    the newest always stays; without `yes` only what would go is said. For a replica's own
+    points, the way to make room in a pool they fill: they are never pruned for space by
+    themselves (a flood of writes must not erase the history: docs/security.md)."""
+    mirror, md = str(request["mirror"]), str(request["md"])
+    doomed = pruning(index, time.time(), float(request["older_than"]), None).expired
+    if request.get("yes"):
+        local.delete_points(mirror, md, index, list(doomed))
+    return {"pruned": [_point_json(p) for p in doomed], "deleted": bool(request.get("yes"))}
+
+
 # do -> (handler, whether it holds the index lock: it writes the index, or needs its points to stay)
 VERBS = {
     "list": (_list, False),
     "changes": (_changes, False),
     "point": (_point, True),
+    "prune": (_prune, True),
     "restore": (_restore, True),
     "rollback": (_rollback, True),
 }

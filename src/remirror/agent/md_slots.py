@@ -72,7 +72,7 @@ def local_leg_last(step: dict[str, Any]) -> None:
 def _move_last(base: Path, md: str, leg: str, legs: int) -> None:
     """Out, shrink (the other legs pack down in order), grow, back in: the last slot."""
     _runner.run(["mdadm", md, "--fail", leg])
-    _remove(md, leg)
+    remove_failed(md, leg)
     try:
         _write(base / "raid_disks", str(legs - 1))
         _write(base / "raid_disks", str(legs))
@@ -85,7 +85,7 @@ def _move_last(base: Path, md: str, leg: str, legs: int) -> None:
         _wait_in_sync(base, Path(leg).name)
 
 
-def _remove(md: str, leg: str) -> None:
+def remove_failed(md: str, leg: str) -> None:
     """`--remove` of a failed leg, once md has let go of it (a read in flight holds it a moment)."""
     deadline = time.monotonic() + REMOVE_WAIT
     while _runner.run(["mdadm", md, "--remove", leg], ok_codes=(0, 1)).returncode != 0:

@@ -100,6 +100,9 @@ class Checker:
         self.each(self.portal, request.get("portals", []))
 
     def _cdp(self, request: dict[str, Any]) -> None:
+        if request.get("do") == "prune":
+            # An operator's deletion of history: on the site that keeps the points, never asked.
+            raise Refused("cdp prune: only on the site that keeps the points, by its operator")
         self.mirror(request.get("mirror"))
         if "md" in request:
             self.device(request["md"])

@@ -22,7 +22,7 @@ from remirror.facts.wireguard import INTERFACE_PREFIX, KEY_DIR
 # Trees a `resolve --save` directory may not be in: the system's own.
 SYSTEM_TREES = ("/etc", "/usr", "/boot", "/root", "/bin", "/sbin", "/lib", "/proc", "/sys", "/dev", "/run")
 _MD_SYSFS = re.compile(
-    r"/sys/block/(md\d+)/md/(suspend_hi|sync_action|bitmap/backlog|sync_speed_min|sync_speed_max"
+    r"/sys/block/(md\d+)/md/(suspend_hi|sync_action|sync_max|bitmap/backlog|sync_speed_min|sync_speed_max"
     r"|dev-([A-Za-z0-9!_-]+)/state)"
 )
 _SESSION_SYSFS = re.compile(r"/sys/class/iscsi_session/(session\d+)/recovery_tmo")
@@ -255,6 +255,8 @@ STEP_CHECKS: dict[str, Callable[[Checker, dict[str, Any]], None]] = {
     "member_state": _member_state,
     "disk_sysfs": _disk_sysfs,
     "local_leg_last": _fields(md="device", device="device"),
+    "add_replica_legs": _fields(md="device", devices="devices"),
+    "drop_bad_block_log": _fields(md="device", device="device"),
     "lio": lio,
     "dm_reload": _fields(name="dm", table="table"),
     "drain_cache": _fields(name="dm", cleaner_table="table", linear="table"),

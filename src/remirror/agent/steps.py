@@ -5,7 +5,8 @@ A step is a small JSON object, so that the controller can ship it over SSH:
 `write_sysfs`, `member_state` (an md member's sysfs state, the member named by its
 device path), `disk_sysfs` (a block device's attribute, the device named by a
 path), `local_leg_last` (the local leg of an array into its last slot,
-remirror.agent.md_slots), `node_secrets` (CHAP secrets into an iSCSI node record),
+remirror.agent.md_slots), `add_replica_legs` and `drop_bad_block_log` (replica legs
+without md's bad block log, remirror.agent.md_legs), `node_secrets` (CHAP secrets into an iSCSI node record),
 `lio` (an rtslib operation), `dm_reload` (a live table swap) and
 `drain_cache` (write a cache back, then swap it for a linear mapping),
 `cdp_stack` and `cdp_deactivate` (a mirror's CDP stack, remirror.agent.cdp),
@@ -25,7 +26,7 @@ import time
 from pathlib import Path
 from typing import Any
 
-from remirror.agent import cdp, generations, md_slots, wireguard
+from remirror.agent import cdp, generations, md_legs, md_slots, wireguard
 from remirror.agent.direct import first_nonzero
 from remirror.errors import CommandError, RemirrorError
 from remirror.facts.dm import parse_cache_status
@@ -145,7 +146,8 @@ def _assemble_array(step: dict[str, Any]) -> None:
             _runner.run(["mdadm", "--stop", f"/dev/{md.name}"])
         elif Path(step["md"]).exists() and Path(os.path.realpath(step["md"])).name == md.name:
             return
-    argv = ["mdadm", "--assemble", step["md"], f"--uuid={step['uuid']}", "--run", *step["devices"]]
+    update = ["--update=bbl"] if step.get("bad_block_log") else []
+    argv = ["mdadm", "--assemble", step["md"], f"--uuid={step['uuid']}", "--run", *update, *step["devices"]]
     _runner.run(argv, timeout=120)
 
 
@@ -300,6 +302,8 @@ _STEPS = {
     "member_state": _member_state,
     "disk_sysfs": _disk_sysfs,
     "local_leg_last": md_slots.local_leg_last,
+    "add_replica_legs": md_legs.add_replica_legs,
+    "drop_bad_block_log": md_legs.drop_bad_block_log,
     "lio": _lio,
     "dm_reload": _dm_reload,
     "drain_cache": _drain_cache,

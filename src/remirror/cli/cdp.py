@@ -144,6 +144,30 @@ def point(profile_path: str, mirror_name: str, leg: bool, force: bool) -> int:
 @cdp.command()
 @profile_argument
 @mirror_argument
+@leg_option
+@click.option("--keep", "older_than", required=True, metavar="DURATION",
+              help="Keep the points younger than this (`1d`, `12h`); the newest always stays.")  # fmt: skip
+@click.option("--yes", is_flag=True, help="Delete them; without it, only show which would go.")
+def prune(profile_path: str, mirror_name: str, leg: bool, older_than: str, yes: bool) -> int:
+    """Delete the points older than --keep now (room in a pool they fill; a shorter window)."""
+    from remirror.units import parse_duration
+
+    try:
+        seconds = parse_duration(older_than)
+    except ValueError as error:
+        raise UsageError(f"cdp prune: --keep {older_than!r}: {error}") from None
+    done = _ask(profile_path, mirror_name, "prune", leg, older_than=seconds, yes=yes)
+    verb = "pruned" if done["deleted"] else "would be pruned (add --yes)"
+    for point in done["pruned"]:
+        click.echo(f"point #{point['id']} ({_when(point)}) {verb}")
+    if not done["pruned"]:
+        click.echo(f"no point older than {older_than} but the newest")
+    return 0
+
+
+@cdp.command()
+@profile_argument
+@mirror_argument
 @click.option("--since", "since", required=True, metavar="POINT", help="A point id or time (as --at).")
 def changes(profile_path: str, mirror_name: str, since: str) -> int:
     """The byte ranges of the volume written since a point (era-block granularity)."""

@@ -15,12 +15,19 @@ F = TypeVar("F", bound=Callable[..., Any])
 @click.command()
 @profile_argument
 @output_option
-def reconcile(profile_path: str, output: str) -> int:
+@click.option(
+    "--retry",
+    is_flag=True,
+    help="Re-add replica legs left out after repeated failed re-adds (once their disk is fixed).",
+)
+def reconcile(profile_path: str, output: str, retry: bool) -> int:
     """Bring the mirrors back to what the profile wants, one safe step per pass.
 
     Exit 0: every mirror is MIRRORED; 1: repairs are under way (a resync);
     2: a repair is needed that remirror cannot make now or will not make by
-    itself (the reason is printed).
+    itself (the reason is printed). A replica leg that failed again after
+    three re-adds (its disk fails writes) is left out and tried once an hour;
+    `--retry` tries it now.
     """
     from remirror.controller import Controller, read_secrets
     from remirror.profile import load_profile
@@ -31,7 +38,7 @@ def reconcile(profile_path: str, output: str) -> int:
     controller = Controller(profile)
     say = (lambda _line: None) if output == "json" else click.echo
     try:
-        passes = reconcile_once(controller, secrets, say)
+        passes = reconcile_once(controller, secrets, say, retry)
     finally:
         controller.close()
     code = max((p.exit_code for p in passes), default=0)

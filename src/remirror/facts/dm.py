@@ -12,6 +12,18 @@ from remirror.facts.model import CacheStatus, DmTable
 from remirror.facts.parsers import ParseError
 
 
+def split_dm_listing(text: str) -> dict[str, str]:
+    """`dmsetup table` or `dmsetup status` of every device at once (`NAME: START LEN TYPE ARGS`, a
+    line per target) cut into each device's part, as the same command prints it for that device
+    alone: one command for all of a site's devices, not two per device."""
+    parts: dict[str, str] = {}
+    for line in text.splitlines():
+        name, sep, rest = line.partition(": ")
+        if sep and name and " " not in name:
+            parts[name] = parts.get(name, "") + rest + "\n"
+    return parts
+
+
 def parse_dm_table(text: str) -> DmTable:
     """`dmsetup table NAME` of a one-target device: `0 LEN TYPE ARGS...`.
 

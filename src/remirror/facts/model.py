@@ -67,6 +67,12 @@ class MdMember:
     # Writes md sent to it that it has not completed (its block device's `inflight`). For an
     # async mirror's replica leg: how many acknowledged writes site B may still lack.
     writes_in_flight: int | None = None
+    # md's bad block log for it (sysfs `bad_blocks` and `unacknowledged_bad_blocks`): ranges of
+    # (first sector, sectors) of the device, not of the array, where a write failed and md went
+    # on without it. md then reads those sectors from another leg and writes no more there:
+    # the leg lacks acknowledged writes, and its bitmap does not say so (docs/safety.md).
+    bad_blocks: tuple[tuple[int, int], ...] = ()
+    data_offset: int | None = None  # sectors: where the array's data starts on it (sysfs `offset`)
 
     @property
     def is_faulty(self) -> bool:
@@ -82,6 +88,25 @@ class MdMember:
     def is_write_mostly(self) -> bool:
         """Reads avoid it (a remote leg)."""
         return "write_mostly" in self.state
+
+    def missed(self) -> tuple[tuple[int, int], ...]:
+        """The array's byte ranges (offset, length) this member failed to write and md recorded
+        in its bad block log, merged: what it lacks though md counts it in sync."""
+        offset = self.data_offset or 0
+        spans = sorted(((start - offset) * 512, length * 512) for start, length in self.bad_blocks)
+        merged: list[tuple[int, int]] = []
+        for at, length in spans:
+            if merged and at <= merged[-1][0] + merged[-1][1]:
+                last_at, last_length = merged[-1]
+                merged[-1] = (last_at, max(last_length, at + length - last_at))
+            else:
+                merged.append((at, length))
+        return tuple(merged)
+
+    @property
+    def missed_bytes(self) -> int:
+        """How much of the array this member lacks by its bad block log."""
+        return sum(length for _, length in self.missed())
 
 
 @dataclass(frozen=True)
@@ -106,6 +131,9 @@ class MdArray:
     sync_speed_min: int | None = None  # bytes/s below which md never holds a resync; None: the system's
     # Writes held by md (`suspend_lo` < `suspend_hi`): left so by a leg move that never finished.
     writes_suspended: bool = False
+    # Resyncs held by md at a sector (`sync_max` not `max`): left so by an add of a leg that
+    # never finished (remirror.agent.md_legs); every resync and recovery then waits there.
+    syncs_held: bool = False
 
     def member(self, device: str) -> MdMember | None:
         """The member with this kernel name, if any."""
@@ -133,6 +161,9 @@ class MdSuperblock:
     array_state: str = ""
     data_end: int | None = None  # bytes from the device's start where md's data ends (md_data_end)
     version: str = ""  # the metadata's: 1.2 (apply's), 1.0 (keep_data's: at the device's end)
+    # Whether the device has room for a bad block log (mdadm's default): with one, md records a
+    # failed write there and goes on; without, it fails the device (docs/safety.md).
+    bad_block_log: bool = False
 
     def recorded_missing(self, slot: int) -> bool:
         """Whether this device last ran in an array where `slot` was missing."""

@@ -104,6 +104,8 @@ def parse_examine(text: str) -> MdSuperblock | None:
         array_state=array_state,
         data_end=md_data_end(text),
         version=field("Version"),
+        # `Bad Block Log : 512 entries available at offset 16 sectors`; no line: none.
+        bad_block_log=bool(field("Bad Block Log")),
     )
 
 
@@ -166,9 +168,13 @@ def parse_member_state(text: str) -> frozenset[str]:
     return frozenset(flag for flag in text.strip().split(",") if flag)
 
 
-def parse_member(device: str, state: str, slot: str, inflight: str = "") -> MdMember:
-    """A member from its sysfs state and slot (`none` when it holds no slot), and its block
-    device's `inflight` (`READS WRITES`, requests not completed; empty when not read)."""
+def parse_member(
+    device: str, state: str, slot: str, inflight: str = "", bad_blocks: str = "", offset: str = ""
+) -> MdMember:
+    """A member from its sysfs state and slot (`none` when it holds no slot), its block
+    device's `inflight` (`READS WRITES`, requests not completed; empty when not read), its bad
+    block log (`bad_blocks` and `unacknowledged_bad_blocks`, one after the other) and its data
+    `offset` (sectors)."""
     slot = slot.strip()
     counts = inflight.split()
     return MdMember(
@@ -176,7 +182,29 @@ def parse_member(device: str, state: str, slot: str, inflight: str = "") -> MdMe
         slot=int(slot) if slot.isdigit() else None,
         state=parse_member_state(state),
         writes_in_flight=int(counts[1]) if len(counts) == 2 and counts[1].isdigit() else None,
+        bad_blocks=parse_bad_blocks(bad_blocks),
+        data_offset=int(offset) if offset.strip().isdigit() else None,
     )
+
+
+def parse_bad_blocks(text: str) -> tuple[tuple[int, int], ...]:
+    """md's bad block log as sysfs lists it (`md/dev-NAME/bad_blocks`, one `SECTOR LENGTH` a
+    line, in the device's sectors), without repeats: (first sector, sectors). A line that is
+    not one is left out: a long log overruns sysfs's page and ends mid-line, and the entries
+    before it still say the leg lacks writes (the superblock holds the whole list)."""
+    found = []
+    for line in text.splitlines():
+        words = line.split()
+        if len(words) == 2 and all(w.isdigit() for w in words):
+            found.append((int(words[0]), int(words[1])))
+    return tuple(sorted(set(found)))
+
+
+def parse_examine_badblocks(text: str) -> tuple[tuple[int, int], ...]:
+    """The bad block log as `mdadm --examine-badblocks DEV` reads it from the device's superblock
+    (`133120 for 512 sectors` a line; `No bad-blocks list configured`: none)."""
+    found = re.findall(r"^\s*(\d+) for (\d+) sectors\s*$", text, flags=re.M)
+    return tuple(sorted({(int(start), int(length)) for start, length in found}))
 
 
 def parse_sync_completed(text: str) -> tuple[int, int] | None:
@@ -234,6 +262,9 @@ def build_md_array(kernel_name: str, sysfs: dict[str, str], detail_export: str) 
             state,
             sysfs.get(path.replace("/state", "/slot"), ""),
             sysfs.get(path.replace("/state", "/block/inflight"), ""),
+            sysfs.get(path.replace("/state", "/bad_blocks"), "")
+            + sysfs.get(path.replace("/state", "/unacknowledged_bad_blocks"), ""),
+            sysfs.get(path.replace("/state", "/offset"), ""),
         )
         for path, state in sorted(sysfs.items())
         if path.startswith("dev-") and path.endswith("/state")
@@ -261,6 +292,7 @@ def build_md_array(kernel_name: str, sysfs: dict[str, str], detail_export: str) 
         sync_speed_max=parse_speed_limit(sysfs.get("sync_speed_max", "")),
         sync_speed_min=parse_speed_limit(sysfs.get("sync_speed_min", "")),
         writes_suspended=(number("suspend_hi") or 0) > (number("suspend_lo") or 0),
+        syncs_held=number("sync_max") is not None,  # a sector; `max` when md holds nothing
     )
 
 

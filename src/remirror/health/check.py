@@ -15,6 +15,11 @@ What each mirror state means to a person on call:
   never reach the disk.
 * Writes md holds (`suspend_hi`, left by a move of the legs that never
   finished) are CRITICAL: applications wait on every write.
+* A leg that lacks writes md acknowledged (its disk failed them: md's bad
+  block log) is CRITICAL, the primary's too: a replica then holds the only
+  good copy of those blocks.
+* A replica's own points filling their pool past `pool_critical` are
+  CRITICAL before the pool is full: then the replica's writes fail.
 """
 
 from __future__ import annotations
@@ -24,7 +29,7 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from enum import IntEnum
 
-from remirror.health.report import MirrorReport
+from remirror.health.report import CdpReport, LegReport, MirrorReport
 from remirror.health.state import State
 from remirror.units import format_duration, format_size, parse_duration, parse_size
 
@@ -152,10 +157,16 @@ def unknown(reason: str) -> Verdict:
 
 def _mirror(report: MirrorReport, warning: Limit, critical: Limit) -> tuple[Status, str]:
     name = report.mirror
+    # What a replica's site shows of why its leg cannot take writes, said whatever else is wrong:
+    # a DR site that cannot reach the primary still reports its own full pool.
+    troubles = [words for leg in report.legs if (words := _leg_words(report, leg))]
     unreachable = [leg for leg in report.legs if not leg.site_reachable]
     if unreachable:
         legs = ", ".join(f"{leg.role} leg on {leg.site}" for leg in unreachable)
-        return Status.CRITICAL, f"{name} {report.state}: site unreachable for {legs}"
+        return (
+            Status.CRITICAL,
+            f"{name} {report.state}: {'; '.join([f'site unreachable for {legs}', *troubles])}",
+        )
     failing = [leg for leg in report.legs if leg.cache_error]
     if failing:
         legs = ", ".join(f"{leg.role} leg on {leg.site} (error {leg.cache_error})" for leg in failing)
@@ -166,7 +177,16 @@ def _mirror(report: MirrorReport, warning: Limit, critical: Limit) -> tuple[Stat
             f"{name} {report.state}: md holds every write to {report.device} (a move of its legs that"
             " did not finish): `remirror reconcile` or `apply` lets them go",
         )
+    if report.syncs_held:
+        return (
+            Status.CRITICAL,
+            f"{name} {report.state}: md holds every resync of {report.device} at a sector (an add of a"
+            " leg that did not finish): `remirror reconcile` or `apply` lets them go",
+        )
     if report.state not in (State.MIRRORED, State.SYNCING):
+        return Status.CRITICAL, f"{name} {report.state}: {'; '.join([report.reason, *troubles])}"
+    lacking = [leg for leg in report.legs if leg.missed]
+    if lacking:  # the primary's own leg (a replica's makes the state MIRROR_DEFUNCT)
         return Status.CRITICAL, f"{name} {report.state}: {report.reason}"
     cdp = report.cdp
     if cdp is not None and cdp.pool_mode not in ("rw", ""):
@@ -176,13 +196,8 @@ def _mirror(report: MirrorReport, warning: Limit, critical: Limit) -> tuple[Stat
         )
     if cdp is not None and cdp.pool_mode == "":
         return Status.CRITICAL, f"{name} {report.state}: CDP stack not active (apply activates it)"
-    for leg in report.legs:
-        if leg.points is not None and leg.points.pool_mode not in ("rw", ""):
-            return (
-                Status.CRITICAL,
-                f"{name} {report.state}: {leg.site}'s own points: pool {leg.points.pool_mode}"
-                " (its writes fail rather than drop a point: prune or grow it there)",
-            )
+    if troubles:
+        return Status.CRITICAL, f"{name} {report.state}: {troubles[0]}"
     if crossed := critical.crossed_by(report):
         return Status.CRITICAL, f"{name} {report.state}: {crossed}"
     alerts = [leg.drills.alert for leg in report.legs if leg.drills is not None and leg.drills.alert]
@@ -248,3 +263,32 @@ def _perfdata(report: MirrorReport, warning: Limit, critical: Limit) -> str:
             f"'{name} in_flight'={number(max(flying) if flying else None)};;;0",
         ]
     )
+
+
+def pool_words(site: str, mirror: str, points: CdpReport) -> str:
+    """What a replica's points filling their pool mean, and what to do, for people."""
+    used = (points.pool_used_bytes or 0) / (points.pool_total_bytes or 1)
+    critical = points.pool_critical or 0.0
+    return (
+        f"the points {site} keeps of its leg fill {used:.0%} of their pool (critical at {critical:.0%}):"
+        f" when it is full the replica's writes fail and its leg leaves the mirror; at {site}, prune"
+        f" them (`remirror cdp prune PROFILE {mirror} --leg --keep DURATION --yes`) or keep less"
+        " (`points.keep`)"
+    )
+
+
+def _leg_words(report: MirrorReport, leg: LegReport) -> str:
+    """What keeps a replica leg from taking writes, besides md's view: its points' pool, full or
+    filling, and the reconciler leaving it out; "" when nothing does."""
+    words = []
+    points = leg.points
+    if points is not None and points.pool_mode not in ("rw", ""):
+        words.append(
+            f"{leg.site}'s own points: pool {points.pool_mode} (its writes fail rather than drop a point:"
+            f" prune them there, `remirror cdp prune PROFILE {report.mirror} --leg --keep DURATION --yes`)"
+        )
+    elif points is not None and points.pool_filling:
+        words.append(pool_words(leg.site, report.mirror, points))
+    if leg.held_until is not None:
+        words.append(f"the leg on {leg.site} is left out after {leg.failed_readds} failed re-adds")
+    return "; ".join(words)

@@ -30,6 +30,15 @@ METRICS = {
         "gauge",
         "Writes sent to the replica leg and not completed (async: acknowledged writes it may lack).",
     ),
+    "remirror_leg_bad_blocks_bytes": (
+        "gauge",
+        "Bytes the leg failed to write and md went on without (its bad block log): it lacks them.",
+    ),
+    "remirror_leg_failed_readds": ("gauge", "Re-adds of the replica leg since it was last in sync."),
+    "remirror_leg_held": (
+        "gauge",
+        "1 if the reconciler leaves the replica leg out (it failed again after repeated re-adds).",
+    ),
     "remirror_writes_held": ("gauge", "1 if md holds every write to the mirror (an unfinished leg move)."),
     "remirror_resync_progress_ratio": ("gauge", "How far md's resync or recovery is, 0-1."),
     "remirror_resync_speed_bytes_per_second": ("gauge", "md's resync speed."),
@@ -48,6 +57,12 @@ METRICS = {
     "remirror_cdp_interval_seconds": ("gauge", "The profile's `every`: a point is due this often."),
     "remirror_cdp_pool_used_bytes": ("gauge", "Data in the CDP thin pool (the volume and its points)."),
     "remirror_cdp_pool_size_bytes": ("gauge", "The CDP thin pool's data size."),
+    "remirror_points_pool_used_bytes": ("gauge", "Data in the thin pool under a replica's own points."),
+    "remirror_points_pool_size_bytes": ("gauge", "The size of the thin pool under a replica's own points."),
+    "remirror_points_pool_critical_ratio": (
+        "gauge",
+        "The share of that pool in use at which check is CRITICAL (points.pool_critical).",
+    ),
     "remirror_drill_last_passed": ("gauge", "1 if the replica's last DR drill passed, 0 if it failed."),
     "remirror_drill_last_timestamp_seconds": ("gauge", "When the replica's last DR drill started."),
     "remirror_drill_last_pass_timestamp_seconds": ("gauge", "When its last passing DR drill started."),
@@ -87,7 +102,10 @@ def _samples(
             labels = {**mirror, "leg": leg.site, "role": leg.role}
             yield "remirror_leg_in_sync", labels, float(leg.status == IN_SYNC)
             yield "remirror_leg_out_of_sync_bytes", labels, leg.out_of_sync_bytes
+            yield "remirror_leg_bad_blocks_bytes", labels, float(sum(length for _, length in leg.missed))
             if leg.role == "replica":
+                yield "remirror_leg_failed_readds", labels, leg.failed_readds
+                yield "remirror_leg_held", labels, float(leg.held_until is not None)
                 yield "remirror_session_up", labels, float(leg.session == "LOGGED_IN")
                 yield "remirror_rpo_seconds", labels, leg.rpo_seconds
                 yield "remirror_link_rtt_seconds", labels, leg.rtt_seconds
@@ -97,6 +115,10 @@ def _samples(
                 yield "remirror_cache_dirty_bytes", labels, _times(leg.cache_dirty_blocks, block)
                 yield "remirror_cache_writeback_bytes", labels, _times(leg.cache_writeback_blocks, block)
                 yield "remirror_cache_error", labels, leg.cache_error
+            if leg.points is not None:
+                yield "remirror_points_pool_used_bytes", labels, leg.points.pool_used_bytes
+                yield "remirror_points_pool_size_bytes", labels, leg.points.pool_total_bytes
+                yield "remirror_points_pool_critical_ratio", labels, leg.points.pool_critical
             if leg.drills is not None:
                 yield from _drill_samples(labels, leg.drills)
         if r.resync is not None:

@@ -17,12 +17,18 @@ Where the numbers come from:
 * RPO: how old the replica's copy is. 0 while the leg is in sync; otherwise
   the time since a remirror command last saw it in sync. Observations are
   what dates it, so its resolution is how often `reconcile`, `watch`,
-  `status`, `check` or `metrics` run.
+  `status`, `check` or `metrics` run. A leg md counts in sync whose bad
+  block log lists writes it failed is not in sync here (INCOMPLETE): what
+  it lacks is out of sync, and its RPO runs.
+* re-adds that failed: how many times the reconciler put a replica leg back
+  since it was last in sync (health/seen.py), and until when it leaves the
+  leg out after too many.
 * link round trip: a TCP handshake with the replica's portal, timed by the
   primary site's agent.
 * CDP (mirrors with `cdp`): the points the index on the mirror lists, the
   newest's age (overdue past twice `every`: a missed interval), the window
-  actually kept, and the thin pool's use.
+  actually kept, and the thin pool's use; for a replica's own points, the
+  share of the pool at which `check` calls it CRITICAL (`pool_critical`).
 """
 
 from __future__ import annotations
@@ -36,8 +42,9 @@ from remirror.facts.model import CacheStatus, MdArray
 from remirror.facts.parsers import managed_lines
 from remirror.facts.site import SiteFacts
 from remirror.health.drill import DrillReport, leg_drills
-from remirror.health.state import IN_SYNC, LegHealth, MirrorHealth, State, assess
-from remirror.profile.layers import Cdp
+from remirror.health.seen import Seen
+from remirror.health.state import IN_SYNC, INCOMPLETE, LegHealth, State, assess
+from remirror.profile.layers import Cdp, Points
 from remirror.profile.model import DERIVED_IQN_PREFIX, Mirror, Profile
 from remirror.profile.names import array_uuid, cache_name, leg_device, points_key
 from remirror.profile.wireguard import replica_portal
@@ -84,6 +91,10 @@ class LegReport:
     writes_in_flight: int | None = None  # replica legs: writes sent and not completed
     points: CdpReport | None = None  # the points its site keeps of it (`replicas[].points`)
     drills: DrillReport | None = None  # its DR drills at its site (`replicas[].drill`)
+    # What it lacks though md counts it in sync: the array's byte ranges its bad block log lists.
+    missed: tuple[tuple[int, int], ...] = ()
+    failed_readds: int = 0  # re-adds since it was last in sync (replica legs)
+    held_until: float | None = None  # the reconciler leaves it out until then (READD_TRIES)
 
 
 @dataclass(frozen=True)
@@ -98,6 +109,15 @@ class CdpReport:
     pool_used_bytes: int | None = None  # None: the pool is not active
     pool_total_bytes: int | None = None
     pool_mode: str = ""  # rw; ro, out_of_data_space, Fail: writes are at risk
+    pool_critical: float | None = None  # a replica's own points: the share of the pool that is CRITICAL
+
+    @property
+    def pool_filling(self) -> bool:
+        """A replica's own points take `pool_critical` of their pool or more: its writes fail
+        when it is full, so an operator must act before."""
+        if self.pool_critical is None or not self.pool_total_bytes or self.pool_used_bytes is None:
+            return False
+        return self.pool_used_bytes >= self.pool_critical * self.pool_total_bytes
 
     @property
     def overdue(self) -> bool:
@@ -123,6 +143,7 @@ class MirrorReport:
     primary: str = ""  # the site running it now (a promotion moves it: docs/failover.md)
     notes: tuple[str, ...] = ()  # what an operator should know though the mirror works (a WARNING)
     writes_held: bool = False  # md holds every write (a leg move that never finished): CRITICAL
+    syncs_held: bool = False  # md holds every resync at a sector (an add that never finished): CRITICAL
 
     @property
     def out_of_sync_bytes(self) -> int | None:
@@ -135,26 +156,6 @@ class MirrorReport:
         """The oldest replica copy's age."""
         known = [leg.rpo_seconds for leg in self.legs if leg.rpo_seconds is not None]
         return max(known) if known else None
-
-
-@dataclass(frozen=True)
-class Seen:
-    """When each replica leg was last seen in sync: `{mirror: {site: unix time}}`."""
-
-    in_sync_at: Mapping[str, Mapping[str, float]]
-
-    def last(self, mirror: str, site: str) -> float | None:
-        """When this leg was last seen in sync, if ever."""
-        return self.in_sync_at.get(mirror, {}).get(site)
-
-    def updated(self, healths: list[MirrorHealth], now: float) -> Seen:
-        """With every replica leg in sync now recorded at `now`."""
-        table = {mirror: dict(sites) for mirror, sites in self.in_sync_at.items()}
-        for health in healths:
-            for leg in health.legs:
-                if leg.role == "replica" and leg.status == IN_SYNC:
-                    table.setdefault(health.mirror, {})[leg.site] = now
-        return Seen(table)
 
 
 def report(
@@ -225,22 +226,28 @@ def _mirror(
         cache = site.dm.get(cache_name(mirror, leg.site)) if site is not None else None
         cache_status = cache.cache if cache is not None else None
         block = cache.table.block_size if cache is not None and cache.table is not None else None
+        missed = sum(length for _, length in leg.missed)
         if leg.role == "primary" or replica is None:
-            reports.append(
-                _leg(leg, reachable, 0 if leg.status == IN_SYNC else None, cache=cache_status, block=block)
-            )
+            own_out = missed if leg.status in (IN_SYNC, INCOMPLETE) else None
+            reports.append(_leg(leg, reachable, own_out, cache=cache_status, block=block))
             continue
         out_of_sync: int | None = 0
         rpo: float | None = 0.0
         if leg.status != IN_SYNC:
             last = seen.last(mirror.name, leg.site)
             out_of_sync, rpo = dirty, (max(0.0, now - last) if last is not None else None)
+            if leg.status == INCOMPLETE:  # md cleared the bitmap's chunks of the writes it failed
+                out_of_sync = (dirty or 0) + missed
         rtt = rtts.get(str(replica_portal(profile, mirror, replica)))
         member = array.member(leg.member) if array is not None and leg.member else None
         flying = member.writes_in_flight if member is not None else None
         report = _leg(leg, reachable, out_of_sync, rpo, rtt, cache_status, flying, block)
         points, drills = _leg_points(mirror, leg.site, site, now), leg_drills(mirror, replica, site, now)
-        reports.append(dataclasses.replace(report, points=points, drills=drills))
+        held = seen.held_until(mirror.name, leg.site) if leg.status != IN_SYNC else None
+        readds = seen.failed_readds(mirror.name, leg.site) if leg.status != IN_SYNC else 0
+        reports.append(
+            dataclasses.replace(report, points=points, drills=drills, failed_readds=readds, held_until=held)
+        )
     notes: tuple[str, ...] = ()
     if array is not None:
         notes = _record_notes(profile, mirror, facts)
@@ -249,6 +256,7 @@ def _mirror(
     return MirrorReport(
         notes=notes,
         writes_held=array is not None and array.writes_suspended,
+        syncs_held=array is not None and array.syncs_held,
         mirror=mirror.name,
         device=mirror.md_device,
         mode=mirror.replication.mode,
@@ -324,7 +332,7 @@ def _leg_points(mirror: Mirror, site_name: str, site: SiteFacts | None, now: flo
     return _kept(leg.points, points_key(mirror, leg.site), leg.disk, site, now)
 
 
-def _kept(settings: Cdp, name: str, device: str, site: SiteFacts, now: float) -> CdpReport:
+def _kept(settings: Cdp | Points, name: str, device: str, site: SiteFacts, now: float) -> CdpReport:
     """Points kept by a stack (`name`, its index at the start of `device`) on `site`."""
     disk = site.disks.get(device)
     points = disk.cdp_points if disk is not None else None
@@ -341,6 +349,7 @@ def _kept(settings: Cdp, name: str, device: str, site: SiteFacts, now: float) ->
         pool_used_bytes=pool.data_used * settings.chunk if pool is not None else None,
         pool_total_bytes=pool.data_total * settings.chunk if pool is not None else None,
         pool_mode=pool.mode if pool is not None else "",
+        pool_critical=settings.pool_critical / 100 if isinstance(settings, Points) else None,
     )
 
 
@@ -371,6 +380,7 @@ def _leg(
         cache_block_bytes=block if cache is not None else None,
         cache_error=cache.error if cache is not None else 0,
         writes_in_flight=writes_in_flight,
+        missed=leg.missed,
     )
 
 

@@ -4,7 +4,7 @@
 |---|---|
 | MIRRORED | every leg in sync |
 | SYNCING | a leg is being brought up to date (progress known) |
-| MIRROR_DEFUNCT | a replica leg is down; the primary serves, the replica falls behind |
+| MIRROR_DEFUNCT | a replica leg is down or lacks writes it failed; the replica falls behind |
 | LOCAL_DEFUNCT | the primary leg is down; a replica serves reads and writes |
 | DEGRADED_WAITING | the link is down under `on_link_loss: wait`: I/O queues until it returns |
 | SPLIT_BRAIN | a replica took writes the array does not know: a person must decide |
@@ -28,6 +28,7 @@ from remirror.facts.site import SiteFacts
 from remirror.profile.model import Mirror, Profile
 from remirror.profile.names import array_uuid, leg_device
 from remirror.roles import leg_records, ran_without_primary, replica_session, roles, superblock_of
+from remirror.units import format_size
 
 
 class State(StrEnum):
@@ -44,8 +45,10 @@ class State(StrEnum):
     UNKNOWN = "UNKNOWN"
 
 
-# A leg's status in the array.
+# A leg's status in the array. INCOMPLETE: md counts it in sync, but its bad block log lists
+# writes it failed, which md acknowledged all the same (remirror.agent.md_legs): it lacks them.
 IN_SYNC, SYNCING, FAULTY, MISSING = "in_sync", "syncing", "faulty", "missing"
+INCOMPLETE = "incomplete"
 
 
 @dataclass(frozen=True)
@@ -55,10 +58,22 @@ class LegHealth:
     site: str
     disk: str
     role: str  # "primary" or "replica"
-    status: str  # IN_SYNC, SYNCING, FAULTY or MISSING
+    status: str  # IN_SYNC, INCOMPLETE, SYNCING, FAULTY or MISSING
     member: str = ""  # kernel name in the array (sda, dm-0); empty when it has none
     session: str = ""  # replica legs: the iSCSI session state, empty when there is none
     write_mostly: bool = False
+    # INCOMPLETE: the array's byte ranges (offset, length) it lacks, from its bad block log.
+    missed: tuple[tuple[int, int], ...] = ()
+
+    @property
+    def missed_words(self) -> str:
+        """What it lacks, for people: `1MiB at 64MiB`, `2 ranges, 1536KiB from 64MiB`."""
+        total = sum(length for _, length in self.missed)
+        if not self.missed:
+            return ""
+        if len(self.missed) == 1:
+            return f"{format_size(total)} at {format_size(self.missed[0][0])}"
+        return f"{format_size(total)} in {len(self.missed)} ranges from {format_size(self.missed[0][0])}"
 
 
 @dataclass(frozen=True)
@@ -87,26 +102,50 @@ def assess(profile: Profile, mirror: Mirror, facts: Mapping[str, SiteFacts | Non
     legs = _legs(profile, mirror, primary, array)
     local, replicas = legs[0], legs[1:]
     # Only a leg out of the array is judged (a member is the array's again: see ran_without_primary).
-    members = frozenset(r.site for r in replicas if r.status in (IN_SYNC, SYNCING))
+    members = frozenset(r.site for r in replicas if r.status in (IN_SYNC, INCOMPLETE, SYNCING))
     diverged = ran_without_primary(profile, mirror, facts, members)
     if diverged:
         return MirrorHealth(mirror.name, State.SPLIT_BRAIN, diverged, legs)
     progress = array.sync_completed if array.sync_action in ("resync", "recover") else None
+    if array.array_state == "broken":
+        # Kernel 6.1: md does not fail the last leg in sync when it fails a write; it refuses every
+        # write to the array until it is stopped.
+        return MirrorHealth(
+            mirror.name,
+            State.DEFUNCT,
+            f"md marked {mirror.md_device} broken (its last leg in sync failed a write): it takes no"
+            " writes until it is stopped and assembled again",
+            legs,
+        )
     if local.status in (FAULTY, MISSING):
-        if any(r.status == IN_SYNC for r in replicas):
+        if any(r.status in (IN_SYNC, INCOMPLETE) for r in replicas):
+            lacking = "; ".join(
+                f"the replica leg on {r.site} lacks {r.missed_words}"
+                for r in replicas
+                if r.status == INCOMPLETE
+            )
             return MirrorHealth(
                 mirror.name,
                 State.LOCAL_DEFUNCT,
-                f"the primary leg {local.disk} is {local.status}: a replica serves reads and writes",
+                f"the primary leg {local.disk} is {local.status}: a replica serves reads and writes"
+                + (f" ({lacking}: writes its disk failed)" if lacking else ""),
                 legs,
             )
         return MirrorHealth(mirror.name, State.DEFUNCT, f"no leg of {mirror.md_device} is in sync", legs)
     down = [r for r in replicas if r.status in (FAULTY, MISSING)]
-    if down:
+    holes = [r for r in replicas if r.status == INCOMPLETE]
+    if down or holes:
         return MirrorHealth(
             mirror.name,
             State.MIRROR_DEFUNCT,
-            "; ".join(f"replica leg on {r.site} is {r.status}{_session_words(r)}" for r in down),
+            "; ".join(
+                [f"replica leg on {r.site} is {r.status}{_session_words(r)}" for r in down]
+                + [
+                    f"replica leg on {r.site} lacks {r.missed_words} of acknowledged writes (its disk"
+                    " failed them; md's bad block log): `remirror reconcile` rewrites them"
+                    for r in holes
+                ]
+            ),
             legs,
             progress,
         )
@@ -132,6 +171,15 @@ def assess(profile: Profile, mirror: Mirror, facts: Mapping[str, SiteFacts | Non
         )
     if progress is not None or any(leg.status == SYNCING for leg in legs):
         return MirrorHealth(mirror.name, State.SYNCING, f"md is running {array.sync_action}", legs, progress)
+    if local.status == INCOMPLETE:
+        # Still mirrored (the replicas hold every write); the report makes it CRITICAL.
+        return MirrorHealth(
+            mirror.name,
+            State.MIRRORED,
+            f"every replica leg is in sync; the primary leg lacks {local.missed_words} (writes its disk"
+            " failed: md reads them from a replica, the only good copy)",
+            legs,
+        )
     return MirrorHealth(mirror.name, State.MIRRORED, "every leg is in sync", legs)
 
 
@@ -185,8 +233,12 @@ def _legs(profile: Profile, mirror: Mirror, primary: SiteFacts, array: MdArray) 
     """The primary leg, then each replica leg in profile order, matched to array members."""
     local_disk = primary.disks.get(leg_device(mirror, mirror.primary, primary.dm))
     local_name = local_disk.kernel_name if local_disk else ""
-    status, name, write_mostly = _member_status(array, array.member(local_name) if local_name else None)
-    local = LegHealth(mirror.primary.site, mirror.primary.disk, "primary", status, name, "", write_mostly)
+    own = array.member(local_name) if local_name else None
+    status, name, write_mostly = _member_status(array, own)
+    missed = own.missed() if own is not None and status == INCOMPLETE else ()
+    local = LegHealth(
+        mirror.primary.site, mirror.primary.disk, "primary", status, name, "", write_mostly, missed
+    )
     # A replica's member is the disk of its session; a member whose disk is
     # gone (session logged out) is matched to the replicas left, in order.
     unclaimed = [m for m in array.members if m.device != local_name]
@@ -217,6 +269,7 @@ def _legs(profile: Profile, mirror: Mirror, primary: SiteFacts, array: MdArray) 
                 name,
                 session.state if session is not None else "",
                 write_mostly,
+                member.missed() if member is not None and status == INCOMPLETE else (),
             )
         )
     return tuple(legs)
@@ -228,7 +281,7 @@ def _member_status(array: MdArray, member: MdMember | None) -> tuple[str, str, b
     if member.is_faulty:
         status = FAULTY
     elif member.is_in_sync:
-        status = IN_SYNC
+        status = INCOMPLETE if member.bad_blocks else IN_SYNC
     elif array.sync_action in ("recover", "resync") or member.slot is not None:
         status = SYNCING
     else:

@@ -13,6 +13,7 @@ import dataclasses
 from remirror.facts.model import MdArray, Signature
 from remirror.facts.site import DiskFacts, SiteFacts
 from remirror.plan.actions import CHANGE, CREATE, DELETE, Action, PlanError, Verb
+from remirror.plan.bad_blocks import bad_block_actions
 from remirror.plan.keep_data import kept_data
 from remirror.plan.md_create import create_actions
 from remirror.plan.resync_limit import resync_limit_actions, resync_limit_steps
@@ -155,6 +156,10 @@ def array_actions(
                 primary, Verb.RESUME_WRITES, f"{mirror.md_device} ({why})", f"{base}/suspend_hi", "0"
             )
         )
+    if array.syncs_held:
+        why = "md holds its resyncs at a sector: an add of a leg that did not finish"
+        subject = f"{mirror.md_device} ({why})"
+        resume.append(_sysfs_repair(primary, Verb.RELEASE_RESYNCS, subject, f"{base}/sync_max", "max"))
     if array.bitmap_chunk != replication.bitmap_chunk:
         # No way to change a bitmap's chunk in place: drop it and add a new one.
         # Write-behind needs a bitmap, so the backlog is restored afterwards.
@@ -207,7 +212,9 @@ def array_actions(
         if member.device != local.kernel_name and not member.is_write_mostly and not member.is_faulty:
             subject, state = f"{mirror.md_device} member {member.device}", f"{base}/dev-{member.device}/state"
             actions.append(_sysfs_repair(primary, Verb.SET_WRITE_MOSTLY, subject, state, "writemostly"))
-    return resume + actions + _local_leg_last(mirror, primary, array, local)
+    # A leg re-added without its log is out for a moment: the legs move at the next plan.
+    drops = bad_block_actions(profile, mirror, primary, array)
+    return resume + actions + drops + ([] if drops else _local_leg_last(mirror, primary, array, local))
 
 
 def _sysfs_repair(site: SiteFacts, verb: Verb, subject: str, path: str, value: str) -> Action:
@@ -242,12 +249,13 @@ def _local_leg_last(mirror: Mirror, primary: SiteFacts, array: MdArray, local: D
 
 
 def is_whole(array: MdArray) -> bool:
-    """Every slot holds a leg in sync and md is doing nothing else: a reshape may start."""
+    """Every slot holds a leg in sync (none lacking writes its disk failed) and md is doing
+    nothing else: a reshape may start."""
     return (
         array.degraded == 0
         and array.sync_action in ("idle", "")
         and len(array.members) == array.raid_disks
-        and all(m.is_in_sync and not m.is_faulty for m in array.members)
+        and all(m.is_in_sync and not m.is_faulty and not m.bad_blocks for m in array.members)
     )
 
 
@@ -289,11 +297,18 @@ def _missing_leg_records(
     ]
 
 
-def assemble_steps(mirror: Mirror, uuid_: str, devices: list[str]) -> tuple[Step, ...]:
+def assemble_steps(
+    mirror: Mirror, uuid_: str, devices: list[str], bad_block_log: bool = False
+) -> tuple[Step, ...]:
     """`mdadm --assemble --run` past udev's partial assemblies, then its device node, then the
-    profile's resync limit (md keeps it in memory only: an assembled array starts without)."""
+    profile's resync limit (md keeps it in memory only: an assembled array starts without).
+    `bad_block_log`: the legs get md's bad block log (a site's own leg that runs it alone)."""
     md = mirror.md_device
-    return (AssembleArray(md, uuid_, tuple(devices)), WaitPath(md, 30), *resync_limit_steps(mirror))
+    return (
+        AssembleArray(md, uuid_, tuple(devices), bad_block_log),
+        WaitPath(md, 30),
+        *resync_limit_steps(mirror),
+    )
 
 
 def _rebuild_primary_leg(

@@ -12,7 +12,15 @@ from remirror.facts.site import DiskFacts, SiteFacts
 from remirror.plan.actions import CREATE, Action, Verb
 from remirror.plan.keep_data import KeptData
 from remirror.plan.resync_limit import resync_limit_steps
-from remirror.plan.steps import LegRecordCreate, ProveBlank, Run, SetMemberState, WaitPath
+from remirror.plan.steps import (
+    AddReplicaLegs,
+    DropBadBlockLog,
+    LegRecordCreate,
+    ProveBlank,
+    Run,
+    SetMemberState,
+    WaitPath,
+)
 from remirror.profile.model import Mirror
 from remirror.roles import md_size
 
@@ -66,21 +74,18 @@ def create_actions(
     # with a write-mostly leg in slot 0 (bench/write_behind_order.sh). mdadm's create marks
     # every device after --write-mostly, the local leg too: so the array is created with
     # the replica slots missing and the local leg last, and each replica leg is added into
-    # the first free slot. Its recovery copies the local leg, as a create's initial sync
-    # would, reading the local leg only. Then it is made write-mostly through sysfs:
-    # `mdadm --add --write-mostly` leaves the new leg faulty (mdadm 4.2, kernel 6.1: seen
-    # in the lab).
+    # the first free slot, without md's bad block log (remirror.agent.md_legs: a write the
+    # leg fails then fails it, and the bitmap keeps what it misses). Its recovery copies the
+    # local leg, as a create's initial sync would, reading the local leg only. Then it is
+    # made write-mostly through sysfs: `mdadm --add --write-mostly` leaves the new leg faulty
+    # (mdadm 4.2, kernel 6.1: seen in the lab).
     argv += [*["missing"] * len(remote_paths), local.path]
     mode = (
         f"async, write-behind {replication.effective_write_behind}" if replication.mode == "async" else "sync"
     )
     adds = [
-        step
-        for path in remote_paths
-        for step in (
-            Run(("mdadm", mirror.md_device, "--add", path)),
-            SetMemberState(mirror.md_device, path, "writemostly"),
-        )
+        AddReplicaLegs(mirror.md_device, tuple(remote_paths)),
+        *(SetMemberState(mirror.md_device, path, "writemostly") for path in remote_paths),
     ]
     return [
         Action(
@@ -115,8 +120,8 @@ def _create_without_sync(
     """`initial_sync: skip`: once each site has proved its leg all zeros (`prove_blank_actions`,
     which the planner puts first), the array is created with every leg at once,
     `--assume-clean`: blank legs are equal legs, so nothing is copied. The replica legs take
-    the first slots, as an added leg would (write-behind needs one in slot 0), and are made
-    write-mostly through sysfs."""
+    the first slots, as an added leg would (write-behind needs one in slot 0), lose the bad
+    block log mdadm gave them (re-added without it) and are made write-mostly through sysfs."""
     create = (*argv, "--assume-clean", *remote_paths, local.path)
     return [
         Action(
@@ -128,6 +133,8 @@ def _create_without_sync(
             (
                 Run(create),
                 WaitPath(mirror.md_device, 30),
+                # Each made with a bad block log: dropped in place, nothing to resync.
+                *(DropBadBlockLog(mirror.md_device, path) for path in remote_paths),
                 *(SetMemberState(mirror.md_device, path, "writemostly") for path in remote_paths),
                 *resync_limit_steps(mirror),
                 LegRecordCreate(mirror.name, uuid_, mirror.primary.site, (local.path, *remote_paths)),

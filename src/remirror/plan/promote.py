@@ -208,11 +208,16 @@ def stand_down(profile: Profile, running: Mirror, old: SiteFacts) -> list[Action
 
 
 def assemble_action(site: str, mirror: Mirror, uuid_: str, own: str) -> Action:
-    """The array assembled on `site` from its own leg alone (degraded until the others join)."""
+    """The array assembled on `site` from its own leg alone (degraded until the others join).
+
+    The leg, a replica's until now, had no bad block log (remirror.agent.md_legs); it is given
+    one as the array's primary leg, the only one for now: on kernel 6.1 md never fails the last
+    leg in sync, it stops every write to the array (MD_BROKEN), where with a log only the write
+    its disk failed fails (docs/safety.md, "A write a leg did not take")."""
     return Action(
         site,
         Verb.ASSEMBLE_ARRAY,
         f"{mirror.md_device} from {own} (degraded until the other legs rejoin)",
         CREATE,
-        assemble_steps(mirror, uuid_, [own]),
+        assemble_steps(mirror, uuid_, [own], bad_block_log=True),
     )

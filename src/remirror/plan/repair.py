@@ -16,7 +16,7 @@ from collections.abc import Mapping
 from dataclasses import dataclass
 
 from remirror.facts.site import SiteFacts
-from remirror.health.state import FAULTY, MISSING, MirrorHealth, State
+from remirror.health.state import FAULTY, INCOMPLETE, MISSING, MirrorHealth, State
 from remirror.plan.actions import CHANGE, Action, Verb
 from remirror.plan.initiator import logout_step
 from remirror.plan.planner import make_plan
@@ -26,6 +26,7 @@ from remirror.profile.model import Mirror, Profile, ReplicaLeg
 from remirror.profile.names import array_uuid, leg_device, replica_path
 from remirror.profile.types import Portal
 from remirror.profile.wireguard import replica_portal
+from remirror.roles import points_pool
 
 # States in which nothing is touched: a person decides.
 _HANDS_OFF = {
@@ -55,8 +56,10 @@ def make_repair(
     facts: Mapping[str, SiteFacts | None],
     secrets: Mapping[str, str],
     health: MirrorHealth,
+    held: Mapping[str, str] | None = None,
 ) -> Repair:
-    """The next safe repairs of `mirror`, given its health."""
+    """The next safe repairs of `mirror`, given its health; `held`: the replica sites whose leg is
+    left out for now (re-added too often without coming back in sync: health/seen.py), and why."""
     if health.state in _HANDS_OFF:
         return Repair(mirror.name, (), f"{_HANDS_OFF[health.state]} ({health.reason})")
     unreachable = [s for s in mirror.sites if facts.get(s) is None]
@@ -97,8 +100,29 @@ def make_repair(
             actions.append(_login_afresh(actions, iqn, replica_portal(profile, mirror, replica)))
         if leg.status not in (FAULTY, MISSING):
             continue
+        if health.legs[0].status == INCOMPLETE:
+            # Its recovery would read the primary's leg, which lacks sectors whose only good copy
+            # may be on this very leg: md would give up on it or mark them lost there too.
+            blocked.append(
+                f"the primary leg lacks {health.legs[0].missed_words} (its disk failed writes): the"
+                f" replica leg on {replica.site} is not put back from it; replace that disk first"
+                " (`remirror apply` rebuilds a new one from the replica)"
+            )
+            continue
         if iqn in recovering and not recreated:
             blocked.append(f"the session to {replica.site} is {leg.session}: waiting for the link")
+            continue
+        pool = points_pool(mirror, replica.site, observed.get(replica.site))
+        if pool is not None and pool.mode != "rw":
+            # Its writes would fail again at once: a full pool fails them rather than drop a point.
+            blocked.append(
+                f"the points {replica.site} keeps of its leg fill their pool ({pool.mode}): the replica"
+                f" takes no writes until there is room; prune them at {replica.site} (`remirror cdp"
+                f" prune PROFILE {mirror.name} --leg --keep DURATION --yes`)"
+            )
+            continue
+        if held and replica.site in held:
+            blocked.append(held[replica.site])
             continue
         logs_in = recreated or any(a.verb == Verb.LOGIN_SESSION and a.target == iqn for a in actions)
         if logs_in:
@@ -177,4 +201,5 @@ def _readd(profile: Profile, mirror: Mirror, replica: ReplicaLeg, faulty: str, p
         CHANGE,
         tuple(steps),
         repair=True,  # only after ran_without_primary cleared the leg (health: not SPLIT_BRAIN)
+        target=profile.replica_iqn(mirror, replica),  # whose leg: the reconciler counts re-adds
     )

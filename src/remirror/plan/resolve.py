@@ -12,7 +12,7 @@ planned on what the previous left:
    assembles the array from its own leg if it does not run it.
 2. `apply` with the roles the legs now say: the discarded legs exported to
    the kept site, sessions, write-mostly.
-3. `rebuild_actions`: each discarded leg added back in full (`mdadm --add`):
+3. `rebuild_actions`: the discarded legs added back in full (remirror.agent.md_legs):
    its bitmap cannot say what differs, so everything is copied from the
    kept side; then it joins the kept side's generation.
 """
@@ -22,13 +22,13 @@ from __future__ import annotations
 from collections.abc import Mapping
 
 from remirror.facts.site import SiteFacts
-from remirror.health.state import IN_SYNC, State, assess
+from remirror.health.state import IN_SYNC, INCOMPLETE, State, assess
 from remirror.plan.actions import CHANGE, CREATE, DELETE, Action, Plan, PlanError, Verb
 from remirror.plan.initiator import logout_actions
 from remirror.plan.lio import leg_export_removal
 from remirror.plan.mdadm_conf import mdadm_conf_actions, with_mdadm_conf
 from remirror.plan.promote import assemble_action, record_action, stand_down
-from remirror.plan.steps import LegRecordJoin, Run, SaveRanges
+from remirror.plan.steps import AddReplicaLegs, LegRecordJoin, Run, SaveRanges
 from remirror.profile.model import Mirror, Profile, ReplicaLeg
 from remirror.profile.names import array_uuid, leg_device, replica_path
 from remirror.roles import as_run, leg_records, profile_as_run, roles
@@ -66,7 +66,7 @@ def make_resolution(
     array = kept_site.array_named(name, uuid_) if keep == now.primary else None
     members = {keep}
     if array is not None:
-        members |= {leg.site for leg in health.legs if leg.status == IN_SYNC}
+        members |= {leg.site for leg in health.legs if leg.status in (IN_SYNC, INCOMPLETE)}
     everyone = kept.legs
     discarded = [leg for leg in everyone if leg.site not in members]
     actions: list[Action] = []
@@ -120,27 +120,31 @@ def rebuild_actions(profile: Profile, running: Mirror, facts: Mapping[str, SiteF
     uuid_ = array_uuid(profile, running)
     if primary.array_named(running.name, uuid_) is None:
         return []
-    actions = []
+    paths = []
     for replica in running.replicas:
         path = replica_path(profile, running, replica)
         disk = primary.disks.get(path)
         if disk is None or not disk.exists or disk.offline:
             raise PlanError(f"{path} ({replica.site}'s leg) is not there: the rebuild waits for it")
-        if disk.superblock is not None:
-            continue
-        actions.append(
-            Action(
-                primary.name,
-                Verb.REBUILD_LEG,
-                f"{path} into {running.md_device} (in full: its own writes were discarded)",
-                CHANGE,
-                (
-                    Run(("mdadm", running.md_device, "--add", path)),
-                    LegRecordJoin(leg_device(running, running.primary, primary.dm), path),
-                ),
-            )
+        if disk.superblock is None:
+            paths.append(path)
+    if not paths:
+        return []
+    # All at once: their first recovery is one copy (remirror.agent.md_legs adds legs to an
+    # idle array), each leg without md's bad block log, as a new array's.
+    source = leg_device(running, running.primary, primary.dm)
+    return [
+        Action(
+            primary.name,
+            Verb.REBUILD_LEG,
+            f"{', '.join(paths)} into {running.md_device} (in full: their own writes were discarded)",
+            CHANGE,
+            (
+                AddReplicaLegs(running.md_device, tuple(paths)),
+                *(LegRecordJoin(source, path) for path in paths),
+            ),
         )
-    return actions
+    ]
 
 
 def _runs_on(site: SiteFacts, name: str, uuid_: str, leg: str) -> bool:

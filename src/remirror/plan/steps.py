@@ -130,6 +130,27 @@ class LocalLegLast(Step):
 
 
 @dataclass(frozen=True)
+class AddReplicaLegs(Step):
+    """New replica legs into a running array, without md's bad block log, their recovery (the
+    initial sync) from the first sector (remirror.agent.md_legs): a write a leg fails then
+    fails the leg, and the bitmap keeps what it misses."""
+
+    kind: ClassVar[str] = "add_replica_legs"
+    md: str
+    devices: tuple[str, ...]
+
+
+@dataclass(frozen=True)
+class DropBadBlockLog(Step):
+    """A replica leg in sync re-added without its bad block log, the sectors the log lists
+    marked in the bitmap first so that the re-add rewrites them (remirror.agent.md_legs)."""
+
+    kind: ClassVar[str] = "drop_bad_block_log"
+    md: str
+    device: str
+
+
+@dataclass(frozen=True)
 class NodeSecrets(Step):
     """CHAP secrets into an iSCSI node record's file, not through iscsiadm's argv."""
 
@@ -186,6 +207,9 @@ class AssembleArray(Step):
     md: str
     uuid: str
     devices: tuple[str, ...]
+    # Give the legs md's bad block log (`--update=bbl`): a leg that runs the array alone keeps
+    # one, so that a sector its disk cannot write fails that write, not the array (docs/safety.md).
+    bad_block_log: bool = False
 
 
 @dataclass(frozen=True)

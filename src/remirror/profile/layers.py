@@ -114,6 +114,20 @@ class Cdp(ProfileModel):
         return value
 
 
+class Points(Cdp):
+    """A replica's own recovery points (`replicas[].points`, docs/security.md): CDP's stack under
+    the leg, kept and pruned by its site alone, by age only. A full pool fails the replica's
+    writes rather than drop a point, so it is reported before it fills."""
+
+    pool_critical: int = Field(
+        90,
+        ge=50,
+        le=99,
+        description="% of the pool in use at which `check` is CRITICAL at every site (when it is"
+        " full the replica's writes fail and the leg leaves the mirror): prune or keep less",
+    )
+
+
 DAY = 86400.0
 
 

@@ -13,7 +13,7 @@ from typing import Annotated, Any, Literal
 from pydantic import Discriminator, Field, PrivateAttr, Tag, field_validator
 
 from remirror.profile.base import ProfileModel
-from remirror.profile.layers import Cache, Cdp, Drill
+from remirror.profile.layers import Cache, Cdp, Drill, Points
 from remirror.profile.timeouts import (
     REPLACEMENT_FOR,
     REPLACEMENT_TIMEOUT,
@@ -104,7 +104,7 @@ class PrimaryLeg(ProfileModel):
     iqn: Iqn | None = Field(None, description="target name when it serves as a replica; derived when absent")
     # A replica's `points` that a promotion brought along (remirror.roles.as_run): they stay its
     # leg's. A profile's primary leg cannot have them (rules: its mirror's `cdp` is that).
-    points: Cdp | None = Field(None, description="refused here: see the replicas' points")
+    points: Points | None = Field(None, description="refused here: see the replicas' points")
 
     @property
     def portal_address(self) -> Portal | None:
@@ -120,7 +120,7 @@ class ReplicaLeg(ProfileModel):
     portal: PortalText = Field(description="ADDRESS[:PORT] the primary reaches this site on")
     iqn: Iqn | None = Field(None, description="target name; derived from the names when absent")
     cache: Cache | None = None
-    points: Cdp | None = Field(
+    points: Points | None = Field(
         None,
         description="recovery points this site keeps of its leg, on its own schedule (a thin pool"
         " under the exported volume, snapshots by the site's own `cdp run`): no other site can"
