@@ -34,11 +34,15 @@ def test_the_command_runs_on_site_a_with_the_boot_options_and_its_exit_code_come
         ' blockdev --getsize64 /dev/lab/a-fast0 > "$LAB_OUT/fast.size"; cd /;'
         # md RAID1 over two modelled disks sends its legs queued writes two at a time, as to
         # the disk alone (writeback throttling, on, let them through one at a time).
+        # Sampled from before the first write to after the last (a sampler started after them
+        # missed them all on a fast day).
         " mdadm --create /dev/md/t --run --level=1 --raid-devices=2 --metadata=1.2 --bitmap=none"
-        " --assume-clean /dev/lab/a0 /dev/lab/a1 2>/dev/null; for i in $(seq 16); do"
-        " dd if=/dev/zero of=/dev/md/t bs=4k count=1 seek=$((i * 97)) oflag=direct status=none & done;"
-        ' for i in $(seq 40); do cat /sys/block/nullb-a0/inflight; sleep 0.05; done > "$LAB_OUT/md.inflight";'
-        " wait; mdadm --stop /dev/md/t 2>/dev/null;"
+        " --assume-clean /dev/lab/a0 /dev/lab/a1 2>/dev/null; udevadm settle;"
+        " (while [ ! -e /tmp/md-writes-done ]; do cat /sys/block/nullb-a0/inflight; sleep 0.02; done"
+        ' > "$LAB_OUT/md.inflight") & sampler=$!; pids="";'
+        " for i in $(seq 16); do"
+        ' dd if=/dev/zero of=/dev/md/t bs=4k count=1 seek=$((i * 97)) oflag=direct status=none & pids="$pids $!"; done;'
+        " wait $pids; touch /tmp/md-writes-done; wait $sampler; mdadm --stop /dev/md/t 2>/dev/null;"
         ' dmsetup deps -o devname lab-a1 > "$LAB_OUT/a1.deps";'
         # Five 4 KiB writes one at a time: each waits at least half the modelled service time.
         " s=$(date +%s%N); dd if=/dev/zero of=/dev/lab/a1 bs=4k count=5 oflag=direct status=none;"
