@@ -312,11 +312,15 @@ def test_site_bs_points_filling_their_pool_are_critical_first_then_room_brings_t
     view = str(SITE_B_PROFILE)
     # A point at site B: what is overwritten from now on takes new blocks of its pool.
     on_b("remirror", "cdp", "point", view, "hole1", "--leg", "--now", timeout=SLOW)
+    # Filled in whole MiB (the pool's fill is the point here, not the size of the writes), the
+    # pool read every 4 MiB until it nears the threshold, then every MiB.
     acknowledged: dict[int, str] = {}
-    at = 0
-    while pool()[0] < 0.90:
-        acknowledged |= write_acknowledged(HOLE1, at, MiB)
-        at += MiB
+    at, used = 0, 0.0
+    while used < 0.90:
+        step = 4 * MiB if used < 0.80 else MiB
+        acknowledged |= write_acknowledged(HOLE1, at, step, block=MiB)
+        at += step
+        used = pool()[0]
     used, mode = pool()
     record_property("pool_used_when_critical", round(used, 3))
     assert mode == "rw"
@@ -333,9 +337,11 @@ def test_site_bs_points_filling_their_pool_are_critical_first_then_room_brings_t
     # Full: the pool fails the replica's writes rather than drop the point; md fails the leg.
     while "faulty" not in (replica_member(HOLE1) / "state").read_text():
         assert at < 256 * MiB, pool()
-        acknowledged |= write_acknowledged(HOLE1, at, MiB)
+        acknowledged |= write_acknowledged(HOLE1, at, MiB, block=MiB)
         at += MiB
-    acknowledged |= write_acknowledged(HOLE1, at, 4 * MiB)  # the primary goes on, the bitmap keeps them
+    acknowledged |= write_acknowledged(
+        HOLE1, at, 4 * MiB, block=MiB
+    )  # the primary goes on, the bitmap keeps them
     assert pool()[1] == "out_of_data_space"
     code, out = reconcile()
     assert code == 2, out
@@ -347,5 +353,5 @@ def test_site_bs_points_filling_their_pool_are_critical_first_then_room_brings_t
     assert re.search(r"point #\d+ .* pruned", pruned.stdout), pruned.stdout
     assert pool()[1] == "rw"
     until_mirrored()
-    assert on_leg("/dev/mapper/remirror-hole1.site-b-cdp", acknowledged) == []
+    assert on_leg("/dev/mapper/remirror-hole1.site-b-cdp", acknowledged, block=MiB) == []
     verify("hole1")
