@@ -330,7 +330,8 @@ def test_resolve_keeps_one_side_rebuilds_the_other_and_saves_its_writes(
     profile: str, record_property: Callable[[str, object], None]
 ) -> None:
     # From the previous test's state: both arrays stopped, the split brain held.
-    save = "/var/tmp/remirror-resolve-lab3"  # on site B: its writes are set aside there
+    # On site B its writes are set aside in remirror's own directory for them, under this name.
+    save, saved = "lab3-resolve", "/var/lib/remirror/saved/lab3-resolve"
     a_side = {at: leg_digest(A_LEG, at, 64 * 1024) for at in range(150 * MiB, 154 * MiB, MiB)}
     record_property("site_b_bitmap_before_resolve", dirty_chunks(B_LEG))
     started = time.monotonic()
@@ -346,10 +347,11 @@ def test_resolve_keeps_one_side_rebuilds_the_other_and_saves_its_writes(
     assert code == 0, out + err  # site B's leg rebuilt from site A's
     assert generation(B_LEG) == generation(A_LEG) == (5, "site-a", "forced")
     # Every block site B acknowledged alone is in the saved ranges, with its data.
-    manifest = json.loads(on_b("cat", f"{save}/lab3-site-b.json").stdout)
+    manifest = json.loads(on_b("cat", f"{saved}/lab3-site-b.json").stdout)
+    assert on_b("stat", "-c", "%a", saved).stdout.strip() == "700"
     covered = [(o, o + n) for o, n in manifest["ranges"]]
     assert B_ALONE, "the forced-promotion test recorded no write of site B's alone"
-    image = f"{save}/lab3-site-b.img"
+    image = f"{saved}/lab3-site-b.img"
     for at, digest in B_ALONE.items():
         assert any(o <= at and at + 64 * 1024 <= e for o, e in covered), f"{at} not saved: {covered}"
         done = on_b("sh", "-c", f"dd if={image} bs=64K skip={at // 65536} count=1 status=none | sha256sum")

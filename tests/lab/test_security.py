@@ -16,6 +16,7 @@ One small sync mirror (a 256 MiB disk) with site B's own points for all of it (i
 from __future__ import annotations
 
 import json
+import os
 import signal
 import subprocess
 import time
@@ -57,6 +58,7 @@ MIRROR = """\
 # The primary's: not in /etc/remirror, where the lab's site B (which shares /etc) would read it too.
 SITE_A_PROFILE = Path("/run/remirror-security.yaml")
 SITE_A_VIEW, SITE_B_VIEW = site_views("security", MIRROR)
+IQN_B = "iqn.2026-11.org.remirror:security.sec0.site-b"  # the replica's target (Profile.replica_iqn)
 
 
 def site_b(identity: str = IDENTITY_FILE) -> AgentClient:
@@ -112,6 +114,21 @@ def attacked() -> Iterator[AgentClient]:
             sh("dd", "if=/dev/zero", f"of={disk}", "bs=1M", "count=64", "oflag=direct", "status=none")
 
 
+def devno(disk: str) -> str:
+    """MAJOR:MINOR of a lab disk (site B's are this kernel's too); "0:0" where there is none (the
+    module is collected outside the lab by lint)."""
+    try:
+        number = Path(disk).stat().st_rdev
+    except OSError:
+        return "0:0"
+    return f"{os.major(number)}:{os.minor(number)}"
+
+
+def dm_create(name: str, table: str) -> dict[str, Any]:
+    """The run step `dmsetup create NAME --table TABLE`."""
+    return {"kind": "run", "argv": ["dmsetup", "create", name, "--table", table]}
+
+
 ATTACKS: dict[str, dict[str, Any]] = {
     "a shell command": {"op": "run", "steps": [{"kind": "run", "argv": ["sh", "-c", f"touch {MARKER}"]}]},
     "a cron entry": {
@@ -157,6 +174,72 @@ ATTACKS: dict[str, dict[str, Any]] = {
         "steps": [{"kind": "lio", "op": "create_backstore", "name": "sec0-evil", "dev": OTHER_DISK}],
     },
     "a read of a disk it does not name": {"op": "digest", "disk": OTHER_DISK, "spans": [[0, 4096]]},
+    # Issue 44. A relative path in a table of a device the scope names (sec0's cache at site B),
+    # then the allowed cache-head dd on it: the kernel resolves the path from dmsetup's directory.
+    "a relative device path in a device-mapper table": {
+        "op": "run",
+        "steps": [
+            dm_create("remirror-sec0-site-b", f"0 8 linear ..{OTHER_DISK} 0"),
+            {
+                "kind": "run",
+                "argv": [
+                    "dd",
+                    "if=/dev/zero",
+                    "of=/dev/mapper/remirror-sec0-site-b",
+                    "bs=4096",
+                    "count=1",
+                    "oflag=direct",
+                    "status=none",
+                ],
+            },
+        ],
+    },
+    # The same with a word the kernel splits where Python does not (0xA0, which JSON carries as a
+    # lone surrogate and the agent's argv as the byte): `MAJ:MIN<0xA0>0` is, to the kernel,
+    # the other disk at offset 0 (found by the review of the first fix).
+    "a table word the kernel splits in two": {
+        "op": "run",
+        "steps": [
+            dm_create("remirror-sec0-site-b-fast", f"0 8 linear {devno(OTHER_DISK)}\udca00"),
+        ],
+    },
+    # rtslib writes a target parameter into the TPG's `param/NAME`: an absolute name is any file.
+    "a file written through a target parameter's name": {
+        "op": "run",
+        "steps": [
+            {
+                "kind": "lio",
+                "op": "set_parameters",
+                "iqn": IQN_B,
+                "parameters": {"/etc/cron.d/remirror-evil": f"* * * * * root touch {MARKER}\n"},
+            }
+        ],
+    },
+    # A node record's path made of the sender's address and port: lines appended to any file.
+    "CHAP values written out of /etc/iscsi": {
+        "op": "run",
+        "steps": [
+            {
+                "kind": "node_secrets",
+                "target": IQN_B,
+                "address": "../../../../var/tmp/a",
+                "port": "b/../../../root/.ssh",
+                "values": {"node.session.auth.password": "x\nssh-ed25519 AAAA attacker"},
+            }
+        ],
+    },
+    # The resolve step's directory, named by the sender: made and filled anywhere under /var.
+    "saved writes into a directory the sender names": {
+        "op": "run",
+        "steps": [{"kind": "save_ranges", "leg": VOLUME, "save": MARKER, "mirror": "sec0", "site": "site-b"}],
+    },
+    # The lock of site B's own points, held for as long as the agent lives: no point taken meanwhile.
+    "a lock on site B's own points": {"op": "lock", "name": "cdp-sec0.site-b", "holder": "backup", "wait": 0},
+    # A name that shares a mirror's prefix: mirror sec0's scope does not reach a mirror sec0-2's.
+    "another mirror's device under a shared prefix": {
+        "op": "run",
+        "steps": [{"kind": "run", "argv": ["dmsetup", "remove", "remirror-sec0-2-cdp-pool"]}],
+    },
 }
 
 
@@ -171,6 +254,8 @@ def test_requests_outside_the_protocol_are_refused_and_change_nothing(
     assert head_digest(OTHER_DISK) == before
     assert lio_saved() == saved  # the request's allowed first step did not run either
     assert not list(Path("/sys/kernel/config/target/core").glob("*/sec0-evil"))
+    for made in ("remirror-sec0-site-b", "remirror-sec0-site-b-fast"):  # the site's kernel: one for both
+        assert not Path(f"/dev/mapper/{made}").exists()
 
 
 def test_what_the_sites_profile_names_is_answered(attacked: AgentClient) -> None:

@@ -63,7 +63,7 @@ def test_wait_path_gives_up_with_a_message(tmp_path: Path) -> None:
 
 
 def test_unknown_requests_are_answered_not_crashed_on() -> None:
-    assert handle({"op": "reboot"}) == {"protocol": 2, "error": "unknown op 'reboot'", "commands": 0}
+    assert handle({"op": "reboot"}) == {"protocol": 3, "error": "unknown op 'reboot'", "commands": 0}
 
 
 def test_each_answer_counts_the_commands_its_request_ran() -> None:
@@ -91,7 +91,7 @@ def test_remirror_agent_speaks_json_on_stdin_and_stdout() -> None:
         text=True,
         check=True,
     )
-    assert json.loads(done.stdout) == {"protocol": 2, "results": [{"ok": True}], "commands": 1}
+    assert json.loads(done.stdout) == {"protocol": 3, "results": [{"ok": True}], "commands": 1}
 
 
 def test_chap_secrets_go_into_the_node_record_file_not_argv(
@@ -130,6 +130,70 @@ def test_chap_secrets_go_into_the_node_record_file_not_argv(
     }
 
 
+def test_chap_secrets_never_reach_a_file_outside_the_targets_records(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    # The handler's own guard, behind the policy's (issue 44): a record path that resolves out of
+    # the target's directory (a `..` in the address, a comma-named directory elsewhere) is not one.
+    nodes = tmp_path / "nodes"
+    (nodes / "iqn.2026-11.test:t").mkdir(parents=True)
+    monkeypatch.setattr(importlib.import_module("remirror.agent.observe"), "ISCSI_NODES", nodes)
+    victim = tmp_path / "a,b" / "authorized_keys"
+    victim.parent.mkdir()
+    victim.write_text("ssh-ed25519 AAAA operator\n")
+    step = {
+        "kind": "node_secrets",
+        "target": "iqn.2026-11.test:t",
+        "address": "../../a",
+        "port": "b",
+        "values": {"node.session.auth.password": "ssh-ed25519 AAAA attacker"},
+    }
+    (result,) = run_steps([step])
+    assert result["ok"] is False
+    (result,) = run_steps([{**step, "target": "..", "address": "a", "port": "b"}])
+    assert result["ok"] is False
+    assert victim.read_text() == "ssh-ed25519 AAAA operator\n"
+
+
+def test_a_remote_controllers_lock_names_who_holds_it_in_the_sites_own_words(tmp_path: Path) -> None:
+    # Checked (SSH_CONNECTION set) and holding no profile: the closed forms, any block device.
+    env = {
+        **os.environ,
+        "SSH_CONNECTION": "192.0.2.1 5555 192.0.2.2 22",
+        "SSH_CLIENT": "192.0.2.1 5555 22",
+        "REMIRROR_LOCK_DIR": str(tmp_path),
+    }
+    requests = [
+        {"op": "lock", "name": "site", "holder": "remirror apply\nforged line \x1b[2J", "wait": 0},
+        {"op": "lock", "name": "cdp-m0.b", "holder": "x", "wait": 0},
+    ]
+    agent = subprocess.Popen(
+        [sys.executable, "-m", "remirror", "agent", "--serve"],
+        stdin=subprocess.PIPE,
+        stdout=subprocess.PIPE,
+        text=True,
+        env=env,
+        cwd=tmp_path,
+    )
+    assert agent.stdin is not None
+    assert agent.stdout is not None
+    agent.stdin.write("".join(json.dumps(r) + "\n" for r in requests))
+    agent.stdin.flush()
+    taken, refused = (json.loads(agent.stdout.readline()) for _ in requests)
+    try:
+        assert taken == {"protocol": 3, "locked": True, "commands": 0}
+        assert "refused: " in refused["error"]
+        assert "'site' lock" in refused["error"]
+        holder = (tmp_path / "site.lock").read_text()
+        assert holder.startswith(f"remirror's agent (pid {agent.pid}) for a controller at 192.0.2.1 over SSH")
+        assert "\n" not in holder.strip()
+        assert "\x1b" not in holder
+        assert not (tmp_path / "cdp-m0.b.lock").exists()
+    finally:
+        agent.stdin.close()
+        agent.wait(timeout=30)
+
+
 def test_remirror_agent_serve_answers_one_line_per_request_in_order() -> None:
     requests = [{"op": "run", "steps": [{"kind": "run", "argv": ["true"]}]}, {"op": "reboot"}]
     done = subprocess.run(
@@ -140,8 +204,8 @@ def test_remirror_agent_serve_answers_one_line_per_request_in_order() -> None:
         check=True,
     )
     answers = [json.loads(line) for line in done.stdout.splitlines()]
-    assert answers[0] == {"protocol": 2, "results": [{"ok": True}], "commands": 1}
-    assert answers[1] == {"protocol": 2, "error": "unknown op 'reboot'", "commands": 0}
+    assert answers[0] == {"protocol": 3, "results": [{"ok": True}], "commands": 1}
+    assert answers[1] == {"protocol": 3, "error": "unknown op 'reboot'", "commands": 0}
     assert answers[2]["error"].startswith("the request is not JSON")
 
 
@@ -188,7 +252,7 @@ def test_a_site_lock_is_held_while_its_agent_runs_and_named_to_whoever_waits(tmp
     agent = _serve(tmp_path)
     try:
         assert _ask(agent, {"op": "lock", "name": "site", "holder": "remirror apply (pid 7 on a)"}) == {
-            "protocol": 2,
+            "protocol": 3,
             "locked": True,
             "commands": 0,
         }
@@ -253,7 +317,7 @@ def test_an_agent_of_another_protocol_is_refused_naming_both(monkeypatch: pytest
     monkeypatch.setattr(
         client, "_remote", lambda _request, _secrets, _timeout: '{"protocol": 1, "facts": {}}'
     )
-    with pytest.raises(SiteError, match="site dr: its remirror agent speaks protocol 1, this controller 2"):
+    with pytest.raises(SiteError, match="site dr: its remirror agent speaks protocol 1, this controller 3"):
         client.observe(["/dev/sdb"])
 
 

@@ -306,19 +306,21 @@ def test_resolve_save_creates_a_private_directory_and_never_writes_over_a_file(t
     from remirror.agent.generations import _create_private, open_save_directory
     from remirror.errors import RemirrorError
 
-    fd = open_save_directory(str(tmp_path / "saved"))
+    root = tmp_path / "var/lib/remirror/saved"
+    fd = open_save_directory("resolve-1", root)
     try:
-        assert (tmp_path / "saved").stat().st_mode & 0o777 == 0o700
+        assert root.stat().st_mode & 0o777 == 0o700
+        assert (root / "resolve-1").stat().st_mode & 0o777 == 0o700
         with _create_private("m0-b.json", fd) as out:
             out.write(b"{}")
-        assert (tmp_path / "saved" / "m0-b.json").stat().st_mode & 0o777 == 0o600
+        assert (root / "resolve-1" / "m0-b.json").stat().st_mode & 0o777 == 0o600
         with (
             pytest.raises(RemirrorError, match="already in the --save directory"),
             _create_private("m0-b.json", fd),
         ):
             pass
         # A symlink planted where the file goes is not followed.
-        (tmp_path / "saved" / "m0-b.img").symlink_to(tmp_path / "elsewhere")
+        (root / "resolve-1" / "m0-b.img").symlink_to(tmp_path / "elsewhere")
         with (
             pytest.raises(RemirrorError, match="already in the --save directory"),
             _create_private("m0-b.img", fd),
@@ -329,21 +331,35 @@ def test_resolve_save_creates_a_private_directory_and_never_writes_over_a_file(t
         os.close(fd)
 
 
-@pytest.mark.parametrize("what", ["symlink", "group-writable"])
+@pytest.mark.parametrize("what", ["symlink", "group-writable", "root symlink"])
 def test_resolve_save_refuses_a_directory_it_does_not_own_alone(tmp_path: Path, what: str) -> None:
     from remirror.agent.generations import open_save_directory
     from remirror.errors import RemirrorError
 
     target = tmp_path / "real"
     target.mkdir(mode=0o700)
-    path = tmp_path / "saved"
-    if what == "symlink":
-        path.symlink_to(target)
+    root = tmp_path / "saved"
+    if what == "root symlink":
+        root.symlink_to(target)
     else:
-        path.mkdir()
-        path.chmod(0o770)
-    with pytest.raises(RemirrorError, match=f"--save {path}: "):
-        open_save_directory(str(path))
+        root.mkdir(mode=0o700)
+    if what == "symlink":
+        (root / "x").symlink_to(target)
+    elif what == "group-writable":
+        (root / "x").mkdir()
+        (root / "x").chmod(0o770)
+    with pytest.raises(RemirrorError, match=r"--save: .* (symlink|writable by nobody else)"):
+        open_save_directory("x", root)
+
+
+@pytest.mark.parametrize("name", ["../x", "/etc/cron.d", "..", ".x", "a/b", "x\ny", ""])
+def test_resolve_save_takes_a_name_never_a_path(tmp_path: Path, name: str) -> None:
+    from remirror.agent.generations import open_save_directory
+    from remirror.errors import RemirrorError
+
+    with pytest.raises(RemirrorError, match="a name"):
+        open_save_directory(name, tmp_path / "saved")
+    assert not (tmp_path / "saved").exists()
 
 
 def test_one_disk_under_two_names_is_refused() -> None:

@@ -208,3 +208,42 @@ def test_apply_converges_in_two_rounds_and_the_reconciler_sets_a_lost_tunnel_up_
     repair = make_repair(profile, mirror, facts, PROP_SECRETS, assess(profile, mirror, facts))
     assert [(a.site, a.verb) for a in repair.actions][:1] == [("b", "SetTunnel")]
     assert not [a for a in repair.actions if a.verb == "MakeTunnelKey"]
+
+
+def test_each_sites_tunnel_is_inside_its_own_scope_and_nothing_else_is() -> None:
+    """Issue 44: a tunnel step is checked field by field against what the site's own profile makes
+    (an address of `X/0` would route the DR host's traffic into the tunnel)."""
+    from remirror.agent.policy import Refused, check_request
+    from remirror.profile.model import Site
+    from remirror.profile.scope import SiteScope, site_scope
+
+    text = profile_text("sync", "mutual", 2, False, "wan")
+    profile = parse_profile(text.replace("    replication:", "    transport: wireguard\n    replication:", 1))
+    sites = Sites(
+        {n: dataclasses.replace(f, wireguard=WireguardFacts({}, {})) for n, f in bare_sites().items()}
+    )
+    sites.run(make_plan(profile, sites.facts, PROP_SECRETS))
+    plan = make_plan(profile, sites.facts, PROP_SECRETS)
+    tunnels = [(a.site, wire(a)) for a in plan.actions if a.verb == "SetTunnel"]
+    assert len(tunnels) == 3
+
+    def scope(site: str) -> SiteScope:
+        view = {n: Site(host="local" if n == site else f"ssh://root@{n}") for n in profile.sites}
+        return site_scope([("/etc/remirror/prop.yaml", profile.model_copy(update={"sites": view}))])
+
+    for site, steps in tunnels:
+        check_request({"op": "run", "steps": steps}, scope(site))  # as planned: inside
+        (step,) = steps
+        other = next(s for s, _ in tunnels if s != site)
+        forged = [
+            {**step, "address": "169.254.0.1/0"},
+            {**step, "port": step["port"] + 1},
+            {**step, "peers": [{**step["peers"][0], "endpoint": "203.0.113.9:51820"}, *step["peers"][1:]]},
+            {**step, "peers": [*step["peers"], {**step["peers"][0], "address": "10.0.0.1"}]},
+            {**step, "peers": [{**step["peers"][0], "public_key": "x\nPostUp = sh"}]},
+        ]
+        for request in forged:
+            with pytest.raises(Refused):
+                check_request({"op": "run", "steps": [request]}, scope(site))
+        with pytest.raises(Refused):  # another site's end is not this site's
+            check_request({"op": "run", "steps": dict(tunnels)[other]}, scope(site))

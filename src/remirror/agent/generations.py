@@ -22,6 +22,8 @@ from remirror.errors import RemirrorError
 from remirror.facts.generations import (
     RECORD_BYTES,
     RECORD_SLOT,
+    SAVE_NAME,
+    SAVED_DIR,
     LegRecord,
     MiB,
     decode_record,
@@ -132,7 +134,7 @@ def join_step(step: dict[str, Any]) -> None:
 
 def save_ranges_step(step: dict[str, Any]) -> None:
     """`save_ranges`: before a leg's writes are discarded (`remirror resolve`), copy the ranges its
-    own bitmap marks dirty (what it wrote that the kept side may lack) into `dir` on this site:
+    own bitmap marks dirty (what it wrote that the kept side may lack) into SAVED_DIR/`save` here:
     `MIRROR-SITE.img` (sparse, at the array's offsets) and `MIRROR-SITE.json` (the ranges)."""
     leg = step["leg"]
     examine = _runner.run(["mdadm", "--examine", leg]).stdout
@@ -142,7 +144,7 @@ def save_ranges_step(step: dict[str, Any]) -> None:
     ranges = parse_bitmap_dirty(bitmap[start % 4096 :])
     base = data_offset(leg)
     name = f"{step['mirror']}-{step['site']}"
-    directory = open_save_directory(step["dir"])
+    directory = open_save_directory(step["save"])
     try:
         with _create_private(f"{name}.img", directory) as out:
             for offset, length in ranges:
@@ -158,30 +160,49 @@ def save_ranges_step(step: dict[str, Any]) -> None:
         os.close(directory)
 
 
-def open_save_directory(path: str) -> int:
-    """A file descriptor of `resolve --save`'s directory, created 0700 if it is not there.
+def open_save_directory(name: str, root: Path | None = None) -> int:
+    """A file descriptor of `resolve --save NAME`'s directory, `root`/NAME (SAVED_DIR), each created
+    0700 if it is not there.
 
     The saved writes are the only copy of what a discarded leg held: never
     through a symlink (somebody else's idea of where they go), never into a
     directory another user owns or can write (they could swap the files).
     """
+    root = SAVED_DIR if root is None else root
+    if not isinstance(name, str) or not SAVE_NAME.fullmatch(name):
+        raise RemirrorError(f"--save {name!r}: a name (letters, digits, '.', '_', '-'), not a path")
+    where = root / name
     try:
-        Path(path).mkdir(mode=0o700)
-    except FileExistsError:
-        pass
+        root.mkdir(mode=0o700, parents=True, exist_ok=True)
     except OSError as error:
-        raise RemirrorError(f"--save {path}: cannot create it: {error.strerror}") from None
+        raise RemirrorError(f"--save {name}: cannot create {root}: {error.strerror}") from None
+    parent = _private_directory(str(root), None, root)
     try:
-        fd = os.open(path, os.O_RDONLY | os.O_DIRECTORY | os.O_NOFOLLOW)
+        try:
+            os.mkdir(name, mode=0o700, dir_fd=parent)
+        except FileExistsError:
+            pass
+        except OSError as error:
+            raise RemirrorError(f"--save {name}: cannot create {where}: {error.strerror}") from None
+        return _private_directory(name, parent, where)
+    finally:
+        os.close(parent)
+
+
+def _private_directory(path: str, dir_fd: int | None, shown: Path) -> int:
+    """An open directory, not through a symlink, root's (this process's owner's) alone."""
+    try:
+        fd = os.open(path, os.O_RDONLY | os.O_DIRECTORY | os.O_NOFOLLOW, dir_fd=dir_fd)
     except OSError as error:
-        why = "a symlink" if Path(path).is_symlink() else error.strerror
-        raise RemirrorError(f"--save {path}: not a directory remirror writes into ({why})") from None
+        link = shown.is_symlink()
+        why = "a symlink" if link else error.strerror
+        raise RemirrorError(f"--save: {shown} is not a directory remirror writes into ({why})") from None
     info = os.fstat(fd)
     if info.st_uid != os.geteuid() or info.st_mode & 0o022:
         os.close(fd)
         raise RemirrorError(
-            f"--save {path}: owned by uid {info.st_uid} with mode {info.st_mode & 0o777:o}: it must be"
-            f" {os.geteuid()}'s and writable by nobody else"
+            f"--save: {shown} is owned by uid {info.st_uid} with mode {info.st_mode & 0o777:o}: it must"
+            f" be {os.geteuid()}'s and writable by nobody else"
         )
     return fd
 

@@ -41,6 +41,31 @@ NAME = re.compile(r"[A-Za-z0-9][A-Za-z0-9_.-]*")
 IQN = re.compile(r"(iqn\.\d{4}-\d{2}\.[A-Za-z0-9.:_-]+|eui\.[0-9A-Fa-f]{16}|naa\.[0-9A-Fa-f]{16,32})")
 UUID = re.compile(r"[0-9a-f]{8}(:[0-9a-f]{8}){3}")
 _MAJOR_MINOR = re.compile(r"\d+:\d+")
+DM_PREFIX = "remirror-"  # every device-mapper device remirror makes
+# Tables: printable ASCII words split by spaces, one target a line; where each target
+# type remirror sends takes its devices (0-based, after the type); the other words they take.
+_TABLE_TEXT = re.compile(r"[ -~\n]*")  # no tab, no byte past ASCII: spaces are the only separators
+_DEVICE_POSITIONS: dict[str, tuple[int, ...]] = {
+    "linear": (0,),  # DEV OFFSET
+    "writecache": (1, 2),  # s|p ORIGIN CACHE BLOCK #OPTIONS OPTIONS...
+    "cache": (0, 1, 2),  # META FAST ORIGIN BLOCK #FEATURES FEATURES... POLICY #ARGS ARGS...
+}
+_TABLE_KEYWORDS = frozenset(
+    {"s", "p", "high_watermark", "low_watermark", "writeback_jobs", "autocommit_blocks", "autocommit_time"}
+    | {"max_age", "cleaner", "fua", "nofua", "pause_writeback", "metadata_only", "start_sector"}  # writecache
+    | {"writeback", "writethrough", "passthrough", "metadata2", "no_discard_passdown"}  # dm-cache features
+    | {"smq", "mq", "default"}  # dm-cache policies (and `cleaner`)
+)
+SITE_LOCK = "site"  # remirror.agent.lock's: the one lock another site's controller takes here
+REMOTE_LOCK_WAIT = 3600.0  # seconds a remote controller may wait for it
+# What follows `remirror-KEY-cdp` in the names of a CDP stack's devices (remirror.facts.cdp.stack_names)
+# and of a drill's copy (remirror.drill).
+_STACK_PARTS = ("", "-tmeta", "-emeta", "-tdata", "-pool", "-thin", "-drill", "-drill-data")
+_CACHE_PARTS = (
+    "",
+    "-meta",
+    "-fast",
+)  # a leg's cache; dm-cache's metadata and cache devices (remirror.plan.cache)
 
 
 class Refused(Exception):
@@ -84,8 +109,8 @@ class Checker:
             "observe": self._observe,
             "digest": lambda r: self.readable(r.get("disk")),
             "block_stats": lambda r: self.each(self.readable, r.get("devices", [])),
-            "lock": lambda r: self.name(r.get("name"), "lock"),
-            "unlock": lambda r: self.name(r.get("name"), "lock"),
+            "lock": self._lock,
+            "unlock": lambda r: self._lock_name(r.get("name")),
             "sink": lambda r: None,  # the data is counted and dropped
             "cdp": self._cdp,
             "run": lambda r: self.each(self.step, r.get("steps", [])),
@@ -99,11 +124,33 @@ class Checker:
             self.each(self.readable, request.get(key, []))
         self.each(self.portal, request.get("portals", []))
 
+    def _lock(self, request: dict[str, Any]) -> None:
+        """A remote controller takes the site's lock for a verb, nothing else: never the lock of the
+        site's own points (`cdp-KEY`) or drills, which would hold back its points and drills. It
+        waits a bounded time; who holds it is said by this site (remirror.agent.serve)."""
+        self._lock_name(request.get("name"))
+        wait = request.get("wait", 0)
+        if not isinstance(wait, (int, float)) or isinstance(wait, bool) or not 0 <= wait <= REMOTE_LOCK_WAIT:
+            raise Refused(f"lock: a wait of {wait!r} s (at most {REMOTE_LOCK_WAIT:g})")
+        if not isinstance(request.get("holder", ""), str):
+            raise Refused("lock: its holder is a text")
+
+    def _lock_name(self, value: Any) -> None:
+        self.name(value, "lock")
+        if value != SITE_LOCK:
+            raise Refused(f"lock {value!r}: a remote controller takes only this site's {SITE_LOCK!r} lock")
+
     def _cdp(self, request: dict[str, Any]) -> None:
         if request.get("do") == "prune":
             # An operator's deletion of history: on the site that keeps the points, never asked.
             raise Refused("cdp prune: only on the site that keeps the points, by its operator")
         self.mirror(request.get("mirror"))
+        if (
+            request.get("do") == "point"
+            and self.scope is not None
+            and request["mirror"] not in self.scope.retention
+        ):
+            raise Refused(f"cdp point: mirror {request['mirror']} has no cdp in {self._sources()}")
         if "md" in request:
             self.device(request["md"])
         if request.get("target") is not None:
@@ -157,28 +204,82 @@ class Checker:
             raise Refused(f"portal {value} is not one {self._sources()} name")
 
     def backstore(self, value: Any) -> None:
+        """A backstore of a mirror in scope, by its exact name (remirror.profile.names): a replica
+        leg's `MIRROR-SITE` at one of the site's own names, or a mirror's `MIRROR-export`."""
         self.name(value, "backstore")
-        mirrors = self.scope.mirrors if self.scope is not None else None
-        if mirrors is not None and not any(str(value).startswith(f"{m}-") for m in mirrors):
+        scope = self.scope
+        if scope is None:
+            return
+        ours = {f"{m}-{s}" for m in scope.mirrors for s in (*scope.sites, "export")}
+        if value not in ours:
             raise Refused(f"backstore {value!r} is not one of a mirror of {self._sources()}")
 
     def dm_name(self, value: Any) -> None:
         self.name(value, "device-mapper")
-        mirrors = self.scope.mirrors if self.scope is not None else None
-        ours = str(value).startswith("remirror-") and (
-            mirrors is None or any(str(value).startswith(f"remirror-{m}-") for m in mirrors)
-        )
-        if not ours:
+        if not str(value).startswith(DM_PREFIX) or not self.ours(str(value)):
             raise Refused(f"device-mapper device {value!r} is not one remirror makes for {self._sources()}")
 
+    def ours(self, name: str, points: bool = False) -> bool:
+        """Whether `name` is, exactly, a device-mapper name remirror makes for what the scope names
+        (never by prefix: mirror `db` does not reach mirror `db-2`'s devices): a leg's cache
+        (`remirror-MIRROR-SITE`, and dm-cache's `-meta` and `-fast` under it) at one of the site's
+        own names; a mirror's CDP stack's devices, its points' views and a drill's copy
+        (remirror.facts.cdp.stack_names). With `points`, those of the site's own points too, which
+        no request names but to read them or to build and activate their stack as the profile says."""
+        scope = self.scope
+        if scope is None:
+            return name.startswith(DM_PREFIX)
+        caches = {
+            f"{DM_PREFIX}{m}-{s}{part}" for m in scope.mirrors for s in scope.sites for part in _CACHE_PARTS
+        }
+        if name in caches:
+            return True
+        keys = {*scope.mirrors, *((key for key, _ in scope.points) if points else ())}
+        for key in keys:
+            stack = f"{DM_PREFIX}{key}-cdp"
+            if name in {stack + part for part in _STACK_PARTS}:
+                return True
+            at = name.removeprefix(f"{stack}-at-")
+            if at != name and at.isdigit() and at.isascii():
+                return True
+        return False
+
     def table(self, value: Any) -> None:
-        for word in str(value).split():
-            if word.startswith("/"):
-                self.device(word)
-            elif _MAJOR_MINOR.fullmatch(word):
-                name = devno_name(word)
-                if name is None or (self.scope is not None and name not in self.known()):
-                    raise Refused(f"device {word} is not one {self._sources()} name for this site")
+        """A device-mapper table of the targets remirror sends (linear, writecache, dm-cache),
+        each word where its target has it: a device where the target takes one, an absolute path
+        or MAJ:MIN of the scope; elsewhere a number or one of the target's own keywords. Nothing
+        else: the kernel takes a device word as a path from dmsetup's working directory
+        (`../dev/sdX`), and on kernels before 6.5 by other names too (`820` for 8:32,
+        `PARTUUID=...`); it splits words on bytes Python does not (0xA0). So the table is
+        printable ASCII, and no word is left to the kernel's reading alone."""
+        if not isinstance(value, str) or not _TABLE_TEXT.fullmatch(value):
+            raise Refused("not a device-mapper table of printable ASCII, one target a line")
+        for line in value.split("\n"):
+            words = line.split()  # on spaces alone: the text has no other white space
+            if not words:
+                continue
+            target = words[2] if len(words) > 2 else ""
+            positions = _DEVICE_POSITIONS.get(target)
+            if positions is None or not (words[0].isdigit() and words[1].isdigit()):
+                raise Refused(f"{line[:80]!r}: not a target remirror sends ({', '.join(_DEVICE_POSITIONS)})")
+            arguments = words[3:]
+            if len(arguments) <= max(positions, default=-1):
+                raise Refused(f"{line[:80]!r}: too few arguments for {target}")
+            for at, word in enumerate(arguments):
+                if at in positions:
+                    self._table_device(word)
+                elif not (word.isdigit() or word in _TABLE_KEYWORDS):
+                    raise Refused(f"{word[:40]!r} is not an argument of {target} that remirror sends")
+
+    def _table_device(self, word: str) -> None:
+        if word.startswith("/"):
+            self.device(word)
+            return
+        if not _MAJOR_MINOR.fullmatch(word):
+            raise Refused(f"{word[:40]!r} is not a device path or MAJOR:MINOR")
+        name = devno_name(word)
+        if name is None or (self.scope is not None and name not in self.known()):
+            raise Refused(f"device {word} is not one {self._sources()} name for this site")
 
     def device(self, value: Any) -> None:
         """A block device the site's profiles name, or one made from them: the array, a cache or
@@ -202,7 +303,7 @@ class Checker:
             return True
         name = path.removeprefix("/dev/mapper/")
         if name != path:
-            return any(name.startswith(f"remirror-{m}-") for m in scope.mirrors)
+            return "/" not in name and self.ours(name)
         return path.startswith("/dev/disk/by-path/") and any(
             path.endswith(f"-iscsi-{iqn}-lun-0") for iqn in scope.iqns
         )
@@ -214,7 +315,7 @@ class Checker:
             return set()
         if self._known is None:
             paths = [*scope.disks, *scope.arrays]
-            paths += [str(p) for m in scope.mirrors for p in Path("/dev/mapper").glob(f"remirror-{m}-*")]
+            paths += [str(p) for p in Path("/dev/mapper").glob(f"{DM_PREFIX}*") if self.ours(p.name)]
             paths += [
                 str(p) for i in scope.iqns for p in Path("/dev/disk/by-path").glob(f"*-iscsi-{i}-lun-0")
             ]

@@ -7,7 +7,7 @@ one of a few command forms, never a program of the sender's choosing.
 
 from __future__ import annotations
 
-import os
+import ipaddress
 import re
 from collections.abc import Callable
 from pathlib import Path
@@ -17,10 +17,9 @@ from remirror.agent import policy
 from remirror.agent.observe_lio import LIO_SAVE_PATHS
 from remirror.agent.policy import IQN, NAME, UUID, Checker, Refused
 from remirror.facts import parsers  # its MDADM_CONF read at each check: tests point it elsewhere
+from remirror.facts.generations import SAVE_NAME
 from remirror.facts.wireguard import INTERFACE_PREFIX, KEY_DIR
 
-# Trees a `resolve --save` directory may not be in: the system's own.
-SYSTEM_TREES = ("/etc", "/usr", "/boot", "/root", "/bin", "/sbin", "/lib", "/proc", "/sys", "/dev", "/run")
 _MD_SYSFS = re.compile(
     r"/sys/block/(md\d+)/md/(suspend_hi|sync_action|sync_max|bitmap/backlog|sync_speed_min|sync_speed_max"
     r"|dev-([A-Za-z0-9!_-]+)/state)"
@@ -74,6 +73,8 @@ def lio(check: Checker, step: dict[str, Any]) -> None:
     if op not in ops:
         raise Refused(f"lio {op!r}: not an LIO operation of remirror's agent protocol")
     check.iqn(step.get("iqn"))
+    if op in ("create_target", "set_parameters"):
+        _target_parameters(step.get("parameters", {}))
     if op == "create_portal":
         check.portal(f"{step.get('address')}:{step.get('port')}")
     elif op == "create_lun":
@@ -82,13 +83,78 @@ def lio(check: Checker, step: dict[str, Any]) -> None:
         raise Refused(f"lio set_acl: {step.get('initiator')!r} is not an initiator name")
 
 
+# The login parameters remirror sets on a target (remirror.profile.timeouts.IN_ORDER_TARGET): rtslib
+# writes each into the TPG's `param/NAME` file, so a name is a path (an absolute one replaces it).
+TARGET_PARAMETERS = frozenset(
+    {"InitialR2T", "ImmediateData", "FirstBurstLength", "MaxBurstLength", "MaxRecvDataSegmentLength"}
+)
+_PARAMETER_VALUE = re.compile(r"[A-Za-z0-9]{1,16}")
+
+
+def _target_parameters(parameters: Any) -> None:
+    if not isinstance(parameters, dict):
+        raise Refused("lio: a target's parameters are settings by name")
+    for name, value in parameters.items():
+        if name not in TARGET_PARAMETERS:
+            raise Refused(f"lio: {str(name)[:60]!r} is not a target parameter remirror sets")
+        if not isinstance(value, str) or not _PARAMETER_VALUE.fullmatch(value):
+            raise Refused(f"lio: {str(value)[:60]!r} is not a value of {name}")
+
+
+# The only keys a node_secrets step writes: the CHAP passwords iscsiadm's argv would show in `ps`.
+NODE_SECRET_KEYS = frozenset({"node.session.auth.password", "node.session.auth.password_in"})
+_ONE_LINE = re.compile(r"[ -~]{1,256}")  # printable ASCII: no line break of any kind
+
+
+def node_secrets(check: Checker, step: dict[str, Any]) -> None:
+    """CHAP secrets into a node record: the record's path is made at the site from a target, an
+    address and a port that are each checked whole (an IP address or host name, a port number)
+    and name a portal of the site's scope, so no `..` or `/` of the sender's reaches it; only the
+    CHAP password keys, each value one line (a newline would add a setting of the sender's)."""
+    check.iqn(step.get("target"))
+    address, port = step.get("address"), step.get("port")
+    if not isinstance(port, int) or isinstance(port, bool) or not 1 <= port <= 65535:
+        raise Refused(f"node_secrets: port {port!r} is not a port number")
+    if not isinstance(address, str) or not _is_host(address):
+        raise Refused(f"node_secrets: {address!r} is not an IP address or host name")
+    if check.scope is not None and (address, port) not in check.scope.portals:
+        raise Refused(f"node_secrets: portal {address}:{port} is not one {check._sources()} name")
+    values = step.get("values")
+    if not isinstance(values, dict) or not values:
+        raise Refused("node_secrets: its values are CHAP settings by name")
+    for key, value in values.items():
+        if key not in NODE_SECRET_KEYS:
+            raise Refused(f"node_secrets: {key!r} is not a CHAP password setting")
+        if not isinstance(value, str) or not _ONE_LINE.fullmatch(value):
+            raise Refused(f"node_secrets: the value of {key} is not one line of text")
+
+
+_NODE_KEY = re.compile(r"node\.[A-Za-z0-9_.\[\]]{1,120}")  # node.conn[0].timeo.noop_out_interval
+_NODE_VALUE = re.compile(r"[ -~]{0,256}")
+_HOST_NAME = re.compile(
+    r"(?=.{1,253}$)[A-Za-z0-9]([A-Za-z0-9-]{0,61}[A-Za-z0-9])?(\.[A-Za-z0-9]([A-Za-z0-9-]{0,61}[A-Za-z0-9])?)*"
+)
+
+
+def _is_host(text: str) -> bool:
+    """An IP address or a host name, as a whole: nothing a path could be made of (no `/`, no `..`)."""
+    try:
+        ipaddress.ip_address(text)
+    except ValueError:
+        return _HOST_NAME.fullmatch(text) is not None
+    return True
+
+
 def save_ranges(check: Checker, step: dict[str, Any]) -> None:
+    """A discarded leg's writes kept aside: only ever into /var/lib/remirror/saved/NAME, the path
+    made at the site from a name (remirror.agent.generations), never a directory of the sender's."""
     check.device(step.get("leg"))
     check.mirror(step.get("mirror"))
     check.name(step.get("site"), "site")
-    where = os.path.normpath(str(step.get("dir")))
-    if not where.startswith("/") or any(where == t or where.startswith(t + "/") for t in SYSTEM_TREES):
-        raise Refused(f"save_ranges {step.get('dir')!r}: not a directory for saved writes")
+    if check.scope is not None and step.get("site") not in check.scope.sites:
+        raise Refused(f"save_ranges: site {step.get('site')!r} is not one of this site's own names")
+    if not isinstance(step.get("save"), str) or not SAVE_NAME.fullmatch(step["save"]):
+        raise Refused(f"save_ranges {step.get('save')!r}: a name under /var/lib/remirror/saved, not a path")
 
 
 def wireguard(check: Checker, step: dict[str, Any]) -> None:
@@ -98,6 +164,48 @@ def wireguard(check: Checker, step: dict[str, Any]) -> None:
         raise Refused(f"WireGuard interface {interface!r} is not one this site's profiles name")
     if not interface.startswith(INTERFACE_PREFIX) or key != f"{KEY_DIR}/{interface}.key":
         raise Refused(f"WireGuard {interface!r} with key {key!r}: not remirror's")
+
+
+_PUBLIC_KEY = re.compile(r"[A-Za-z0-9+/]{43}=")
+
+
+def wireguard_tunnel(check: Checker, step: dict[str, Any]) -> None:
+    """This site's end of a tunnel, exactly as its own profiles make it: its address and prefix,
+    port, keepalive, and its peers' tunnel addresses and endpoints (an address of `X/0` would
+    route the host's traffic into the tunnel). Only the peers' public keys come from elsewhere
+    (each site makes its own key): each must be one."""
+    wireguard(check, step)
+    peers = step.get("peers")
+    if not isinstance(peers, list) or not all(isinstance(p, dict) for p in peers):
+        raise Refused("wireguard_tunnel: its peers are a list")
+    for peer in peers:
+        if not isinstance(peer.get("public_key"), str) or not _PUBLIC_KEY.fullmatch(peer["public_key"]):
+            raise Refused(f"wireguard_tunnel: {peer.get('public_key')!r} is not a WireGuard public key")
+    found = (
+        step.get("address"),
+        step.get("port"),
+        step.get("keepalive"),
+        frozenset((str(p.get("address")), p.get("endpoint")) for p in peers),
+    )
+    if check.scope is not None:
+        if found not in check.scope.tunnels.get(str(step.get("interface")), frozenset()) or len(peers) != len(
+            found[3]
+        ):
+            raise Refused(
+                f"wireguard_tunnel {step.get('interface')}: not the tunnel {check._sources()} make here"
+                f" ({step.get('address')}, port {step.get('port')}, peers {sorted(map(str, found[3]))})"
+            )
+        return
+    # A site without profiles: remirror's shapes only (a link-local /24, peers' /32s in it).
+    try:
+        network = ipaddress.ip_interface(str(step.get("address"))).network
+        inside = all(ipaddress.ip_address(str(p.get("address"))) in network for p in peers)
+    except ValueError:
+        network, inside = None, False
+    if network is None or network.prefixlen != 24 or not network.is_link_local or not inside:
+        raise Refused(
+            f"wireguard_tunnel: {step.get('address')!r} and its peers are not a tunnel remirror makes"
+        )
 
 
 def prove_blank(check: Checker, step: dict[str, Any]) -> None:
@@ -123,7 +231,7 @@ def points_down(check: Checker, step: dict[str, Any]) -> None:
     views = step.get("views", [])
     check.each(lambda view: check.name(view, "view"), views)
     ours = (f"remirror-{key}-cdp-at-", f"remirror-{key}-cdp-drill")  # a point's view, a drill's copy
-    if not all(str(view).startswith(ours) for view in views):
+    if not all(str(view).startswith(ours) and check.ours(str(view), points=True) for view in views):
         raise Refused(f"views {views!r} are not those of {key}'s points")
 
 
@@ -175,9 +283,11 @@ def _iscsiadm(check: Checker, args: list[str]) -> None:
     if rest[:2] != ["-o", "update"] or not pairs or len(pairs) % 4:
         raise Refused(f"iscsiadm {' '.join(rest[:2])}: not an operation remirror uses")
     for i in range(0, len(pairs), 4):
-        n, key, v, _ = pairs[i : i + 4]
-        if n != "-n" or v != "-v" or not key.startswith("node.") or "password" in key:
-            raise Refused(f"iscsiadm -o update {key}: not a node setting remirror makes")
+        n, key, v, value = pairs[i : i + 4]
+        if n != "-n" or v != "-v" or not _NODE_KEY.fullmatch(key) or "password" in key:
+            raise Refused(f"iscsiadm -o update {key[:80]!r}: not a node setting remirror makes")
+        if not _NODE_VALUE.fullmatch(value):
+            raise Refused(f"iscsiadm -o update {key}: the value is not one line of printable text")
 
 
 def _dmsetup(check: Checker, args: list[str]) -> None:
@@ -249,7 +359,7 @@ STEP_CHECKS: dict[str, Callable[[Checker, dict[str, Any]], None]] = {
     "prove_blank": prove_blank,
     "wait_path": _fields(path="path"),
     "assemble_array": _fields(md="device", uuid="uuid", devices="devices"),
-    "node_secrets": _fields(target="iqn"),
+    "node_secrets": node_secrets,
     "write_file": write_file,
     "write_sysfs": write_sysfs,
     "member_state": _member_state,
@@ -267,5 +377,5 @@ STEP_CHECKS: dict[str, Callable[[Checker, dict[str, Any]], None]] = {
     "leg_record_join": _fields(source="device", device="device"),
     "save_ranges": save_ranges,
     "wireguard_key": wireguard,
-    "wireguard_tunnel": wireguard,
+    "wireguard_tunnel": wireguard_tunnel,
 }

@@ -2,8 +2,10 @@
 
 Bumped when a request or an answer changes meaning: 2 added the site locks
 (`lock`, `unlock`), without which a controller cannot keep another from
-changing a site under it. The controller refuses an agent of another
-version with one line naming both (remirror.agent.client).
+changing a site under it; 3 made `save_ranges` take a name (`save`) where it
+took a directory (`dir`), and a remote controller's lock only the `site` one.
+The controller refuses an agent of another version with one line naming both
+(remirror.agent.client).
 """
 
-PROTOCOL_VERSION = 2
+PROTOCOL_VERSION = 3

@@ -43,6 +43,9 @@ def main(args: list[str]) -> int:
         _refuse(f"this SSH key may only speak remirror's agent protocol; not run: {asked[:200]}")
         return EXIT_BAD_INPUT
     setup_logging(0, False)
+    # The kernel resolves a relative path in a device-mapper table (and any relative path a
+    # command is given) from the working directory: "/", as a daemon's, holds no block device.
+    os.chdir("/")
     # From another host (sshd sets SSH_CONNECTION, and a client cannot unset it): the closed
     # protocol. Started on the site itself, by its root, it answers as the in-process agent does.
     gate = _Gate(checked="SSH_CONNECTION" in os.environ)
@@ -52,14 +55,14 @@ def main(args: list[str]) -> int:
         except json.JSONDecodeError as error:
             sys.stderr.write(f"remirror: agent: the request is not JSON: {error}\n")
             return EXIT_BAD_INPUT
-        sys.stdout.write(json.dumps(gate.refusal(request) or _handle(request)) + "\n")
+        sys.stdout.write(json.dumps(gate.refusal(request) or _handle(gate.as_taken(request))) + "\n")
         return 0
     _own_process_group()
     requests = _Requests(sys.stdin.fileno())
     while (line := requests.next()) is not None:
         try:
             request = json.loads(line)
-            answer = gate.refusal(request) or _answer_unless_abandoned(request, requests)
+            answer = gate.refusal(request) or _answer_unless_abandoned(gate.as_taken(request), requests)
         except json.JSONDecodeError as error:
             answer = {"error": f"the request is not JSON: {error}"}
         sys.stdout.write(json.dumps(answer) + "\n")
@@ -126,6 +129,25 @@ class _Gate:
         message = redact(f"refused: {why}", [str(s) for s in secrets])
         _refuse(message)
         return {"protocol": PROTOCOL_VERSION, "error": message, "refused": True, "commands": 0}
+
+    def as_taken(self, request: dict[str, Any]) -> dict[str, Any]:
+        """The request as this site carries it out: a point with this site's own retention (the
+        policy refused one for a mirror without it); a remote controller's lock held under a
+        holder this site states (the SSH client's address and this agent's pid, for the busy
+        message its own verbs give, and for its operator to end it), the sender's own words
+        after it, one line of at most 100 printable characters."""
+        if not self.checked:
+            return request
+        if request.get("op") == "cdp" and request.get("do") == "point" and self.scope is not None:
+            # Its retention is this site's own (a `keep: 0` from another site would prune it all).
+            every, keep = self.scope.retention[request["mirror"]]
+            return {**request, "every": every, "keep": keep}
+        if request.get("op") != "lock":
+            return request
+        client = os.environ.get("SSH_CLIENT", "").split(" ")[0] or "another host"
+        said = "".join(c for c in str(request.get("holder", "")) if c.isprintable())[:100]
+        holder = f"remirror's agent (pid {os.getpid()}) for a controller at {client} over SSH, saying: {said}"
+        return {**request, "holder": holder}
 
 
 def _refuse(message: str) -> None:

@@ -100,11 +100,18 @@ def _node_secrets(step: dict[str, Any]) -> None:
     base = ISCSI_NODES / step["target"]
     portal = f"{step['address']},{step['port']}"
     records = [*base.glob(f"{portal},*"), *([base / portal] if (base / portal).exists() else [])]
+    # Only a record of this target's, after resolution (the policy checks the fields whole).
+    home = Path(os.path.realpath(base))
+    if home.parent != Path(os.path.realpath(ISCSI_NODES)):
+        raise RemirrorError(f"{step['target']!r} is not a target of {ISCSI_NODES}")
+    records = [r for r in records if Path(os.path.realpath(r)).parent == home]
     files = [file for record in records for file in node_record_files(record)]
     if not files:
         raise RemirrorError(f"no iSCSI node record for {step['target']} at {step['address']}:{step['port']}")
     for file in files:
-        lines = file.read_text().splitlines()
+        lines = file.read_text().split("\n")  # iscsiadm's own line breaks: no other counts as one
+        if lines and lines[-1] == "":
+            lines.pop()
         values = dict(step["values"])
         for i, line in enumerate(lines):
             key = line.partition(" = ")[0].strip()
@@ -189,6 +196,8 @@ def _lio(step: dict[str, Any]) -> None:
     if op in ("create_target", "set_parameters"):
         # Login parameters (remirror.profile.timeouts, IN_ORDER_TARGET): taken at the next login.
         for name, value in step.get("parameters", {}).items():
+            if not str(name).isalnum():  # rtslib writes it into param/NAME: a name, not a path
+                raise RemirrorError(f"{name!r} is not a target parameter")
             tpg.set_parameter(name, value)
     if op == "create_target":
         tpg.set_attribute("authentication", "1" if step["chap"] else "0")

@@ -299,15 +299,19 @@ def _promote(
 )
 @click.option(
     "--save",
-    metavar="DIR",
-    help="First copy what each discarded leg wrote on its own (its bitmap's dirty ranges) into DIR"
-    " on its site.",
+    metavar="NAME",
+    help="First copy what each discarded leg wrote on its own (its bitmap's dirty ranges) into"
+    " /var/lib/remirror/saved/NAME on its site.",
 )
 @click.option("--yes", is_flag=True, help="Do not ask (the discarded writes are lost, but for --save).")
 def resolve(profile_path: str, mirror_name: str, keep: str, save: str | None, yes: bool) -> int:
     """End MIRROR's split brain: keep SITE's data, rebuild the other legs from it (docs/failover.md)."""
+    from remirror.facts.generations import SAVE_NAME
     from remirror.failover import carry_out_resolution, plan_resolution
 
+    if save is not None and not SAVE_NAME.fullmatch(save):
+        # A name, not a path: each site keeps saved writes in one directory of remirror's.
+        raise UsageError(f"resolve --save {save!r}: a name (letters, digits, '.', '_', '-'), not a path")
     controller, secrets = _load(profile_path, lock="resolve")
     try:
         if mirror_name not in [m.name for m in controller.profile.mirrors]:

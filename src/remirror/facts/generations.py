@@ -8,7 +8,9 @@ bytes in, records out; the device work is in remirror.agent.generations.
 
 from __future__ import annotations
 
+import re
 from dataclasses import dataclass, replace
+from pathlib import Path
 from typing import Any
 
 from remirror.facts.slots import SLOTS, decode_slots, encode_slot, slot_for
@@ -18,6 +20,10 @@ RECORD_MAGIC = b"RMRLEG01"
 RECORD_SLOT = 16 * 1024  # two slots at the start of the reserved MiB
 MAX_GENERATIONS = 32  # older ones are dropped: only the recent history decides anything
 HOW = ("create", "planned", "forced", "resolve", "failback")
+# Where `resolve --save NAME` keeps a discarded leg's writes on its site: SAVED_DIR/NAME. One
+# directory of remirror's, never a path a controller names (docs/security.md).
+SAVED_DIR = Path("/var/lib/remirror/saved")
+SAVE_NAME = re.compile(r"[A-Za-z0-9][A-Za-z0-9_.-]{0,99}")
 
 
 @dataclass(frozen=True)

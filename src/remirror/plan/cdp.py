@@ -83,7 +83,7 @@ def deactivation_actions(mirror: Mirror, primary: SiteFacts) -> list[Action]:
     """Take the stack down before its mirror stops (destroy): the data stays on the mirror."""
     names = stack_names(mirror.name)
     present = [n for n in names.values() if n in primary.dm]
-    views = sorted(n for n in primary.dm if n.startswith(f"{names['volume']}-at-"))
+    views = sorted(n for n in primary.dm if _is_view(n, names["volume"]))
     if not present and not views:
         return []
     step = CdpDeactivate(mirror.name, tuple(views))
@@ -102,3 +102,9 @@ def stack_kernel_names(mirror: Mirror, primary: SiteFacts) -> set[str]:
     """Kernel names (dm-N) of the stack's devices: the mirror's own holders, not users to refuse for."""
     names = set(stack_names(mirror.name).values())
     return {d.kernel_name for n, d in primary.dm.items() if n in names}
+
+
+def _is_view(name: str, volume: str) -> bool:
+    """A point's view of the stack: VOLUME-at-ID (the agent removes no other name: remirror.agent.policy)."""
+    point = name.removeprefix(f"{volume}-at-")
+    return point != name and point.isascii() and point.isdigit()

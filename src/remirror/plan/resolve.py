@@ -21,6 +21,7 @@ from __future__ import annotations
 
 from collections.abc import Mapping
 
+from remirror.facts.generations import SAVED_DIR
 from remirror.facts.site import SiteFacts
 from remirror.health.state import IN_SYNC, INCOMPLETE, State, assess
 from remirror.plan.actions import CHANGE, CREATE, DELETE, Action, Plan, PlanError, Verb
@@ -85,8 +86,9 @@ def make_resolution(
             actions += leg_export_removal(profile, kept, leg, site, kept_site.initiator or "")
         if save:
             step = SaveRanges(own, save, name, leg.site)
+            where = f"{SAVED_DIR}/{save}"
             actions.append(
-                Action(leg.site, Verb.SAVE_RANGES, f"what {own} wrote on its own -> {save}", CREATE, (step,))
+                Action(leg.site, Verb.SAVE_RANGES, f"what {own} wrote on its own -> {where}", CREATE, (step,))
             )
         actions.append(
             Action(

@@ -314,6 +314,6 @@ class SaveRanges(Step):
 
     kind: ClassVar[str] = "save_ranges"
     leg: str
-    dir: str
+    save: str  # a name: the directory /var/lib/remirror/saved/NAME at the leg's site
     mirror: str
     site: str

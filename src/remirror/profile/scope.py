@@ -10,13 +10,19 @@ hands cannot widen it (docs/security.md).
 
 from __future__ import annotations
 
-from collections.abc import Iterable
-from dataclasses import dataclass
+from collections.abc import Iterable, Mapping
+from dataclasses import dataclass, field
 
 from remirror.profile.model import Mirror, PrimaryLeg, Profile, ReplicaLeg
 from remirror.profile.names import points_key, points_volume
 from remirror.profile.types import Portal
-from remirror.profile.wireguard import interface_name, replica_portal, tunnel_address
+from remirror.profile.wireguard import (
+    KEEPALIVE_SECONDS,
+    interface_name,
+    replica_portal,
+    tunnel_address,
+    tunnel_ends,
+)
 
 
 @dataclass(frozen=True)
@@ -34,6 +40,16 @@ class SiteScope:
     portals: frozenset[tuple[str, int]] = frozenset()  # where those targets listen
     interfaces: frozenset[str] = frozenset()  # remirror's WireGuard interfaces
     sites: frozenset[str] = frozenset()  # the site's own names in the profiles
+    # A mirror's CDP retention here, (every, keep) in seconds: what a `cdp point` from another
+    # site is carried out with, whatever it says (a `keep: 0` would prune the history).
+    retention: Mapping[str, tuple[float, float]] = field(default_factory=dict)
+    # This site's end of each WireGuard tunnel, exactly as its profiles make it: interface ->
+    # {(address/prefix, port, keepalive, {(peer's tunnel address, its endpoint or None)})}.
+    tunnels: Mapping[str, frozenset[Tunnel]] = field(default_factory=dict)
+
+
+# (address/prefix, UDP port, keepalive, the peers' (tunnel address, endpoint)): see SiteScope.tunnels.
+Tunnel = tuple[str, int, int, frozenset[tuple[str, str | None]]]
 
 
 def site_scope(profiles: Iterable[tuple[str, Profile]]) -> SiteScope:
@@ -47,15 +63,25 @@ def site_scope(profiles: Iterable[tuple[str, Profile]]) -> SiteScope:
     interfaces: set[str] = set()
     sites: set[str] = set()
     points: set[tuple[str, str]] = set()
+    retention: dict[str, tuple[float, float]] = {}
+    tunnels: dict[str, set[Tunnel]] = {}
     for source, profile in profiles:
         sources.append(source)
         local = {name for name, site in profile.sites.items() if site.is_local}
         sites |= local
+        for site, end in tunnel_ends(profile).items():
+            if site in local:
+                peers = frozenset((peer.address, peer.endpoint) for peer in end.peers)
+                tunnels.setdefault(end.interface, set()).add((end.cidr, end.port, KEEPALIVE_SECONDS, peers))
         for mirror in profile.mirrors:
             if not local & set(mirror.sites):
                 continue
             mirrors.add(mirror.name)
             arrays.add(mirror.md_device)
+            if mirror.cdp is not None:
+                # Two profiles naming one mirror: the longer window, the more frequent points.
+                every, keep = retention.get(mirror.name, (mirror.cdp.every, mirror.cdp.keep))
+                retention[mirror.name] = (min(every, mirror.cdp.every), max(keep, mirror.cdp.keep))
             if mirror.transport == "wireguard":
                 interfaces.add(interface_name(profile))
             for leg in mirror.legs:
@@ -79,6 +105,8 @@ def site_scope(profiles: Iterable[tuple[str, Profile]]) -> SiteScope:
         portals=frozenset(portals),
         interfaces=frozenset(interfaces),
         sites=frozenset(sites),
+        retention=retention,
+        tunnels={name: frozenset(found) for name, found in tunnels.items()},
     )
 
 
