@@ -316,7 +316,12 @@ def test_nothing_changes_a_site_while_another_command_holds_its_lock(
         holder.lock(lock.SITE_LOCK, "remirror promote (the lab's test)", 0)
         for verb in (["reconcile", LAB], ["apply", "--yes", LAB]):
             _, out, err = remirror(*verb, ok_codes=(1,))
-            assert "site site-b: busy: remirror promote (the lab's test) since" in err, out + err
+            # Who holds it, in site B's words (the agent and the controller's address), then the holder's.
+            assert "site site-b: busy: remirror's agent (pid " in err, out + err
+            assert (
+                "for a controller at 192.0.2.1 over SSH, saying: remirror promote (the lab's test) since"
+                in err
+            )
             assert "holds its site lock" in err
         assert "write_mostly" not in member.read_text()  # nothing was done on site A either
         assert lock.held() == []  # and its lock let go with the command
