@@ -31,6 +31,9 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
+from remirror.agent.lock import SITE_LOCK  # the one lock another site's controller takes here
+from remirror.facts.cdp import is_view
+
 if TYPE_CHECKING:
     from remirror.profile.scope import SiteScope
 
@@ -56,16 +59,12 @@ _TABLE_KEYWORDS = frozenset(
     | {"writeback", "writethrough", "passthrough", "metadata2", "no_discard_passdown"}  # dm-cache features
     | {"smq", "mq", "default"}  # dm-cache policies (and `cleaner`)
 )
-SITE_LOCK = "site"  # remirror.agent.lock's: the one lock another site's controller takes here
 REMOTE_LOCK_WAIT = 3600.0  # seconds a remote controller may wait for it
 # What follows `remirror-KEY-cdp` in the names of a CDP stack's devices (remirror.facts.cdp.stack_names)
 # and of a drill's copy (remirror.drill).
 _STACK_PARTS = ("", "-tmeta", "-emeta", "-tdata", "-pool", "-thin", "-drill", "-drill-data")
-_CACHE_PARTS = (
-    "",
-    "-meta",
-    "-fast",
-)  # a leg's cache; dm-cache's metadata and cache devices (remirror.plan.cache)
+# What follows `remirror-MIRROR-SITE`: a leg's cache, dm-cache's metadata and cache (remirror.plan.cache).
+_CACHE_PARTS = ("", "-meta", "-fast")
 
 
 class Refused(Exception):
@@ -239,8 +238,7 @@ class Checker:
             stack = f"{DM_PREFIX}{key}-cdp"
             if name in {stack + part for part in _STACK_PARTS}:
                 return True
-            at = name.removeprefix(f"{stack}-at-")
-            if at != name and at.isdigit() and at.isascii():
+            if is_view(name, key):
                 return True
         return False
 

@@ -225,6 +225,13 @@ def view_name(mirror: str, point: int) -> str:
     return f"remirror-{mirror}-cdp-at-{point}"
 
 
+def is_view(name: str, mirror: str) -> bool:
+    """Whether dm device `name` is one point's view of `mirror`'s stack (view_name): exactly, its
+    id in ASCII digits (the agent removes no other name: remirror.agent.policy)."""
+    point = name.removeprefix(view_name(mirror, 0)[:-1])
+    return point != name and point.isascii() and point.isdigit()
+
+
 def _round_up(value: int, unit: int) -> int:
     return -(-value // unit) * unit
 

@@ -13,7 +13,7 @@ index (at the start of the mirror, a fixed place): a later profile change of
 
 from __future__ import annotations
 
-from remirror.facts.cdp import stack_names
+from remirror.facts.cdp import is_view, stack_names
 from remirror.facts.site import SiteFacts
 from remirror.plan.actions import CREATE, DELETE, Action, Verb
 from remirror.plan.steps import CdpDeactivate, CdpStack
@@ -83,7 +83,7 @@ def deactivation_actions(mirror: Mirror, primary: SiteFacts) -> list[Action]:
     """Take the stack down before its mirror stops (destroy): the data stays on the mirror."""
     names = stack_names(mirror.name)
     present = [n for n in names.values() if n in primary.dm]
-    views = sorted(n for n in primary.dm if _is_view(n, names["volume"]))
+    views = sorted(n for n in primary.dm if is_view(n, mirror.name))
     if not present and not views:
         return []
     step = CdpDeactivate(mirror.name, tuple(views))
@@ -102,9 +102,3 @@ def stack_kernel_names(mirror: Mirror, primary: SiteFacts) -> set[str]:
     """Kernel names (dm-N) of the stack's devices: the mirror's own holders, not users to refuse for."""
     names = set(stack_names(mirror.name).values())
     return {d.kernel_name for n, d in primary.dm.items() if n in names}
-
-
-def _is_view(name: str, volume: str) -> bool:
-    """A point's view of the stack: VOLUME-at-ID (the agent removes no other name: remirror.agent.policy)."""
-    point = name.removeprefix(f"{volume}-at-")
-    return point != name and point.isascii() and point.isdigit()

@@ -20,7 +20,7 @@ from __future__ import annotations
 
 import dataclasses
 
-from remirror.facts.cdp import layout, stack_names
+from remirror.facts.cdp import is_view, layout, stack_names
 from remirror.facts.site import DiskFacts, SiteFacts
 from remirror.plan.actions import CREATE, DELETE, Action, PlanError, Verb
 from remirror.plan.md import destroys
@@ -89,16 +89,10 @@ def points_deactivation(mirror: Mirror, leg: PrimaryLeg | ReplicaLeg, site: Site
     """Take the leg's points stack down (destroy): the points and the data stay on its disk."""
     key = points_key(mirror, leg.site)
     names = stack_names(key)
-    views = sorted(n for n in site.dm if _is_view(n, names["volume"]))
+    views = sorted(n for n in site.dm if is_view(n, key))
     # What a drill that did not end left (remirror.drill): its data device first, it sits on the copy.
     views += [n for n in (f"{names['volume']}-drill-data", f"{names['volume']}-drill") if n in site.dm]
     if not any(n in site.dm for n in names.values()) and not views:
         return []
     subject = f"{points_volume(mirror, leg.site)} (its points and data stay on {leg.disk})"
     return [Action(site.name, Verb.DEACTIVATE_POINTS, subject, DELETE, (CdpDeactivate(key, tuple(views)),))]
-
-
-def _is_view(name: str, volume: str) -> bool:
-    """A point's view of the stack: VOLUME-at-ID (the agent removes no other name: remirror.agent.policy)."""
-    point = name.removeprefix(f"{volume}-at-")
-    return point != name and point.isascii() and point.isdigit()
