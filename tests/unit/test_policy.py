@@ -408,14 +408,17 @@ def test_a_table_of_the_targets_remirror_sends_is_taken_with_its_devices_checked
         check_request(run({"kind": "dm_reload", "name": "remirror-m0-b", "table": table}), SCOPE)
 
 
-def test_a_point_another_site_asks_for_is_taken_with_this_sites_own_retention() -> None:
+def test_a_point_another_site_asks_for_is_taken_with_this_sites_own_retention(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
     # After a promotion this site runs m0 with its CDP; the old primary still holds the key.
     from remirror.agent.serve import _Gate
 
-    scope = site_scope([("/etc/remirror/lab.yaml", parse_profile(LAB + "    cdp: {every: 1h, keep: 7d}\n"))])
-    assert scope.retention == {"m0": (3600.0, 7 * 86400.0)}
-    gate = _Gate(checked=False)
-    gate.checked, gate.scope = True, scope
+    (tmp_path / "lab.yaml").write_text(LAB + "    cdp: {every: 1h, keep: 7d}\n")
+    monkeypatch.setattr(policy, "PROFILE_DIR", tmp_path)
+    gate = _Gate(checked=True)
+    assert gate.scope is not None
+    assert gate.scope.retention == {"m0": (3600.0, 7 * 86400.0)}
     asked = {"op": "cdp", "do": "point", "mirror": "m0", "md": "/dev/md/m0", "every": 1, "keep": 0}
     assert gate.refusal(asked) is None
     assert gate.as_taken(asked) == {**asked, "every": 3600.0, "keep": 7 * 86400.0}
@@ -455,6 +458,38 @@ def test_a_profile_that_does_not_load_refuses_everything(tmp_path: Path) -> None
     with pytest.raises(Refused, match=r"broken\.yaml does not load"):
         policy.load_scope(tmp_path)
     assert policy.load_scope(tmp_path / "empty") is None
+
+
+def test_an_agent_that_lives_on_reads_the_sites_profiles_again_when_they_change(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    # A controller's process keeps its agent between commands (remirror.agent.client): the
+    # site's operator may meanwhile add, edit or break a profile.
+    from remirror.agent.serve import _Gate
+
+    monkeypatch.setattr(policy, "PROFILE_DIR", tmp_path)
+    gate = _Gate(checked=True)
+    assert gate.scope is None
+    assert gate.broken is None
+    observe = {"op": "observe", "disks": ["/dev/b0"]}
+    assert gate.refusal(observe) is None  # no profile: any block device (checked as a device)
+    (tmp_path / "lab.yaml").write_text(LAB)
+    assert "is not a device this site's profiles" in refusal_of(
+        gate, {"op": "observe", "disks": ["/dev/other"]}
+    )
+    assert gate.scope is not None
+    assert "m0" in gate.scope.mirrors
+    (tmp_path / "lab.yaml").write_text("version: 1\nname: [\n")
+    assert "does not load" in refusal_of(gate, observe)
+    (tmp_path / "lab.yaml").unlink()
+    assert gate.refusal(observe) is None
+    assert gate.scope is None
+
+
+def refusal_of(gate: object, request: dict[str, object]) -> str:
+    answer = gate.refusal(request)  # type: ignore[attr-defined]
+    assert answer is not None, f"not refused: {request}"
+    return str(answer["error"])
 
 
 # --- the agent process, as sshd starts it ------------------------------------------------------

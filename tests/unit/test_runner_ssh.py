@@ -22,7 +22,7 @@ import pytest
 from remirror.errors import CommandError, CommandTimeout, SiteUnreachable
 from remirror.profile import Site, parse_profile
 from remirror.runner.sites import runner_for_site
-from remirror.runner.ssh import SshRunner
+from remirror.runner.ssh import SshRunner, SshStream
 
 SSHD = shutil.which("sshd") or "/usr/sbin/sshd"
 
@@ -329,3 +329,45 @@ def test_a_site_without_remirror_is_named_with_where_it_was_looked_for(
             client.observe([])
     finally:
         client.close()
+
+
+def test_a_process_keeps_its_agent_between_commands_without_its_locks(
+    sshd: Sshd, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """A second command of the same process takes up the agent the first one kept (one ssh,
+    one Python start at the site), the first one's lock let go; an agent that ended meanwhile
+    is replaced by a new one, and the command does not notice."""
+    import sys
+
+    from remirror.agent.client import AgentClient
+    from remirror.runner.base import BASE_ENV
+
+    # The agent this checkout's venv runs (this host is both ends), gated as another host's.
+    monkeypatch.setitem(BASE_ENV, "PATH", f"{Path(sys.executable).parent}:/usr/bin:/bin")
+    started: list[list[str]] = []
+    open_stream = SshRunner.open_stream
+
+    def counted(self: SshRunner, argv: list[str]) -> SshStream:
+        started.append(argv)
+        return open_stream(self, argv)
+
+    monkeypatch.setattr(SshRunner, "open_stream", counted)
+    site = loopback_site(sshd)
+
+    first = AgentClient("dr", site)
+    first.lock("site", "the first command", 0)
+    first.close()
+    second = AgentClient("dr", site)
+    second.lock("site", "the second command", 0)  # not busy: the first let go of it
+    assert second.request({"op": "sink", "data": "abc"})["received"] == 3
+    assert len(started) == 1
+    stream = second._stream
+    second.close()
+
+    assert stream is not None
+    stream._proc.kill()  # the kept agent's connection ends (a site restarted, a link lost)
+    stream._proc.wait()
+    third = AgentClient("dr", site)
+    assert third.request({"op": "sink", "data": ""})["received"] == 0
+    assert len(started) == 2
+    third.close()

@@ -2,7 +2,9 @@
 
 from __future__ import annotations
 
+import atexit
 import json
+import threading
 from typing import TYPE_CHECKING, Any, cast
 
 from remirror.agent.protocol import PROTOCOL_VERSION
@@ -15,11 +17,68 @@ if TYPE_CHECKING:
     from remirror.runner.ssh import SshRunner, SshStream
 
 AGENT_TIMEOUT = 600.0
+# How long an agent has to answer a request it answers at once (a kept agent's round trip
+# before it is taken up again, an unlock): well under a second over a working link; a link that
+# black-holes it costs this, then the agent is dropped (it ends, and its locks with it) and a new
+# connection fails as fast as the profile's connect timeout says.
+ROUND_TRIP_WAIT = 5.0
+AGENT_ARGV = ["remirror", "agent", "--serve"]
+
+
+class _KeptAgents:
+    """Remote agents kept between the commands of one process, by the exact ssh command line
+    that started them (host, port, user, key, known_hosts, bastion: the profile's site).
+
+    A process that runs one verb after another (the lab's tests, a script of verbs in Python)
+    would otherwise pay an SSH handshake and a Python start at the site for each: seconds on a
+    small host. A kept agent holds no lock (`AgentClient.close` lets go of them first) and
+    reads the site's profiles again when they change (remirror.agent.serve), so the next
+    command gets what a new one would; it answers a round trip before it is used, or a new one
+    is started. Every agent ends with this process (their ssh clients read the end of input).
+    """
+
+    def __init__(self) -> None:
+        self._guard = threading.Lock()
+        self._kept: dict[tuple[str, ...], list[SshStream]] = {}
+        atexit.register(self.close_all)
+
+    def keep(self, key: tuple[str, ...], stream: SshStream) -> None:
+        with self._guard:
+            self._kept.setdefault(key, []).append(stream)
+
+    def take(self, key: tuple[str, ...]) -> SshStream | None:
+        """A kept agent that answers, or None."""
+        while True:
+            with self._guard:
+                kept = self._kept.get(key, [])
+                if not kept:
+                    return None
+                stream = kept.pop()
+            try:
+                answer = json.loads(
+                    stream.exchange(json.dumps({"op": "sink", "data": ""}), ROUND_TRIP_WAIT, [])
+                )
+                if answer.get("protocol") == PROTOCOL_VERSION and answer.get("received") == 0:
+                    return stream
+            except (RemirrorError, ValueError, OSError):
+                pass  # ended, or its link went: a new one is started
+            stream.close()
+
+    def close_all(self) -> None:
+        with self._guard:
+            streams = [stream for kept in self._kept.values() for stream in kept]
+            self._kept.clear()
+        for stream in streams:
+            stream.close()
+
+
+_kept_agents = _KeptAgents()
 
 
 class AgentClient:
     """Sends requests to a site's agent: in-process for `local`; over SSH otherwise, to one
-    `remirror agent --serve` per site, started at the first request and kept until `close`."""
+    `remirror agent --serve` per site, started at the first request (or a kept one taken up:
+    _KeptAgents) and kept until `close`."""
 
     def __init__(self, name: str, site: Site) -> None:
         self.name = name
@@ -71,7 +130,7 @@ class AgentClient:
             done = runner.run(["remirror", "agent"], stdin=request, timeout=timeout, secrets=secrets)
             return done.stdout
         if self._stream is None:
-            self._stream = runner.open_stream(["remirror", "agent", "--serve"])
+            self._stream = _kept_agents.take(self._agent_key()) or runner.open_stream(AGENT_ARGV)
         try:
             return self._stream.exchange(request, timeout, secrets)
         except CommandError as error:
@@ -90,6 +149,9 @@ class AgentClient:
         except RemirrorError:  # timed out, or the connection went: the stream is unusable
             self._drop_stream()
             raise
+
+    def _agent_key(self) -> tuple[str, ...]:
+        return tuple(cast("SshRunner", self._runner).ssh_argv(AGENT_ARGV))
 
     def _drop_stream(self) -> None:
         if self._stream is not None:
@@ -137,7 +199,7 @@ class AgentClient:
             return
         self.locks.discard(name)
         try:
-            self.request({"op": "unlock", "name": name})
+            self.request({"op": "unlock", "name": name}, timeout=ROUND_TRIP_WAIT)
         except RemirrorError:
             self._drop_stream()  # its agent ends, and its locks with it
 
@@ -151,11 +213,11 @@ class AgentClient:
         return results
 
     def close(self) -> None:
-        """Let go of the locks, end the remote agent and drop the SSH connection, if any."""
-        if self._runner is None:
-            for name in sorted(self.locks):
-                self.unlock(name)  # this process holds them: it may live on (the lab tests, watch)
-        self.locks.clear()
-        self._drop_stream()  # a remote agent's end releases its locks
+        """Let go of the locks; keep the remote agent for this process's next command (_KeptAgents)."""
+        for name in sorted(self.locks):
+            self.unlock(name)  # this process, or the kept agent, may live on (the lab tests, watch)
+        if self._stream is not None:
+            _kept_agents.keep(self._agent_key(), self._stream)  # unlock dropped it if it failed
+            self._stream = None
         if self._runner is not None:
             self._runner.close()

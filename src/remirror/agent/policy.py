@@ -23,6 +23,7 @@ checked: whoever runs remirror there is root there already.
 
 from __future__ import annotations
 
+import contextlib
 import os
 import re
 import stat
@@ -71,9 +72,25 @@ class Refused(Exception):
     """A request outside the protocol; the message says what and why, in one line."""
 
 
-def load_scope(directory: Path = PROFILE_DIR) -> SiteScope | None:
+def profile_files(directory: Path | None = None) -> list[Path]:
+    """The profiles this site holds (in PROFILE_DIR unless told)."""
+    return sorted(p for p in (directory or PROFILE_DIR).glob("*.yaml") if p.is_file())
+
+
+def profiles_state(directory: Path | None = None) -> tuple[tuple[str, int, int, int], ...]:
+    """What changes when a profile of the site is written, added or removed (name, inode, size,
+    modification time): an agent that lives on reads them again when it changes."""
+    state = []
+    for file in profile_files(directory):
+        with contextlib.suppress(OSError):  # removed meanwhile: it is not in the state
+            seen = file.stat()
+            state.append((file.name, seen.st_ino, seen.st_size, seen.st_mtime_ns))
+    return tuple(state)
+
+
+def load_scope(directory: Path | None = None) -> SiteScope | None:
     """The scope of the profiles this site holds; None when it holds none."""
-    files = sorted(p for p in directory.glob("*.yaml") if p.is_file())
+    files = profile_files(directory)
     if not files:
         return None
     from remirror.errors import ProfileError  # only a site with profiles pays for their models

@@ -102,11 +102,19 @@ class _Gate:
         self.checked = checked
         self.broken: str | None = None
         self.scope: SiteScope | None = None
-        if checked:
-            try:
-                self.scope = policy.load_scope()
-            except policy.Refused as refusal:
-                self.broken = str(refusal)  # every request is refused: the site cannot say what is its own
+        self._read: object = None  # the state of the site's profiles when they were last read
+        self._read_profiles()
+
+    def _read_profiles(self) -> None:
+        """The scope of the site's profiles as they are now: read again when one was written,
+        added or removed since (an agent kept by a controller's process lives on)."""
+        if not self.checked or self._read == (state := self.policy.profiles_state()):
+            return
+        self._read, self.broken, self.scope = state, None, None
+        try:
+            self.scope = self.policy.load_scope()
+        except self.policy.Refused as refusal:
+            self.broken = str(refusal)  # every request is refused: the site cannot say what is its own
 
     def refusal(self, request: Any) -> dict[str, Any] | None:
         """The answer to a request outside the protocol; None for one inside it."""
@@ -115,6 +123,7 @@ class _Gate:
 
         if not self.checked:
             return None
+        self._read_profiles()
         why = self.broken
         if why is None:
             try:
