@@ -19,6 +19,7 @@ import json
 import os
 import signal
 import subprocess
+import sys
 import time
 from collections.abc import Callable, Iterator
 from pathlib import Path
@@ -29,12 +30,21 @@ import pytest
 from remirror.agent.client import AgentClient
 from remirror.agent.digest import data_offset
 from remirror.errors import SiteError
+from remirror.facts.cdp import is_view, stack_names
 from remirror.lab import database
 from remirror.lab.net import in_site_b
 from remirror.lab.spec import IDENTITY_FILE, KNOWN_HOSTS, LAB_DIR, SITE_B_ADDRESS
 from remirror.profile.model import Site, SshOptions
 from tests.lab.conftest import on_b, sh
-from tests.lab.mirror import lio_objects, md_digest, remirror, site_views, wait_in_sync, write_random
+from tests.lab.mirror import (
+    lio_objects,
+    md_digest,
+    reconcile_until_mirrored,
+    remirror,
+    site_views,
+    wait_in_sync,
+    write_random,
+)
 
 MiB = 1024 * 1024
 OTHER_DISK = "/dev/lab/b1"  # not named by the profile site B holds in these tests
@@ -108,10 +118,20 @@ def attacked() -> Iterator[AgentClient]:
         yield client
     finally:
         client.close()
-        remirror("destroy", "--yes", str(SITE_A_PROFILE), "sec0", ok_codes=(0, 1))
+        _, out, _ = remirror("destroy", "--yes", str(SITE_A_PROFILE), "sec0", ok_codes=(0, 1))
+        # Site B's points stay up after the primary's destroy: only site B takes them down.
+        on_site_b("cdp", "down", str(SITE_B_PROFILE), "sec0", "--leg", ok_codes=(0, 1, 3))
         SITE_B_PROFILE.unlink(missing_ok=True)  # the next modules' site B holds no profile
         for disk in ("/dev/lab/a3", SCOPED_DISK):  # the points' metadata too: wipefs knows none of it
             sh("dd", "if=/dev/zero", f"of={disk}", "bs=1M", "count=64", "oflag=direct", "status=none")
+
+
+def points_stack() -> dict[str, str]:
+    """The tables of site B's points' stack, by device (all of them there)."""
+    names = stack_names("sec0.site-b")
+    tables = {name: sh("dmsetup", "table", name, ok_codes=(0, 1)).stdout for name in names.values()}
+    assert all(tables.values()), tables
+    return tables
 
 
 def devno(disk: str) -> str:
@@ -235,6 +255,32 @@ ATTACKS: dict[str, dict[str, Any]] = {
     },
     # The lock of site B's own points, held for as long as the agent lives: no point taken meanwhile.
     "a lock on site B's own points": {"op": "lock", "name": "cdp-sec0.site-b", "holder": "backup", "wait": 0},
+    # Site B's own points taken down (then, with LIO's export deleted, nothing brought them back).
+    "site B's own points taken down": {
+        "op": "run",
+        "steps": [{"kind": "cdp_deactivate", "mirror": "sec0.site-b", "views": []}],
+    },
+    # Laid again over what they hold: a new, empty pool where the points were.
+    "site B's own points laid fresh": {
+        "op": "run",
+        "steps": [
+            {
+                "kind": "cdp_stack",
+                "mirror": "sec0.site-b",
+                "md": SCOPED_DISK,
+                "chunk": 64 * 1024,
+                "history": 25,
+                "fresh": True,
+                "allow_data": True,
+            }
+        ],
+    },
+    "site B's own points taken down or up by its verbs": {
+        "op": "cdp",
+        "do": "down",
+        "mirror": "sec0.site-b",
+        "md": SCOPED_DISK,
+    },
     # A name that shares a mirror's prefix: mirror sec0's scope does not reach a mirror sec0-2's.
     "another mirror's device under a shared prefix": {
         "op": "run",
@@ -248,10 +294,12 @@ def test_requests_outside_the_protocol_are_refused_and_change_nothing(
     attacked: AgentClient, attack: str
 ) -> None:
     before, saved = head_digest(OTHER_DISK), lio_saved()
+    points_before = head_digest(SCOPED_DISK), points_stack()
     message = refused(attacked, ATTACKS[attack])
     assert "\n" not in message
     left_no_trace()
     assert head_digest(OTHER_DISK) == before
+    assert (head_digest(SCOPED_DISK), points_stack()) == points_before  # site B's points as they were
     assert lio_saved() == saved  # the request's allowed first step did not run either
     assert not list(Path("/sys/kernel/config/target/core").glob("*/sec0-evil"))
     for made in ("remirror-sec0-site-b", "remirror-sec0-site-b-fast"):  # the site's kernel: one for both
@@ -569,16 +617,14 @@ def test_ransomware_on_the_primary_leaves_site_b_its_own_point_to_restore(attack
         attacked,
         {"op": "run", "steps": [{"kind": "run", "argv": ["mdadm", "--zero-superblock", SCOPED_DISK]}]},
     )
+    stack = {"kind": "cdp_stack", **points, "chunk": 64 * 1024, "history": 25}
+    refused(attacked, {"op": "run", "steps": [{**stack, "fresh": True, "allow_data": True}]})
+    refused(
+        attacked,
+        {"op": "run", "steps": [{"kind": "cdp_deactivate", "mirror": points["mirror"], "views": []}]},
+    )
     # What the protocol lets it ask about the points, building them again, finds them there.
-    stack = {
-        "kind": "cdp_stack",
-        **points,
-        "chunk": 64 * 1024,
-        "history": 25,
-        "fresh": True,
-        "allow_data": True,
-    }
-    assert attacked.run([stack]) == [{"ok": True}]
+    assert attacked.run([{**stack, "fresh": False, "allow_data": False}]) == [{"ok": True}]
     # And the primary's own cdp verbs have no points of site B to reach.
     _, _, err = remirror("cdp", "list", str(SITE_A_PROFILE), "sec0", "--leg", ok_codes=(3,))
     assert "keeps no points of its own leg" in err
@@ -588,3 +634,34 @@ def test_ransomware_on_the_primary_leaves_site_b_its_own_point_to_restore(attack
     shown = on_site_b("cdp", "restore", str(SITE_B_PROFILE), "sec0", "--leg", "--at", point, "--view")
     view = shown.split(" is ")[1].split()[0]
     assert leg_digests(view, regions) == written
+
+
+def test_after_a_restart_site_b_brings_its_own_points_back_with_no_command_from_the_primary(
+    attacked: AgentClient,
+) -> None:
+    regions = {64 * MiB: 4 * MiB}
+    written = {offset: write_random(offset, size, MD) for offset, size in regions.items()}
+    taken = on_site_b("cdp", "point", str(SITE_B_PROFILE), "sec0", "--leg", "--now")
+    point = taken.split("point #")[1].split()[0]
+    # Site B restarts: no LIO configuration (its export goes, and the primary's session with
+    # it), none of its points' devices (views first, then the stack top down).
+    on_b(str(Path(sys.executable).parent / "targetctl"), "clear")
+    deadline = time.monotonic() + 60
+    while all(p.read_text().strip() == "LOGGED_IN" for p in Path("/sys/class/iscsi_session").glob("*/state")):
+        assert time.monotonic() < deadline, "the initiator did not notice the target was gone"
+        time.sleep(1)
+    present = sh("dmsetup", "info", "-c", "--noheadings", "-o", "name").stdout.split()
+    names = list(stack_names("sec0.site-b").values())
+    for name in [*sorted(n for n in present if is_view(n, "sec0.site-b")), *reversed(names)]:
+        if name in present:
+            sh("dmsetup", "remove", "--retry", name)
+    assert not Path(VOLUME).exists()
+    # Site B's operator (or its `cdp run`) restores the point: the stack comes back as its
+    # index says, with the point, and no word from the primary.
+    shown = on_site_b("cdp", "restore", str(SITE_B_PROFILE), "sec0", "--leg", "--at", point, "--view")
+    view = shown.split(" is ")[1].split()[0]
+    assert leg_digests(view, regions) == written
+    sh("dmsetup", "remove", "--retry", Path(view).name)
+    # The primary's reconciler exports the volume again and re-adds the leg.
+    reconcile_until_mirrored(profile=str(SITE_A_PROFILE))
+    assert leg_digests(VOLUME, regions) == written

@@ -18,7 +18,7 @@ from remirror.health.seen import Seen
 from remirror.plan import make_plan, make_teardown
 from remirror.plan.actions import Verb
 from remirror.profile import parse_profile
-from tests.unit.simulated_sites import Sites, wire
+from tests.unit.simulated_sites import Sites
 from tests.unit.test_plan_properties import SECRETS, bare_sites
 from tests.unit.test_points import PROFILE
 
@@ -160,7 +160,9 @@ def test_the_site_reads_its_records_and_skips_one_that_does_not_read() -> None:
     assert kept.last_pass is None
 
 
-def test_destroy_removes_what_a_killed_drill_left_before_the_pool() -> None:
+def test_destroy_leaves_site_bs_points_and_a_killed_drills_copies_to_site_b() -> None:
+    # Only site B's operator takes its points down (`remirror cdp down --leg` there, which
+    # removes a killed drill's copies first): the primary's destroy says so and sends nothing.
     profile = parse_profile(DRILLED)
     sites = Sites(bare_sites())
     facts = sites.run(make_plan(profile, sites.facts, SECRETS))
@@ -168,11 +170,13 @@ def test_destroy_removes_what_a_killed_drill_left_before_the_pool() -> None:
     leftovers = {f"{volume}-drill": facts["b"].dm[volume], f"{volume}-drill-data": facts["b"].dm[volume]}
     facts = {**facts, "b": dataclasses.replace(facts["b"], dm={**facts["b"].dm, **leftovers})}
     plan = make_teardown(profile, profile.mirrors[0], facts)
-    (down,) = [a for a in plan.actions if a.verb == Verb.DEACTIVATE_POINTS]
-    assert wire(down)[0]["views"] == [f"{volume}-drill-data", f"{volume}-drill"]
+    assert [a for a in plan.actions if a.verb == Verb.DEACTIVATE_POINTS] == []
+    (note,) = plan.notes
+    assert note.startswith("site b keeps its points of m0 up (/dev/mapper/remirror-m0.b-cdp"), note
+    assert "`remirror cdp down PROFILE m0 --leg`" in note
 
 
-def test_no_request_from_another_site_may_take_down_a_copy_that_is_not_a_drills() -> None:
+def test_no_request_from_another_site_may_take_down_a_leg_s_points_or_their_copies() -> None:
     from remirror.agent.policy import Refused, check_request
     from remirror.profile.scope import site_scope
 
@@ -182,10 +186,10 @@ def test_no_request_from_another_site_may_take_down_a_copy_that_is_not_a_drills(
         )
     )
     scope = site_scope([("drill.yaml", local)])
-    ok = {"kind": "cdp_deactivate", "mirror": "m0.b", "views": ["remirror-m0.b-cdp-drill-data"]}
-    check_request({"op": "run", "steps": [ok]}, scope)
-    with pytest.raises(Refused, match=r"are not those of m0\.b's points"):
-        check_request({"op": "run", "steps": [{**ok, "views": ["remirror-m0-cache"]}]}, scope)
+    step = {"kind": "cdp_deactivate", "mirror": "m0.b", "views": ["remirror-m0.b-cdp-drill-data"]}
+    for views in ([], ["remirror-m0.b-cdp-drill-data"], ["remirror-m0-cache"]):
+        with pytest.raises(Refused, match=r"points of m0\.b are taken down only by this site's operator"):
+            check_request({"op": "run", "steps": [{**step, "views": views}]}, scope)
 
 
 def test_a_replica_is_drilled_and_a_promoted_or_split_site_is_refused() -> None:

@@ -11,7 +11,7 @@ import pytest
 from remirror.agent.policy import Refused, check_request
 from remirror.errors import ProfileError
 from remirror.plan import make_plan, make_teardown
-from remirror.plan.actions import Verb
+from remirror.plan.actions import PlanError, Verb
 from remirror.profile import parse_profile
 from remirror.profile.model import Site
 from remirror.profile.scope import SiteScope, site_scope
@@ -78,20 +78,35 @@ def test_a_disk_with_data_but_no_signature_is_destructive_to_lay_points_on(head:
     facts["b"] = dataclasses.replace(
         b, disks={**b.disks, "/dev/b0": dataclasses.replace(b.disks["/dev/b0"], first_sector=head)}
     )
-    (points,) = [a for a in make_plan(profile, facts, SECRETS).actions if a.verb == Verb.CREATE_POINTS]
+    # From the primary: only site B's operator lays its points over data (the policy refuses it).
+    with pytest.raises(PlanError, match=r"only site b's operator lays points over data: clear /dev/b0 there"):
+        make_plan(profile, facts, SECRETS)
+    # At site B itself, its operator's apply (--allow-destructive) lays them.
+    at_b = profile.model_copy(update={"sites": {"a": Site(host="ssh://root@a"), "b": Site(host="local")}})
+    (points,) = [a for a in make_plan(at_b, facts, SECRETS).actions if a.verb == Verb.CREATE_POINTS]
     assert points.destructive == "site b: /dev/b0 holds data where the points' metadata goes"
     assert wire(points)[0]["allow_data"] is True
 
 
-def test_destroy_takes_the_points_stack_down_and_leaves_the_points() -> None:
+def test_destroy_leaves_another_sites_points_up_and_takes_down_its_own_after_their_export() -> None:
     profile = parse_profile(PROFILE)
     sites = Sites(bare_sites())
     sites.run(make_plan(profile, sites.facts, SECRETS))
     plan = make_teardown(profile, profile.mirrors[0], sites.facts)
+    assert Verb.DEACTIVATE_POINTS not in [a.verb for a in plan.actions]
+    assert ("b", Verb.DELETE_BACKSTORE) in [(a.site, a.verb) for a in plan.actions]  # the export goes
+    assert plan.notes == (
+        "site b keeps its points of m0 up (/dev/mapper/remirror-m0.b-cdp on /dev/b0): only its"
+        " operator takes them down there, with `remirror cdp down PROFILE m0 --leg`",
+    )
+    # Where the points are this host's own (the mirror destroyed at site B, after a promotion).
+    at_b = profile.model_copy(update={"sites": {"a": Site(host="ssh://root@a"), "b": Site(host="local")}})
+    plan = make_teardown(at_b, at_b.mirrors[0], sites.facts)
     verbs = [(a.site, a.verb) for a in plan.actions]
     assert verbs.index(("b", Verb.DELETE_BACKSTORE)) < verbs.index(("b", Verb.DEACTIVATE_POINTS))
     (down,) = [a for a in plan.actions if a.verb == Verb.DEACTIVATE_POINTS]
     assert "its points and data stay on /dev/b0" in down.subject
+    assert plan.notes == ()
 
 
 @pytest.mark.parametrize(
@@ -135,10 +150,6 @@ DD_SHAPE = ["bs=4096", "count=1", "oflag=direct", "status=none"]
 STACK = {"kind": "cdp_stack", "mirror": "m0.b", "md": "/dev/b0", "chunk": 65536, "history": 25}
 
 
-DD_SHAPE = ["bs=4096", "count=1", "oflag=direct", "status=none"]
-STACK = {"kind": "cdp_stack", "mirror": "m0.b", "md": "/dev/b0", "chunk": 65536, "history": 25}
-
-
 @pytest.mark.parametrize(
     "request_",
     [
@@ -148,10 +159,16 @@ STACK = {"kind": "cdp_stack", "mirror": "m0.b", "md": "/dev/b0", "chunk": 65536,
         {"op": "run", "steps": [{"kind": "run", "argv": ["dd", "if=/dev/zero", "of=/dev/b0", *DD_SHAPE]}]},
         {"op": "run", "steps": [{"kind": "run", "argv": ["mdadm", "--zero-superblock", "/dev/b0"]}]},
         {"op": "run", "steps": [{**STACK, "md": "/dev/b1", "fresh": True, "allow_data": True}]},
+        {"op": "run", "steps": [{**STACK, "fresh": True, "allow_data": False}]},  # laid fresh
+        {"op": "run", "steps": [{**STACK, "fresh": False, "allow_data": True}]},  # over data
+        {"op": "run", "steps": [STACK]},  # neither said: not taken as "no"
+        {"op": "run", "steps": [{"kind": "cdp_deactivate", "mirror": "m0.b", "views": []}]},
         {
             "op": "run",
             "steps": [{"kind": "cdp_deactivate", "mirror": "m0.b", "views": ["remirror-m0-cdp-at-1"]}],
         },
+        {"op": "cdp", "do": "down", "mirror": "m0.b", "md": "/dev/b0"},
+        {"op": "cdp", "do": "up", "mirror": "m0.b", "md": "/dev/b0"},
         {
             "op": "run",
             "steps": [{"kind": "dm_reload", "name": "remirror-m0.b-cdp-pool", "table": "0 8 error"}],
@@ -163,10 +180,24 @@ def test_no_request_from_another_site_reaches_the_points(request_: dict[str, obj
         check_request(request_, _site_b_scope())
 
 
-def test_the_planner_may_build_activate_and_read_them() -> None:
+@pytest.mark.parametrize(
+    "step",
+    [
+        {"kind": "cdp_deactivate", "mirror": "m0.b", "views": []},
+        {**STACK, "fresh": True, "allow_data": False},
+        {**STACK, "fresh": False, "allow_data": True},
+    ],
+)
+def test_a_site_without_profiles_takes_no_legs_points_down_nor_lays_them_fresh(
+    step: dict[str, object],
+) -> None:
+    with pytest.raises(Refused, match="only by this site's operator"):
+        check_request({"op": "run", "steps": [step]}, None)
+
+
+def test_the_planner_may_build_them_on_a_blank_disk_activate_and_read_them() -> None:
     scope = _site_b_scope()
     check_request({"op": "run", "steps": [{**STACK, "fresh": False, "allow_data": False}]}, scope)
-    check_request({"op": "run", "steps": [{"kind": "cdp_deactivate", "mirror": "m0.b", "views": []}]}, scope)
     check_request({"op": "observe", "disks": ["/dev/b0", VOLUME], "probe": ["/dev/b0"]}, scope)
     check_request(
         {"op": "run", "steps": [{"kind": "lio", "op": "create_backstore", "name": "m0-b", "dev": VOLUME}]},

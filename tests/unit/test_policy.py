@@ -481,6 +481,27 @@ def test_an_agent_that_lives_on_reads_the_sites_profiles_again_when_they_change(
     assert "m0" in gate.scope.mirrors
     (tmp_path / "lab.yaml").write_text("version: 1\nname: [\n")
     assert "does not load" in refusal_of(gate, observe)
+    (tmp_path / "lab.yaml").write_text(LAB)
+    assert gate.refusal(observe) is None  # fixed: read again
+    assert gate.scope is not None
+    # A copy that keeps the size and sets the modification time back (`cp -p`, rsync -t): read.
+    before = (tmp_path / "lab.yaml").stat()
+    (tmp_path / "lab.yaml").write_text(LAB.replace("/dev/b0", "/dev/b9"))
+    os.utime(tmp_path / "lab.yaml", ns=(before.st_atime_ns, before.st_mtime_ns))
+    assert (tmp_path / "lab.yaml").stat().st_size == before.st_size
+    assert gate.refusal({"op": "observe", "disks": ["/dev/b9"]}) is None
+    assert "is not a device this site's profiles" in refusal_of(gate, observe)
+    # Replaced by a rename (an editor, Ansible's copy): read.
+    (tmp_path / "new").write_text(LAB)
+    (tmp_path / "new").rename(tmp_path / "lab.yaml")
+    assert gate.refusal(observe) is None
+    # Unchanged: not read again.
+    loads: list[object] = []
+    monkeypatch.setattr(policy, "load_scope", lambda *args: loads.append(args))
+    assert gate.refusal(observe) is None
+    assert loads == []
+    monkeypatch.undo()
+    monkeypatch.setattr(policy, "PROFILE_DIR", tmp_path)
     (tmp_path / "lab.yaml").unlink()
     assert gate.refusal(observe) is None
     assert gate.scope is None

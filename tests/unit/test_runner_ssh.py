@@ -332,18 +332,22 @@ def test_a_site_without_remirror_is_named_with_where_it_was_looked_for(
 
 
 def test_a_process_keeps_its_agent_between_commands_without_its_locks(
-    sshd: Sshd, monkeypatch: pytest.MonkeyPatch
+    sshd: Sshd, monkeypatch: pytest.MonkeyPatch, tmp_path: Path
 ) -> None:
     """A second command of the same process takes up the agent the first one kept (one ssh,
     one Python start at the site), the first one's lock let go; an agent that ended meanwhile
-    is replaced by a new one, and the command does not notice."""
+    is replaced by a new one, and the command does not notice; one whose request was cut short
+    is never kept."""
     import sys
 
+    from remirror.agent import client as client_module
     from remirror.agent.client import AgentClient
     from remirror.runner.base import BASE_ENV
 
-    # The agent this checkout's venv runs (this host is both ends), gated as another host's.
+    # The agent this checkout's venv runs (this host is both ends), gated as another host's,
+    # with locks of its own (not this host's).
     monkeypatch.setitem(BASE_ENV, "PATH", f"{Path(sys.executable).parent}:/usr/bin:/bin")
+    monkeypatch.setitem(BASE_ENV, "REMIRROR_LOCK_DIR", str(tmp_path / "locks"))
     started: list[list[str]] = []
     open_stream = SshRunner.open_stream
 
@@ -353,15 +357,17 @@ def test_a_process_keeps_its_agent_between_commands_without_its_locks(
 
     monkeypatch.setattr(SshRunner, "open_stream", counted)
     site = loopback_site(sshd)
+    lock = {"op": "lock", "name": "site", "holder": "a test", "wait": 0}
 
     first = AgentClient("dr", site)
     first.lock("site", "the first command", 0)
     first.close()
     second = AgentClient("dr", site)
-    second.lock("site", "the second command", 0)  # not busy: the first let go of it
-    assert second.request({"op": "sink", "data": "abc"})["received"] == 3
+    # Taken, not already held: the first command let go of it (the same agent answers both).
+    assert second.request(lock)["locked"] is True
     assert len(started) == 1
     stream = second._stream
+    second.request({"op": "unlock", "name": "site"})
     second.close()
 
     assert stream is not None
@@ -371,3 +377,19 @@ def test_a_process_keeps_its_agent_between_commands_without_its_locks(
     assert third.request({"op": "sink", "data": ""})["received"] == 0
     assert len(started) == 2
     third.close()
+
+    fourth = AgentClient("dr", site)
+    assert fourth.request({"op": "sink", "data": "abc"})["received"] == 3  # the third's agent
+    assert len(started) == 2
+    taken = fourth._stream
+    assert taken is not None
+
+    def interrupted(*_: object) -> str:
+        raise KeyboardInterrupt
+
+    taken.exchange = interrupted  # type: ignore[method-assign,assignment]
+    with pytest.raises(KeyboardInterrupt):
+        fourth.request({"op": "sink", "data": ""})
+    assert fourth._stream is None
+    fourth.close()
+    assert not client_module._kept_agents._kept.get(fourth._stream_key)

@@ -121,6 +121,17 @@ def create(mirror: str, md_path: str, plan: Layout) -> CdpIndex:
     return write_index(md_path, CdpIndex(mirror, plan))
 
 
+# A leg's own points taken down by the site's operator (`remirror cdp down --leg`): neither its
+# `cdp run`, its `cdp` verbs nor another site's apply bring them back until `cdp up --leg`
+# removes the mark (remirror.agent.own_points); new points laid on the disk are new, unmarked.
+TAKEN_DOWN_DIR = Path("/var/lib/remirror/points")
+
+
+def taken_down_mark(key: str) -> Path:
+    """The file that says the site's operator took the points of `key` (MIRROR.SITE) down."""
+    return TAKEN_DOWN_DIR / f"{key}.down"
+
+
 def deactivate(mirror: str, views: list[str]) -> None:
     """Remove the stack's devices (and any point views), top down; the data stays on the mirror."""
     names = stack_names(mirror)
@@ -329,6 +340,11 @@ def _ensure_stack(step: dict[str, Any]) -> None:
     if index is not None:
         if index.mirror != mirror:
             raise CdpError(f"{md_path} carries the CDP stack of mirror {index.mirror}, not {mirror}")
+        if taken_down_mark(mirror).exists():
+            raise CdpError(
+                f"{mirror}'s points were taken down by this site's operator (`remirror cdp down --leg`):"
+                " `remirror cdp up --leg` there brings them back"
+            )
         activate(mirror, md_path, index.layout, new=False)
         return
     plan = layout(md_sectors(md_path), int(step["chunk"]), int(step["history"]))
@@ -338,6 +354,7 @@ def _ensure_stack(step: dict[str, Any]) -> None:
             " as destructive"
         )
     create(mirror, md_path, plan)
+    taken_down_mark(mirror).unlink(missing_ok=True)  # what was taken down is gone: these are new
 
 
 def deactivate_step(step: dict[str, Any]) -> None:

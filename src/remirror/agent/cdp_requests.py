@@ -1,6 +1,6 @@
 """The `cdp` request: `remirror cdp` verbs, carried out by the agent of the site that runs the mirror.
 
-`{"op": "cdp", "do": "list"|"point"|"prune"|"changes"|"restore"|"rollback",
+`{"op": "cdp", "do": "list"|"point"|"prune"|"changes"|"restore"|"rollback"|"up"|"down",
 "mirror": NAME, "md": DEVICE, ...}`. The CLI reaches the site through the
 controller, like every other verb; the site reads the index, decides with
 remirror.retention, and acts with remirror.agent.cdp, holding the mirror's
@@ -20,7 +20,7 @@ from pathlib import Path
 from typing import Any
 
 from remirror.agent import cdp as local
-from remirror.agent import lock
+from remirror.agent import lock, own_points
 from remirror.errors import RemirrorError
 from remirror.facts.cdp import CdpIndex, RecoveryPoint, is_leg_points
 from remirror.retention import point_due, pruning
@@ -40,7 +40,9 @@ def answer(request: dict[str, Any]) -> dict[str, Any]:
     wait = float(request.get("wait", local.INDEX_LOCK_WAIT))
     try:
         with local.index_locked(mirror, f"cdp {do}", wait) if locked else nullcontext():
-            return {"ok": True, **handler(request, _index(mirror, str(request["md"])))}
+            # `down` finds the points as they are: it does not bring them up to take them down.
+            index = _index(mirror, str(request["md"]), activate=do != "down")
+            return {"ok": True, **handler(request, index)}
     except lock.Busy as busy:
         return {"ok": False, "message": f"cdp {do}: {mirror}: {busy}", "usage": False}
     except Refused as refused:
@@ -70,9 +72,13 @@ def point_and_prune(
     }
 
 
-def _index(mirror: str, md: str) -> CdpIndex:
+def _index(mirror: str, md: str, activate: bool = True) -> CdpIndex:
     if not Path(md).exists():
         raise Refused(f"cdp: {md} is not assembled on this host (run cdp on the primary)")
+    if activate and is_leg_points(mirror):
+        # The site's own points come back as their index says, with no word from another site
+        # (a reboot left them inactive; nothing else may build them here: docs/security.md).
+        own_points.activate_own(mirror, md)
     index = local.read_index(md)
     if index is None or index.mirror != mirror:
         raise Refused(f"cdp: {md} carries no CDP stack of {mirror} (apply builds it)")
@@ -163,8 +169,32 @@ def _prune(request: dict[str, Any], index: CdpIndex) -> dict[str, Any]:
     return {"pruned": [_point_json(p) for p in doomed], "deleted": bool(request.get("yes"))}
 
 
+def _down(request: dict[str, Any], index: CdpIndex) -> dict[str, Any]:
+    """`cdp down --leg`: this site's operator takes its own leg's points down (before the disk
+    goes to other use); nothing brings them back until `cdp up --leg`."""
+    mirror = str(request["mirror"])
+    if not is_leg_points(mirror):
+        raise Refused(
+            f"cdp down: {mirror}'s CDP stack goes with `remirror destroy`; --leg takes a leg's points down"
+        )
+    return {"removed": own_points.take_down_own(mirror)}
+
+
+def _up(request: dict[str, Any], index: CdpIndex) -> dict[str, Any]:
+    """`cdp up --leg`: the mark of `cdp down --leg` removed, the points brought back as their index says."""
+    mirror = str(request["mirror"])
+    if not is_leg_points(mirror):
+        raise Refused(
+            f"cdp up: {mirror}'s CDP stack is built by `remirror apply`; --leg brings a leg's own points up"
+        )
+    local.taken_down_mark(mirror).unlink(missing_ok=True)
+    return {"state": own_points.activate_own(mirror, str(request["md"]))}
+
+
 # do -> (handler, whether it holds the index lock: it writes the index, or needs its points to stay)
 VERBS = {
+    "down": (_down, True),
+    "up": (_up, True),
     "list": (_list, False),
     "changes": (_changes, False),
     "point": (_point, True),

@@ -4,7 +4,10 @@ from __future__ import annotations
 
 import atexit
 import json
+import secrets
 import threading
+import time
+from pathlib import Path
 from typing import TYPE_CHECKING, Any, cast
 
 from remirror.agent.protocol import PROTOCOL_VERSION
@@ -22,54 +25,85 @@ AGENT_TIMEOUT = 600.0
 # black-holes it costs this, then the agent is dropped (it ends, and its locks with it) and a new
 # connection fails as fast as the profile's connect timeout says.
 ROUND_TRIP_WAIT = 5.0
+# A kept agent idle longer is ended rather than taken up: a remirror upgraded at the site, a key
+# revoked or a host key changed then meet the next command, as they would a new connection.
+KEPT_AGENT_IDLE = 60.0
 AGENT_ARGV = ["remirror", "agent", "--serve"]
 
 
 class _KeptAgents:
     """Remote agents kept between the commands of one process, by the exact ssh command line
-    that started them (host, port, user, key, known_hosts, bastion: the profile's site).
+    that started them (host, port, user, key, known_hosts, bastion: the profile's site) and the
+    state of its key and known_hosts files.
 
     A process that runs one verb after another (the lab's tests, a script of verbs in Python)
     would otherwise pay an SSH handshake and a Python start at the site for each: seconds on a
-    small host. A kept agent holds no lock (`AgentClient.close` lets go of them first) and
-    reads the site's profiles again when they change (remirror.agent.serve), so the next
-    command gets what a new one would; it answers a round trip before it is used, or a new one
-    is started. Every agent ends with this process (their ssh clients read the end of input).
+    small host. A kept agent holds no lock (`AgentClient.close` lets go of them first; a stream
+    left in any other state, a request cut short, is ended, never kept) and reads the site's
+    profiles again when they change (remirror.agent.serve), so the next command gets what a new
+    one would. It must answer a round trip of a size chosen for it, or it is ended with the
+    others of its site and a new one is started. Every agent ends with this process (their ssh
+    clients read the end of their input).
     """
 
     def __init__(self) -> None:
         self._guard = threading.Lock()
-        self._kept: dict[tuple[str, ...], list[SshStream]] = {}
+        self._kept: dict[tuple[str, ...], list[tuple[float, SshStream]]] = {}
         atexit.register(self.close_all)
 
     def keep(self, key: tuple[str, ...], stream: SshStream) -> None:
         with self._guard:
-            self._kept.setdefault(key, []).append(stream)
+            self._kept.setdefault(key, []).append((time.monotonic(), stream))
 
-    def take(self, key: tuple[str, ...]) -> SshStream | None:
-        """A kept agent that answers, or None."""
-        while True:
-            with self._guard:
-                kept = self._kept.get(key, [])
-                if not kept:
-                    return None
-                stream = kept.pop()
-            try:
-                answer = json.loads(
-                    stream.exchange(json.dumps({"op": "sink", "data": ""}), ROUND_TRIP_WAIT, [])
-                )
-                if answer.get("protocol") == PROTOCOL_VERSION and answer.get("received") == 0:
-                    return stream
-            except (RemirrorError, ValueError, OSError):
-                pass  # ended, or its link went: a new one is started
-            stream.close()
+    def take(self, key: tuple[str, ...], runner: SshRunner) -> SshStream | None:
+        """The agent kept last for `key`, if it answers; None otherwise."""
+        with self._guard:
+            kept = self._kept.pop(key, [])
+            now = time.monotonic()
+            idle = [stream for since, stream in kept if now - since >= KEPT_AGENT_IDLE]
+            young = [(since, stream) for since, stream in kept if now - since < KEPT_AGENT_IDLE]
+            stream = young.pop()[1] if young else None
+            if young:
+                self._kept[key] = young
+        for each in idle:
+            each.close()
+        if stream is None:
+            return None
+        if _answers(stream):
+            stream.adopt(runner)
+            return stream
+        stream.close()
+        with self._guard:  # its link or its site went: the others kept for it went with it
+            others = [each for _, each in self._kept.pop(key, [])]
+        for each in others:
+            each.close()
+        return None
 
     def close_all(self) -> None:
         with self._guard:
-            streams = [stream for kept in self._kept.values() for stream in kept]
+            streams = [stream for kept in self._kept.values() for _, stream in kept]
             self._kept.clear()
         for stream in streams:
             stream.close()
+
+
+def _answers(stream: SshStream) -> bool:
+    """Whether a kept agent answers a round trip with what was sent (a size chosen for it: a
+    late answer to an earlier request cannot pass for it)."""
+    size = 1 + secrets.randbelow(64)
+    try:
+        text = stream.exchange(json.dumps({"op": "sink", "data": "x" * size}), ROUND_TRIP_WAIT, [])
+        answer = json.loads(text)
+    except (RemirrorError, ValueError, OSError):
+        return False
+    except BaseException:
+        stream.close()
+        raise
+    return (
+        isinstance(answer, dict)
+        and answer.get("protocol") == PROTOCOL_VERSION
+        and answer.get("received") == size
+    )
 
 
 _kept_agents = _KeptAgents()
@@ -85,6 +119,7 @@ class AgentClient:
         self.site = site
         self._runner = None if site.is_local else runner_for_site(name, site)
         self._stream: SshStream | None = None
+        self._stream_key: tuple[str, ...] = ()  # what it was started with (_agent_key)
         self._serve = True  # False: the site's remirror predates --serve; one agent per request
         self.bytes_received = 0  # answers' size: what crossed the link from a remote site
         self.requests = 0
@@ -106,6 +141,7 @@ class AgentClient:
             try:
                 answer = json.loads(text)
             except json.JSONDecodeError:
+                self._drop_stream()  # what it answers next may be this answer's rest
                 raise SiteError(
                     self.name, f"the agent answered something that is not JSON: {text[:200]!r}"
                 ) from None
@@ -130,7 +166,8 @@ class AgentClient:
             done = runner.run(["remirror", "agent"], stdin=request, timeout=timeout, secrets=secrets)
             return done.stdout
         if self._stream is None:
-            self._stream = _kept_agents.take(self._agent_key()) or runner.open_stream(AGENT_ARGV)
+            self._stream_key = self._agent_key()
+            self._stream = _kept_agents.take(self._stream_key, runner) or runner.open_stream(AGENT_ARGV)
         try:
             return self._stream.exchange(request, timeout, secrets)
         except CommandError as error:
@@ -146,12 +183,22 @@ class AgentClient:
                     + "): install the same remirror on every site (README, Install on your sites)",
                 ) from None
             raise
-        except RemirrorError:  # timed out, or the connection went: the stream is unusable
+        except BaseException:  # timed out, the connection went, or cut short: the stream is unusable
             self._drop_stream()
             raise
 
     def _agent_key(self) -> tuple[str, ...]:
-        return tuple(cast("SshRunner", self._runner).ssh_argv(AGENT_ARGV))
+        """What a kept agent must have been started with to be taken up: the same ssh command
+        line, and the same key and known_hosts files (a key replaced, a host key changed)."""
+        runner = cast("SshRunner", self._runner)
+        files = []
+        for path in (runner.identity_file, runner.known_hosts):
+            try:
+                seen = Path(path).stat() if path else None
+            except OSError:
+                seen = None
+            files.append(f"{path}:{seen.st_ino}:{seen.st_ctime_ns}" if seen else f"{path}:-")
+        return (*runner.ssh_argv(AGENT_ARGV), *files)
 
     def _drop_stream(self) -> None:
         if self._stream is not None:
@@ -216,8 +263,8 @@ class AgentClient:
         """Let go of the locks; keep the remote agent for this process's next command (_KeptAgents)."""
         for name in sorted(self.locks):
             self.unlock(name)  # this process, or the kept agent, may live on (the lab tests, watch)
-        if self._stream is not None:
-            _kept_agents.keep(self._agent_key(), self._stream)  # unlock dropped it if it failed
+        if self._stream is not None:  # answered all it was asked (anything else dropped it)
+            _kept_agents.keep(self._stream_key, self._stream)
             self._stream = None
         if self._runner is not None:
             self._runner.close()

@@ -77,14 +77,18 @@ def profile_files(directory: Path | None = None) -> list[Path]:
     return sorted(p for p in (directory or PROFILE_DIR).glob("*.yaml") if p.is_file())
 
 
-def profiles_state(directory: Path | None = None) -> tuple[tuple[str, int, int, int], ...]:
-    """What changes when a profile of the site is written, added or removed (name, inode, size,
-    modification time): an agent that lives on reads them again when it changes."""
+def profiles_state(directory: Path | None = None) -> tuple[tuple[str, int, int, int, int, int], ...]:
+    """What changes when a profile of the site is written, added or removed (name, device,
+    inode, size, modification and change times: a copy that keeps the size and sets the
+    modification time back still changes the change time, which no program sets): an agent
+    that lives on reads them again when it changes."""
     state = []
     for file in profile_files(directory):
         with contextlib.suppress(OSError):  # removed meanwhile: it is not in the state
             seen = file.stat()
-            state.append((file.name, seen.st_ino, seen.st_size, seen.st_mtime_ns))
+            state.append(
+                (file.name, seen.st_dev, seen.st_ino, seen.st_size, seen.st_mtime_ns, seen.st_ctime_ns)
+            )
     return tuple(state)
 
 
@@ -157,9 +161,10 @@ class Checker:
             raise Refused(f"lock {value!r}: a remote controller takes only this site's {SITE_LOCK!r} lock")
 
     def _cdp(self, request: dict[str, Any]) -> None:
-        if request.get("do") == "prune":
-            # An operator's deletion of history: on the site that keeps the points, never asked.
-            raise Refused("cdp prune: only on the site that keeps the points, by its operator")
+        if request.get("do") in ("prune", "down", "up"):
+            # An operator's deletion of history, or taking the points down or up: on the site
+            # that keeps the points, never asked.
+            raise Refused(f"cdp {request['do']}: only on the site that keeps the points, by its operator")
         self.mirror(request.get("mirror"))
         if (
             request.get("do") == "point"

@@ -17,6 +17,7 @@ from remirror.agent import policy
 from remirror.agent.observe_lio import LIO_SAVE_PATHS
 from remirror.agent.policy import IQN, NAME, UUID, Checker, Refused
 from remirror.facts import parsers  # its MDADM_CONF read at each check: tests point it elsewhere
+from remirror.facts.cdp import is_leg_points
 from remirror.facts.generations import SAVE_NAME
 from remirror.facts.wireguard import INTERFACE_PREFIX, KEY_DIR
 
@@ -213,8 +214,13 @@ def prove_blank(check: Checker, step: dict[str, Any]) -> None:
 
 
 def points_stack(check: Checker, step: dict[str, Any]) -> None:
-    """`cdp_stack`: a mirror's CDP (on its array), or a leg's own points, exactly as named."""
+    """`cdp_stack`: a mirror's CDP (on its array), or a leg's own points, exactly as named. A
+    leg's own points are built on a blank disk or activated as their index says, never laid
+    over data or fresh at another site's word: that is its operator's (`remirror cdp`)."""
     key, disk = step.get("mirror"), step.get("md")
+    laid = step.get("fresh") is not False or step.get("allow_data") is not False
+    if isinstance(key, str) and is_leg_points(key) and laid:  # with or without profiles here
+        raise Refused(f"the points of {key} are laid over data only by this site's operator (apply here)")
     if check.scope is not None and any(key == k for k, _ in check.scope.points):
         if (key, disk) not in check.scope.points:
             raise Refused(f"the points of {key} are on another disk than {disk!r}")
@@ -224,10 +230,12 @@ def points_stack(check: Checker, step: dict[str, Any]) -> None:
 
 
 def points_down(check: Checker, step: dict[str, Any]) -> None:
-    """`cdp_deactivate`: a mirror's CDP stack or a leg's own points, and their views."""
+    """`cdp_deactivate`: a mirror's CDP stack, and its views. Never a leg's own points: only the
+    site that keeps them takes them down (`remirror cdp down --leg`, its operator's)."""
     key = step.get("mirror")
-    if check.scope is None or not any(key == k for k, _ in check.scope.points):
-        check.mirror(key)
+    if isinstance(key, str) and is_leg_points(key):  # with or without profiles here
+        raise Refused(f"the points of {key} are taken down only by this site's operator (cdp down --leg)")
+    check.mirror(key)
     views = step.get("views", [])
     check.each(lambda view: check.name(view, "view"), views)
     ours = (f"remirror-{key}-cdp-at-", f"remirror-{key}-cdp-drill")  # a point's view, a drill's copy

@@ -115,6 +115,8 @@ class _Gate:
             self.scope = self.policy.load_scope()
         except self.policy.Refused as refusal:
             self.broken = str(refusal)  # every request is refused: the site cannot say what is its own
+        except Exception as error:  # noqa: BLE001 - whatever it is, the site cannot say what is its own
+            self.broken = f"this site's profiles could not be read ({type(error).__name__}: {error})"
 
     def refusal(self, request: Any) -> dict[str, Any] | None:
         """The answer to a request outside the protocol; None for one inside it."""

@@ -145,6 +145,42 @@ def point(profile_path: str, mirror_name: str, leg: bool, force: bool) -> int:
 @profile_argument
 @mirror_argument
 @leg_option
+def down(profile_path: str, mirror_name: str, leg: bool) -> int:
+    """Take this host's own leg's points down (--leg): their views, a drill's copies, then the
+    stack; the points and the leg's data stay on its disk, and neither `cdp run` nor another
+    verb brings them back until `cdp up --leg`. Refused while LIO or md holds the leg."""
+    if not leg:
+        raise UsageError("cdp down: only a leg's own points (--leg); a mirror's CDP goes with destroy")
+    done = _ask(profile_path, mirror_name, "down", leg)
+    for name in done["removed"]:
+        click.echo(f"removed {name}")
+    click.echo(f"{mirror_name}: this host's points are down; `remirror cdp up --leg` brings them back")
+    return 0
+
+
+@cdp.command()
+@profile_argument
+@mirror_argument
+@leg_option
+def up(profile_path: str, mirror_name: str, leg: bool) -> int:
+    """Bring this host's own leg's points back as the index on its disk says (--leg), after
+    `cdp down --leg`; `cdp run` and every `cdp` verb do it by themselves otherwise (a reboot)."""
+    if not leg:
+        raise UsageError("cdp up: only a leg's own points (--leg); a mirror's CDP is built by apply")
+    done = _ask(profile_path, mirror_name, "up", leg)
+    said = {
+        "activated": "brought back",
+        "active": "already up",
+        "no_stack": "not on its disk (apply lays them)",
+    }
+    click.echo(f"{mirror_name}: this host's points {said.get(done['state'], done['state'])}")
+    return 0
+
+
+@cdp.command()
+@profile_argument
+@mirror_argument
+@leg_option
 @click.option("--keep", "older_than", required=True, metavar="DURATION",
               help="Keep the points younger than this (`1d`, `12h`); the newest always stays.")  # fmt: skip
 @click.option("--yes", is_flag=True, help="Delete them; without it, only show which would go.")

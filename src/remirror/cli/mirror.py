@@ -61,12 +61,15 @@ def _show(result: Plan, output: str) -> None:
                 "changes": not result.is_empty,
                 "actions": [a.as_json() for a in result.actions],
                 "pending": result.pending or None,
+                "notes": list(result.notes),
             },
         )
     else:
         for action in result.actions:
             click.echo(action.line())
         click.echo(result.summary())
+        for note in result.notes:
+            click.echo(f"Note: {note}")
 
 
 # remirror.plan.cache.DRAIN_TIMEOUT and MAX_DRAIN_TIMEOUT (not imported here: --help stays fast).
@@ -204,6 +207,7 @@ def _carry_out(
                 "changed": bool(outcomes),
                 "actions": [{**o.action.as_json(), "outcome": "ok" if o.ok else "failed"} for o in outcomes],
                 "remaining": [a.as_json() for a in after.actions],
+                "notes": list(after.notes),
             },
         )
     rewritten = sorted({o.action.site for o in outcomes if o.action.verb == "WriteMdadmConf"})
@@ -215,6 +219,8 @@ def _carry_out(
         )
     if output != "json" and outcomes:
         say(f"Done: {len(outcomes)} action(s). " + after.summary())
+    for note in after.notes if outcomes else ():
+        say(f"Note: {note}")
     return 0 if after.is_empty else 1
 
 

@@ -17,6 +17,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from remirror.agent import cdp as local
+from remirror.agent import own_points
 from remirror.agent.cdp_requests import point_and_prune
 from remirror.errors import RemirrorError
 from remirror.facts.cdp import is_leg_points
@@ -70,6 +71,16 @@ def tick(protected: Protected, emit: Callable[[str], None]) -> None:
     # A rollback or a restore holds the index for as long as it copies: this tick is then
     # reported as failed (busy), and the next one takes the point.
     with local.index_locked(protected.name, "cdp run", TICK_LOCK_WAIT):
+        if is_leg_points(protected.name):
+            # The site brings its own points back itself, after a reboot or a deactivation:
+            # no other site can (docs/security.md, "What the DR site decides alone").
+            state = own_points.activate_own(protected.name, protected.device)
+            if state == "activated":
+                emit(json.dumps({"event": "activated", "mirror": protected.label}))
+            elif state == "taken_down":
+                reason = "taken down by its operator (remirror cdp up --leg brings it back)"
+                emit(json.dumps({"event": "no_stack", "mirror": protected.label, "reason": reason}))
+                return
         _tick(protected, emit)
 
 

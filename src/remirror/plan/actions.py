@@ -156,6 +156,9 @@ class Plan:
     # What this plan cannot plan yet, for want of what its actions make (remirror.plan.tunnel's
     # keys): apply plans it again once they have run.
     pending: str = ""
+    # What the operator should know that no action of this plan does (a DR site's own points
+    # that only its operator takes down): shown after the summary.
+    notes: tuple[str, ...] = ()
 
     @property
     def is_empty(self) -> bool:

@@ -78,6 +78,13 @@ def points_actions(
     if not destroyed and disk.first_sector != "zero":
         # No signature blkid knows, but not zeros either (or not probed): data all the same.
         destroyed = f"site {site.name}: {leg.disk} holds data where the points' metadata goes"
+    if destroyed and not profile.sites[leg.site].is_local:
+        # The DR site's own points are never laid over data at another site's word
+        # (remirror.agent.policy refuses it): the site's operator clears the disk there.
+        raise PlanError(
+            f"{profile.where(*where, 'points')}: {destroyed}: only site {site.name}'s operator lays"
+            f" points over data: clear {leg.disk} there (`wipefs -a`, or zero its start), then apply again"
+        )
     step = dataclasses.replace(step, allow_data=bool(destroyed))
     action = Action(site.name, Verb.CREATE_POINTS, subject, CREATE, (step,), destructive=destroyed)
     # A new thin volume reads as zeros: a blank leg of the volume's size.

@@ -22,7 +22,7 @@ from remirror.plan.md import stop_array_action
 from remirror.plan.mdadm_conf import mdadm_conf_actions, with_mdadm_conf
 from remirror.plan.points import points_deactivation
 from remirror.profile.model import Mirror, Profile
-from remirror.profile.names import array_uuid, cache_name, export_backstore_name
+from remirror.profile.names import array_uuid, cache_name, export_backstore_name, points_volume
 
 
 def make_teardown(profile: Profile, mirror: Mirror, facts: Mapping[str, SiteFacts]) -> Plan:
@@ -45,12 +45,20 @@ def make_teardown(profile: Profile, mirror: Mirror, facts: Mapping[str, SiteFact
     for replica in mirror.replicas:
         actions += leg_export_removal(profile, mirror, replica, facts[replica.site], primary.initiator or "")
     # Caches last, once nothing uses them: drained (never dropped dirty), then removed. A leg's
-    # own points stack is taken down: its points and the leg's data stay on its disk.
+    # own points stack is taken down where this host keeps it (its points and the leg's data
+    # stay on its disk); another site's stays up: only that site's operator takes it down.
+    notes: list[str] = []
     legs = mirror.legs
     for leg in legs:
         site = facts[leg.site]
-        if leg.points is not None:
+        if leg.points is not None and profile.sites[leg.site].is_local:
             actions += points_deactivation(mirror, leg, site)
+        elif leg.points is not None and points_deactivation(mirror, leg, site):
+            notes.append(
+                f"site {leg.site} keeps its points of {mirror.name} up ({points_volume(mirror, leg.site)}"
+                f" on {leg.disk}): only its operator takes them down there, with"
+                f" `remirror cdp down PROFILE {mirror.name} --leg`"
+            )
         name = cache_name(mirror, leg.site)
         if name in site.dm:
             disk = site.disks.get(leg.disk, DiskFacts(leg.disk, exists=False))
@@ -60,7 +68,7 @@ def make_teardown(profile: Profile, mirror: Mirror, facts: Mapping[str, SiteFact
                 raise PlanError(str(error)) from None
     involved = set(mirror.sites)
     conf = [a for a in mdadm_conf_actions(profile, facts, without=mirror) if a.site in involved]
-    return Plan(tuple(with_mdadm_conf(actions, conf)))
+    return Plan(tuple(with_mdadm_conf(actions, conf)), notes=tuple(notes))
 
 
 def refuse_if_in_use(primary: SiteFacts, mirror: Mirror, ours: set[str]) -> None:

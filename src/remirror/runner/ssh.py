@@ -225,6 +225,12 @@ class SshStream:
         self._pending = b""
         self._err = b""  # the tail of its stderr, drained as it comes (a full pipe would stall it)
 
+    def adopt(self, runner: SshRunner) -> None:
+        """Taken up by another command's client (remirror.agent.client, _KeptAgents): its
+        messages name that client's site, and the stderr of the last command is not carried."""
+        self._runner = runner
+        self._err = b""
+
     def exchange(self, line: str, timeout: float, secrets: list[str]) -> str:
         """Send `line`, return the answer line; CommandTimeout, or how the command ended."""
         try:
