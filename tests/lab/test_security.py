@@ -281,6 +281,30 @@ ATTACKS: dict[str, dict[str, Any]] = {
         "mirror": "sec0.site-b",
         "md": SCOPED_DISK,
     },
+    # Site B's target widened: made again without CHAP, an ACL for another initiator under
+    # another CHAP user, a portal on every address; `lio save` would make each permanent.
+    "site B's target made again without CHAP": {
+        "op": "run",
+        "steps": [{"kind": "lio", "op": "create_target", "iqn": IQN_B, "chap": False, "parameters": {}}],
+    },
+    "an ACL on site B's target for another initiator and CHAP user": {
+        "op": "run",
+        "steps": [
+            {
+                "kind": "lio",
+                "op": "set_acl",
+                "iqn": IQN_B,
+                "initiator": "iqn.2026-11.org.example:intruder",
+                "lun": 0,
+                "chap": {"username": "intruder", "password": "intruder-secret"},
+            },
+            {"kind": "lio", "op": "save", "path": "/etc/target/saveconfig.json"},
+        ],
+    },
+    "site B's target on every address": {
+        "op": "run",
+        "steps": [{"kind": "lio", "op": "create_portal", "iqn": IQN_B, "address": "0.0.0.0", "port": 3260}],  # noqa: S104
+    },
     # A name that shares a mirror's prefix: mirror sec0's scope does not reach a mirror sec0-2's.
     "another mirror's device under a shared prefix": {
         "op": "run",
@@ -294,6 +318,9 @@ def test_requests_outside_the_protocol_are_refused_and_change_nothing(
     attacked: AgentClient, attack: str
 ) -> None:
     before, saved = head_digest(OTHER_DISK), lio_saved()
+    acls_before = sorted(
+        p.name for p in Path(f"/sys/kernel/config/target/iscsi/{IQN_B}/tpgt_1/acls").iterdir()
+    )
     points_before = head_digest(SCOPED_DISK), points_stack()
     message = refused(attacked, ATTACKS[attack])
     assert "\n" not in message
@@ -302,6 +329,9 @@ def test_requests_outside_the_protocol_are_refused_and_change_nothing(
     assert (head_digest(SCOPED_DISK), points_stack()) == points_before  # site B's points as they were
     assert lio_saved() == saved  # the request's allowed first step did not run either
     assert not list(Path("/sys/kernel/config/target/core").glob("*/sec0-evil"))
+    tpg = Path(f"/sys/kernel/config/target/iscsi/{IQN_B}/tpgt_1")
+    assert sorted(p.name for p in (tpg / "acls").iterdir()) == acls_before  # no ACL added
+    assert sorted(p.name for p in (tpg / "np").iterdir()) == ["192.0.2.2:3260"]  # nor a portal
     for made in ("remirror-sec0-site-b", "remirror-sec0-site-b-fast"):  # the site's kernel: one for both
         assert not Path(f"/dev/mapper/{made}").exists()
 

@@ -549,3 +549,83 @@ def test_the_forced_command_runs_only_the_agent(tmp_path: Path) -> None:
     asked = "env LC_ALL=C PATH=/usr/bin remirror agent --serve"
     done = _agent(["--serve"], json.dumps({"op": "sink", "data": "x"}), SSH_ORIGINAL_COMMAND=asked)
     assert json.loads(done.stdout)["received"] == 1  # a last request without its newline too
+
+
+# --- LIO as the site's own profiles make it (issue 44) -------------------------------------------
+
+LIO_LAB = """\
+version: 1
+name: lab
+sites:
+  a: {host: ssh://root@a}
+  b: {host: local}
+mirrors:
+  - name: m0
+    primary: {site: a, disk: /dev/a0}
+    replicas: [{site: b, disk: /dev/b0, portal: 192.0.2.2:3260}]
+    export: {iqn: "iqn.2026-11.com.example:m0", portal: "192.0.2.2:3261", initiators: ["iqn.2026-11.com.example:app"]}
+  - name: m1
+    primary: {site: a, disk: /dev/a1}
+    replicas: [{site: b, disk: /dev/b1, portal: 192.0.2.2:3262}]
+    transport: wireguard
+"""
+
+
+def test_a_target_is_made_only_as_the_sites_own_profiles_make_it() -> None:
+    from remirror.profile.wireguard import tunnel_address
+
+    profile = parse_profile(LIO_LAB)
+    scope = site_scope([("/etc/remirror/lab.yaml", profile)])
+    m0, m1 = IQN, "iqn.2026-11.org.remirror:lab.m1.b"
+    export = "iqn.2026-11.com.example:m0"
+    tunnel = tunnel_address(profile, "b")
+    chap = {"username": "remirror-lab-m0", "password": "x" * 16}
+    mutual = {**chap, "mutual_username": "remirror-lab-m0", "mutual_password": "y" * 16}
+
+    def lio(op: str, **fields: Any) -> dict[str, Any]:
+        return run({"kind": "lio", "op": op, **fields})
+
+    # What the planner sends (tests above: every plan's steps are in scope) is taken.
+    for ok in (
+        lio("create_target", iqn=m0, chap=True, parameters={}),
+        lio("create_portal", iqn=m0, address="192.0.2.2", port=3260),
+        lio("create_portal", iqn=m1, address=tunnel, port=3262),
+        lio("create_lun", iqn=m0, lun=0, backstore="m0-b"),
+        lio("set_acl", iqn=m0, initiator="iqn.2026-11.org.example:a", lun=0, chap=mutual),
+        lio("create_target", iqn=export, chap=False, parameters={}),
+        lio("set_acl", iqn=export, initiator="iqn.2026-11.com.example:app", lun=0),
+        lio("create_backstore", name="m0-export", dev="/dev/md/m0"),
+    ):
+        check_request(ok, scope)
+    refused = {
+        "without CHAP is not as": lio("create_target", iqn=m0, chap=False, parameters={}),
+        "m1.b listens only on": lio("create_portal", iqn=m1, address="192.0.2.2", port=3262),
+        "LUN 0 serves m0-b": lio("create_lun", iqn=m0, lun=0, backstore="m0-export"),
+        "ACLs carry CHAP": lio("set_acl", iqn=m0, initiator="iqn.2026-11.org.example:a", lun=0),
+        "not for user 'evil'": lio(
+            "set_acl",
+            iqn=m0,
+            initiator="iqn.2026-11.org.example:a",
+            lun=0,
+            chap={**mutual, "username": "evil"},
+        ),
+        "not for user 'remirror-lab-m0' (mutual ''": lio(
+            "set_acl", iqn=m0, initiator="iqn.2026-11.org.example:a", lun=0, chap=chap
+        ),
+        "is not one line": lio(
+            "set_acl",
+            iqn=m0,
+            initiator="iqn.2026-11.org.example:a",
+            lun=0,
+            chap={**mutual, "password": "a\nb"},
+        ),
+        "not an initiator the site's profiles let log in": lio(
+            "set_acl", iqn=export, initiator="iqn.2026-11.com.example:evil", lun=0
+        ),
+        "is not a target": lio(
+            "create_target", iqn="iqn.2026-11.org.remirror:lab.m0.a", chap=True, parameters={}
+        ),
+        "serves /dev/b0 or": lio("create_backstore", name="m0-b", dev="/dev/b1"),
+    }
+    for expected, request in refused.items():
+        assert expected in refusal(request, scope), expected

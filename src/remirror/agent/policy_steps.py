@@ -14,8 +14,8 @@ from pathlib import Path
 from typing import Any
 
 from remirror.agent import policy
-from remirror.agent.observe_lio import LIO_SAVE_PATHS
-from remirror.agent.policy import IQN, NAME, UUID, Checker, Refused
+from remirror.agent.policy import NAME, UUID, Checker, Refused
+from remirror.agent.policy_lio import ONE_LINE, lio
 from remirror.facts import parsers  # its MDADM_CONF read at each check: tests point it elsewhere
 from remirror.facts.cdp import is_leg_points
 from remirror.facts.generations import SAVE_NAME
@@ -59,52 +59,8 @@ def write_sysfs(check: Checker, step: dict[str, Any]) -> None:
         raise Refused(f"write_sysfs {path!r}: not an md or iSCSI session attribute remirror sets")
 
 
-def lio(check: Checker, step: dict[str, Any]) -> None:
-    op = step.get("op")
-    if op == "save":
-        if step.get("path") not in LIO_SAVE_PATHS:
-            raise Refused(f"lio save {step.get('path')!r}: not where LIO's configuration is restored from")
-        return
-    if op in ("create_backstore", "delete_backstore"):
-        check.backstore(step.get("name"))
-        if op == "create_backstore":
-            check.device(step.get("dev"))
-        return
-    ops = {"delete_target", "create_target", "set_parameters", "create_portal", "create_lun", "set_acl"}
-    if op not in ops:
-        raise Refused(f"lio {op!r}: not an LIO operation of remirror's agent protocol")
-    check.iqn(step.get("iqn"))
-    if op in ("create_target", "set_parameters"):
-        _target_parameters(step.get("parameters", {}))
-    if op == "create_portal":
-        check.portal(f"{step.get('address')}:{step.get('port')}")
-    elif op == "create_lun":
-        check.backstore(step.get("backstore"))
-    elif op == "set_acl" and not IQN.fullmatch(str(step.get("initiator"))):
-        raise Refused(f"lio set_acl: {step.get('initiator')!r} is not an initiator name")
-
-
-# The login parameters remirror sets on a target (remirror.profile.timeouts.IN_ORDER_TARGET): rtslib
-# writes each into the TPG's `param/NAME` file, so a name is a path (an absolute one replaces it).
-TARGET_PARAMETERS = frozenset(
-    {"InitialR2T", "ImmediateData", "FirstBurstLength", "MaxBurstLength", "MaxRecvDataSegmentLength"}
-)
-_PARAMETER_VALUE = re.compile(r"[A-Za-z0-9]{1,16}")
-
-
-def _target_parameters(parameters: Any) -> None:
-    if not isinstance(parameters, dict):
-        raise Refused("lio: a target's parameters are settings by name")
-    for name, value in parameters.items():
-        if name not in TARGET_PARAMETERS:
-            raise Refused(f"lio: {str(name)[:60]!r} is not a target parameter remirror sets")
-        if not isinstance(value, str) or not _PARAMETER_VALUE.fullmatch(value):
-            raise Refused(f"lio: {str(value)[:60]!r} is not a value of {name}")
-
-
 # The only keys a node_secrets step writes: the CHAP passwords iscsiadm's argv would show in `ps`.
 NODE_SECRET_KEYS = frozenset({"node.session.auth.password", "node.session.auth.password_in"})
-_ONE_LINE = re.compile(r"[ -~]{1,256}")  # printable ASCII: no line break of any kind
 
 
 def node_secrets(check: Checker, step: dict[str, Any]) -> None:
@@ -126,7 +82,7 @@ def node_secrets(check: Checker, step: dict[str, Any]) -> None:
     for key, value in values.items():
         if key not in NODE_SECRET_KEYS:
             raise Refused(f"node_secrets: {key!r} is not a CHAP password setting")
-        if not isinstance(value, str) or not _ONE_LINE.fullmatch(value):
+        if not isinstance(value, str) or not ONE_LINE.fullmatch(value):
             raise Refused(f"node_secrets: the value of {key} is not one line of text")
 
 
@@ -375,7 +331,7 @@ STEP_CHECKS: dict[str, Callable[[Checker, dict[str, Any]], None]] = {
     "local_leg_last": _fields(md="device", device="device"),
     "add_replica_legs": _fields(md="device", devices="devices"),
     "drop_bad_block_log": _fields(md="device", device="device"),
-    "lio": lio,
+    "lio": lio,  # remirror.agent.policy_lio
     "dm_reload": _fields(name="dm", table="table"),
     "drain_cache": _fields(name="dm", cleaner_table="table", linear="table"),
     "cdp_stack": points_stack,

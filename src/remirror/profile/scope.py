@@ -13,8 +13,9 @@ from __future__ import annotations
 from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, field
 
-from remirror.profile.model import Mirror, PrimaryLeg, Profile, ReplicaLeg
-from remirror.profile.names import points_key, points_volume
+from remirror.facts.cdp import stack_names
+from remirror.profile.model import Chap, Mirror, PrimaryLeg, Profile, ReplicaLeg
+from remirror.profile.names import cache_name, export_backstore_name, points_key, points_volume
 from remirror.profile.types import Portal
 from remirror.profile.wireguard import (
     KEEPALIVE_SECONDS,
@@ -46,10 +47,43 @@ class SiteScope:
     # This site's end of each WireGuard tunnel, exactly as its profiles make it: interface ->
     # {(address/prefix, port, keepalive, {(peer's tunnel address, its endpoint or None)})}.
     tunnels: Mapping[str, frozenset[Tunnel]] = field(default_factory=dict)
+    # The targets the site serves (a replica leg's, its primary leg's after a promotion, an
+    # export's), each as its profiles make it; backstore name -> the devices it may serve.
+    targets: Mapping[str, TargetScope] = field(default_factory=dict)
+    backstores: Mapping[str, frozenset[str]] = field(default_factory=dict)
 
 
 # (address/prefix, UDP port, keepalive, the peers' (tunnel address, endpoint)): see SiteScope.tunnels.
 Tunnel = tuple[str, int, int, frozenset[tuple[str, str | None]]]
+# A target's CHAP as its ACLs carry it: (username, the target's mutual username or ""); None: none.
+ChapNames = tuple[str, str] | None
+
+
+@dataclass(frozen=True)
+class TargetScope:
+    """What the site's profiles make of one LIO target there, so that nothing another site
+    asks for widens it: its CHAP (dropped, another user, mutual off), its portals (a WireGuard
+    mirror's target on the plain network), its LUN's backstores, the initiators of its ACLs
+    (None: the primary's, which no profile names: any one initiator name)."""
+
+    chap: frozenset[ChapNames] = frozenset()
+    portals: frozenset[tuple[str, int]] = frozenset()
+    backstores: frozenset[str] = frozenset()
+    initiators: frozenset[str] | None = None
+
+    def merged(self, other: TargetScope) -> TargetScope:
+        """Two profiles naming one target: either's form."""
+        initiators = (
+            None
+            if self.initiators is None or other.initiators is None
+            else self.initiators | other.initiators
+        )
+        return TargetScope(
+            self.chap | other.chap,
+            self.portals | other.portals,
+            self.backstores | other.backstores,
+            initiators,
+        )
 
 
 def site_scope(profiles: Iterable[tuple[str, Profile]]) -> SiteScope:
@@ -65,6 +99,13 @@ def site_scope(profiles: Iterable[tuple[str, Profile]]) -> SiteScope:
     points: set[tuple[str, str]] = set()
     retention: dict[str, tuple[float, float]] = {}
     tunnels: dict[str, set[Tunnel]] = {}
+    targets: dict[str, TargetScope] = {}
+    backstores: dict[str, frozenset[str]] = {}
+
+    def serve(iqn: str, target: TargetScope, backstore: str, devices: set[str]) -> None:
+        targets[iqn] = targets[iqn].merged(target) if iqn in targets else target
+        backstores[backstore] = backstores.get(backstore, frozenset()) | devices
+
     for source, profile in profiles:
         sources.append(source)
         local = {name for name, site in profile.sites.items() if site.is_local}
@@ -84,17 +125,34 @@ def site_scope(profiles: Iterable[tuple[str, Profile]]) -> SiteScope:
                 retention[mirror.name] = (min(every, mirror.cdp.every), max(keep, mirror.cdp.keep))
             if mirror.transport == "wireguard":
                 interfaces.add(interface_name(profile))
+            chap = _chap_names(profile.replica_chap(mirror))
             for leg in mirror.legs:
                 iqns.add(profile.replica_iqn(mirror, leg))  # a primary's too
                 portals.update(_portals(profile, mirror, leg))
+                if leg.site in local:
+                    backstore = f"{mirror.name}-{leg.site}"  # profile.names.backstore_name
+                    target = TargetScope(
+                        frozenset({chap}), _target_portals(profile, mirror, leg), frozenset({backstore})
+                    )
+                    serve(profile.replica_iqn(mirror, leg), target, backstore, _leg_devices(mirror, leg))
                 if leg.site in local and leg.points is not None:
                     disks.add(points_volume(mirror, leg.site))  # the leg: the disk is its points'
                     points.add((points_key(mirror, leg.site), leg.disk))
                 elif leg.site in local:
                     disks.update([leg.disk, *([leg.cache.disk] if leg.cache else [])])
             if mirror.export is not None:
-                iqns.add(mirror.export.iqn)
-                portals.add(_pair(mirror.export.portal_address))
+                export = mirror.export
+                iqns.add(export.iqn)
+                portals.add(_pair(export.portal_address))
+                backstore = export_backstore_name(mirror)
+                target = TargetScope(
+                    frozenset({_chap_names(export.chap)}),
+                    frozenset({_pair(export.portal_address)}),
+                    frozenset({backstore}),
+                    frozenset(export.initiators),
+                )
+                volume = f"/dev/mapper/{stack_names(mirror.name)['volume']}"  # CDP's, when it has one
+                serve(export.iqn, target, backstore, {mirror.md_device, volume})
     return SiteScope(
         sources=tuple(sources),
         mirrors=frozenset(mirrors),
@@ -107,7 +165,37 @@ def site_scope(profiles: Iterable[tuple[str, Profile]]) -> SiteScope:
         sites=frozenset(sites),
         retention=retention,
         tunnels={name: frozenset(found) for name, found in tunnels.items()},
+        targets=targets,
+        backstores=backstores,
     )
+
+
+def _chap_names(chap: Chap | None) -> ChapNames:
+    """A target's CHAP as the planner puts it on an ACL (remirror.plan.lio)."""
+    if chap is None:
+        return None
+    return (chap.username, chap.target_username if chap.mutual else "")
+
+
+def _target_portals(
+    profile: Profile, mirror: Mirror, leg: PrimaryLeg | ReplicaLeg
+) -> frozenset[tuple[str, int]]:
+    """Where the leg's target listens: the replica's portal, a WireGuard mirror's only on its
+    tunnel (a primary leg's once a promotion makes it a replica)."""
+    portal = leg.portal_address
+    if portal is None:
+        return frozenset()
+    if mirror.transport == "wireguard":
+        return frozenset({(tunnel_address(profile, leg.site), portal.port)})
+    return frozenset({_pair(portal)})
+
+
+def _leg_devices(mirror: Mirror, leg: PrimaryLeg | ReplicaLeg) -> set[str]:
+    """What a leg's backstore may serve (profile.names.leg_device): the volume over its own
+    points, else its cache device (one dropped from the profile too) or its disk."""
+    if leg.points is not None:
+        return {points_volume(mirror, leg.site)}
+    return {leg.disk, f"/dev/mapper/{cache_name(mirror, leg.site)}"}
 
 
 def _portals(profile: Profile, mirror: Mirror, leg: PrimaryLeg | ReplicaLeg) -> set[tuple[str, int]]:
