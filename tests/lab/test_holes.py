@@ -80,7 +80,9 @@ def holes() -> Iterator[None]:
         for name in ("hole0", "hole1"):
             remirror("destroy", "--yes", str(PROFILE), name, ok_codes=(0, 1))
         # Site B's points stay up after the primary's destroy: only site B takes them down.
-        on_b("remirror", "cdp", "down", str(SITE_B_PROFILE), "hole1", "--leg", ok_codes=(0, 1, 3))
+        on_b(
+            "remirror", "cdp", "down", str(SITE_B_PROFILE), "hole1", "--leg", ok_codes=(0, 3)
+        )  # 3: none there
         SITE_B_PROFILE.unlink(missing_ok=True)
         for disk in DISKS:  # the points' metadata too: wipefs knows none of it
             sh("dd", "if=/dev/zero", f"of={disk}", "bs=1M", "count=64", "oflag=direct", "status=none")

@@ -120,7 +120,7 @@ def attacked() -> Iterator[AgentClient]:
         client.close()
         _, out, _ = remirror("destroy", "--yes", str(SITE_A_PROFILE), "sec0", ok_codes=(0, 1))
         # Site B's points stay up after the primary's destroy: only site B takes them down.
-        on_site_b("cdp", "down", str(SITE_B_PROFILE), "sec0", "--leg", ok_codes=(0, 1, 3))
+        on_site_b("cdp", "down", str(SITE_B_PROFILE), "sec0", "--leg", ok_codes=(0, 3))  # 3: none there
         SITE_B_PROFILE.unlink(missing_ok=True)  # the next modules' site B holds no profile
         for disk in ("/dev/lab/a3", SCOPED_DISK):  # the points' metadata too: wipefs knows none of it
             sh("dd", "if=/dev/zero", f"of={disk}", "bs=1M", "count=64", "oflag=direct", "status=none")
@@ -666,7 +666,7 @@ def test_ransomware_on_the_primary_leaves_site_b_its_own_point_to_restore(attack
     assert leg_digests(view, regions) == written
 
 
-def test_after_a_restart_site_b_brings_its_own_points_back_with_no_command_from_the_primary(
+def test_after_a_restart_site_b_brings_its_own_points_back_and_restores_a_point_with_no_command_from_the_primary(
     attacked: AgentClient,
 ) -> None:
     regions = {64 * MiB: 4 * MiB}
@@ -674,20 +674,36 @@ def test_after_a_restart_site_b_brings_its_own_points_back_with_no_command_from_
     taken = on_site_b("cdp", "point", str(SITE_B_PROFILE), "sec0", "--leg", "--now")
     point = taken.split("point #")[1].split()[0]
     # Site B restarts: no LIO configuration (its export goes, and the primary's session with
-    # it), none of its points' devices (views first, then the stack top down).
+    # it; the lab's LIO is the kernel's, shared: sec0's is the only target), none of its points'
+    # devices (a drill's copies and views first, then the stack top down).
     on_b(str(Path(sys.executable).parent / "targetctl"), "clear")
     deadline = time.monotonic() + 60
-    while all(p.read_text().strip() == "LOGGED_IN" for p in Path("/sys/class/iscsi_session").glob("*/state")):
+    while True:
+        states = [p.read_text().strip() for p in Path("/sys/class/iscsi_session").glob("*/state")]
+        if not states or any(state != "LOGGED_IN" for state in states):
+            break
         assert time.monotonic() < deadline, "the initiator did not notice the target was gone"
         time.sleep(1)
     present = sh("dmsetup", "info", "-c", "--noheadings", "-o", "name").stdout.split()
-    names = list(stack_names("sec0.site-b").values())
-    for name in [*sorted(n for n in present if is_view(n, "sec0.site-b")), *reversed(names)]:
+    names = stack_names("sec0.site-b")
+    drill = [f"{names['volume']}-drill-data", f"{names['volume']}-drill"]
+    views = sorted(n for n in present if is_view(n, "sec0.site-b"))
+    for name in [*drill, *views, *reversed(list(names.values()))]:
         if name in present:
             sh("dmsetup", "remove", "--retry", name)
     assert not Path(VOLUME).exists()
-    # Site B's operator (or its `cdp run`) restores the point: the stack comes back as its
-    # index says, with the point, and no word from the primary.
+    # Its `cdp run` brings the stack back at its first tick, as the index on the disk says.
+    daemon = subprocess.Popen(
+        in_site_b(["remirror", "cdp", "run", str(SITE_B_PROFILE)]), stdout=subprocess.PIPE, text=True
+    )
+    try:
+        first = json.loads(daemon.stdout.readline() if daemon.stdout else "{}")
+    finally:
+        daemon.send_signal(signal.SIGINT)
+        daemon.communicate(timeout=60)
+    assert first == {"event": "activated", "mirror": "sec0 (site-b's own leg)"}
+    assert Path(VOLUME).exists()
+    # Its operator restores the point taken before the restart: the data as written then.
     shown = on_site_b("cdp", "restore", str(SITE_B_PROFILE), "sec0", "--leg", "--at", point, "--view")
     view = shown.split(" is ")[1].split()[0]
     assert leg_digests(view, regions) == written

@@ -264,3 +264,32 @@ def test_check_warns_when_the_replicas_own_points_are_overdue_and_status_shows_t
     verdict = judge([mirror], DEFAULT_WARNING, DEFAULT_CRITICAL)
     assert verdict.status == Status.WARNING
     assert "b's own points: newest point 2d old, every 1h" in verdict.text
+
+
+@pytest.mark.parametrize(
+    "request_",
+    [
+        {"op": "run", "steps": [{"kind": "run", "argv": ["dmsetup", "remove", "remirror-m0.b-cdp"]}]},
+        {
+            "op": "run",
+            "steps": [
+                {
+                    "kind": "run",
+                    "argv": ["dmsetup", "create", "remirror-m0.b-cdp-tmeta", "--table", "0 8 zero"],
+                }
+            ],
+        },
+        {
+            "op": "run",
+            "steps": [{"kind": "dm_reload", "name": "remirror-m0.b-cdp", "table": "0 8 linear /dev/sdx 0"}],
+        },
+        {"op": "cdp", "do": "point", "mirror": "m0.b", "md": "/dev/b0", "every": 1, "keep": 0},
+    ],
+)
+def test_a_site_without_profiles_gives_no_request_its_legs_points_devices(
+    request_: dict[str, object],
+) -> None:
+    # Its raw disks are any request's (docs/security.md, "A site with no profile"); the names of
+    # a leg's own points (MIRROR.SITE: no profile name has a dot) are no request's.
+    with pytest.raises(Refused, match="own points"):
+        check_request(request_, None)

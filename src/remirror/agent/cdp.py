@@ -18,8 +18,9 @@ from dataclasses import dataclass, replace
 from pathlib import Path
 from typing import Any
 
-from remirror.agent import lock
+from remirror.agent import lock, taken_down
 from remirror.agent.direct import read_direct, write_direct
+from remirror.agent.taken_down import mark_taken_down, taken_down_mark
 from remirror.errors import CommandError, RemirrorError
 from remirror.facts.cdp import (
     INDEX_SLOT,
@@ -34,6 +35,7 @@ from remirror.facts.cdp import (
     decode_index,
     encode_index,
     index_slot_for,
+    is_leg_points,
     layout,
     parse_era_invalidate,
     parse_era_status,
@@ -119,17 +121,6 @@ def create(mirror: str, md_path: str, plan: Layout) -> CdpIndex:
         _zero(md_path, start, sectors)
     activate(mirror, md_path, plan, new=True)
     return write_index(md_path, CdpIndex(mirror, plan))
-
-
-# A leg's own points taken down by the site's operator (`remirror cdp down --leg`): neither its
-# `cdp run`, its `cdp` verbs nor another site's apply bring them back until `cdp up --leg`
-# removes the mark (remirror.agent.own_points); new points laid on the disk are new, unmarked.
-TAKEN_DOWN_DIR = Path("/var/lib/remirror/points")
-
-
-def taken_down_mark(key: str) -> Path:
-    """The file that says the site's operator took the points of `key` (MIRROR.SITE) down."""
-    return TAKEN_DOWN_DIR / f"{key}.down"
 
 
 def deactivate(mirror: str, views: list[str]) -> None:
@@ -341,10 +332,12 @@ def _ensure_stack(step: dict[str, Any]) -> None:
         if index.mirror != mirror:
             raise CdpError(f"{md_path} carries the CDP stack of mirror {index.mirror}, not {mirror}")
         if taken_down_mark(mirror).exists():
-            raise CdpError(
-                f"{mirror}'s points were taken down by this site's operator (`remirror cdp down --leg`):"
-                " `remirror cdp up --leg` there brings them back"
-            )
+            if taken_down.FROM_ANOTHER_HOST:
+                raise CdpError(
+                    f"{mirror}'s points were taken down by this site's operator (`remirror cdp down"
+                    " --leg`, or its destroy): `remirror cdp up --leg` there brings them back"
+                )
+            taken_down_mark(mirror).unlink()  # this site's own apply brings them back
         activate(mirror, md_path, index.layout, new=False)
         return
     plan = layout(md_sectors(md_path), int(step["chunk"]), int(step["history"]))
@@ -353,13 +346,17 @@ def _ensure_stack(step: dict[str, Any]) -> None:
             f"{md_path} holds data where CDP's metadata goes: apply again, and the plan shows it"
             " as destructive"
         )
+    taken_down_mark(mirror).unlink(missing_ok=True)  # no index: the mark refers to nothing here
     create(mirror, md_path, plan)
-    taken_down_mark(mirror).unlink(missing_ok=True)  # what was taken down is gone: these are new
 
 
 def deactivate_step(step: dict[str, Any]) -> None:
-    """The `cdp_deactivate` step."""
+    """The `cdp_deactivate` step. A leg's own points (only this site's own `destroy` sends it
+    for them: remirror.agent.policy) are marked taken down first, so that its `cdp run` does
+    not bring them back under the disk its operator is done with."""
     with index_locked(step["mirror"], "agent: cdp_deactivate"):
+        if is_leg_points(step["mirror"]):
+            mark_taken_down(step["mirror"], "destroy")
         deactivate(step["mirror"], list(step.get("views", [])))
 
 

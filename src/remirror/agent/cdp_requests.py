@@ -21,6 +21,7 @@ from typing import Any
 
 from remirror.agent import cdp as local
 from remirror.agent import lock, own_points
+from remirror.agent.taken_down import taken_down_mark
 from remirror.errors import RemirrorError
 from remirror.facts.cdp import CdpIndex, RecoveryPoint, is_leg_points
 from remirror.retention import point_due, pruning
@@ -39,9 +40,11 @@ def answer(request: dict[str, Any]) -> dict[str, Any]:
     handler, locked = verb
     wait = float(request.get("wait", local.INDEX_LOCK_WAIT))
     try:
-        with local.index_locked(mirror, f"cdp {do}", wait) if locked else nullcontext():
-            # `down` finds the points as they are: it does not bring them up to take them down.
-            index = _index(mirror, str(request["md"]), activate=do != "down")
+        # Activating a leg's own points writes the stack: under the index lock, a verb's own or
+        # one taken for it (`down` finds them as they are; `up` removes the mark first).
+        activating = is_leg_points(mirror) and do not in ("down", "up")
+        with local.index_locked(mirror, f"cdp {do}", wait) if locked or activating else nullcontext():
+            index = _index(mirror, str(request["md"]), activate=activating)
             return {"ok": True, **handler(request, index)}
     except lock.Busy as busy:
         return {"ok": False, "message": f"cdp {do}: {mirror}: {busy}", "usage": False}
@@ -75,10 +78,13 @@ def point_and_prune(
 def _index(mirror: str, md: str, activate: bool = True) -> CdpIndex:
     if not Path(md).exists():
         raise Refused(f"cdp: {md} is not assembled on this host (run cdp on the primary)")
-    if activate and is_leg_points(mirror):
+    if activate and own_points.activate_own(mirror, md) == "taken_down":
         # The site's own points come back as their index says, with no word from another site
-        # (a reboot left them inactive; nothing else may build them here: docs/security.md).
-        own_points.activate_own(mirror, md)
+        # (a reboot left them inactive; nothing else may build them here: docs/security.md),
+        # unless its operator took them down.
+        raise Refused(
+            f"cdp: {mirror}'s points were taken down here: `remirror cdp up --leg` brings them back"
+        )
     index = local.read_index(md)
     if index is None or index.mirror != mirror:
         raise Refused(f"cdp: {md} carries no CDP stack of {mirror} (apply builds it)")
@@ -187,7 +193,7 @@ def _up(request: dict[str, Any], index: CdpIndex) -> dict[str, Any]:
         raise Refused(
             f"cdp up: {mirror}'s CDP stack is built by `remirror apply`; --leg brings a leg's own points up"
         )
-    local.taken_down_mark(mirror).unlink(missing_ok=True)
+    taken_down_mark(mirror).unlink(missing_ok=True)
     return {"state": own_points.activate_own(mirror, str(request["md"]))}
 
 

@@ -7,7 +7,7 @@ Another site's controller can neither take them down nor lay them fresh (remirro
 
 from __future__ import annotations
 
-from remirror.agent import cdp
+from remirror.agent import lock
 from remirror.agent.cdp import (
     CdpError,
     activate,
@@ -15,8 +15,8 @@ from remirror.agent.cdp import (
     dm_exists,
     open_count,
     read_index,
-    taken_down_mark,
 )
+from remirror.agent.taken_down import mark_taken_down, taken_down_mark
 from remirror.facts.cdp import is_view, stack_names
 from remirror.runner.local import LocalRunner
 
@@ -48,17 +48,24 @@ def dm_names() -> list[str]:
 def take_down_own(key: str) -> list[str]:
     """The operator's `cdp down --leg`: the points' views and a drill's copies, then the stack,
     removed (the points and the leg's data stay on its disk), and the mark written so that
-    nothing brings them back until `cdp up --leg`; refused while md or LIO holds the volume."""
+    nothing brings them back until `cdp up --leg`; refused while md or LIO holds the volume, a
+    drill runs or a view is in use. The caller holds the index lock."""
     names = stack_names(key)
-    if dm_exists(names["volume"]) and open_count(names["volume"]) > 0:
-        raise CdpError(
-            f"{names['volume']} is in use (LIO exports it, or md holds it): remove the export"
-            " or destroy the mirror first"
-        )
     drill = [f"{names['volume']}-drill-data", f"{names['volume']}-drill"]  # its data first
     present = dm_names()
     views = [name for name in drill if name in present] + sorted(n for n in present if is_view(n, key))
-    cdp.TAKEN_DOWN_DIR.mkdir(mode=0o700, parents=True, exist_ok=True)
-    taken_down_mark(key).write_text("taken down by the site's operator (remirror cdp down --leg)\n")
-    deactivate(key, views)
+    with lock.holding(f"drill-{key}", lock.holder("cdp down"), 0.0):
+        for name in [names["volume"], *views]:
+            if name in present and open_count(name) > 0:
+                raise CdpError(
+                    f"{name} is in use (LIO exports it, md holds it, or a view or a drill's copy is"
+                    " mounted): end that first, or destroy the mirror"
+                )
+        mark_taken_down(key, "operator (remirror cdp down --leg)")
+        try:
+            deactivate(key, views)
+        except BaseException:
+            if dm_exists(names["volume"]):  # still in service: points go on being taken
+                taken_down_mark(key).unlink(missing_ok=True)
+            raise
     return [name for name in [*views, *reversed(list(names.values()))] if name in present]

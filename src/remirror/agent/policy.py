@@ -33,7 +33,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from remirror.agent.lock import SITE_LOCK  # the one lock another site's controller takes here
-from remirror.facts.cdp import is_view
+from remirror.facts.cdp import LEG_POINTS_SEPARATOR, is_leg_points, is_view
 
 if TYPE_CHECKING:
     from remirror.profile.scope import SiteScope
@@ -161,6 +161,8 @@ class Checker:
             raise Refused(f"lock {value!r}: a remote controller takes only this site's {SITE_LOCK!r} lock")
 
     def _cdp(self, request: dict[str, Any]) -> None:
+        if isinstance(request.get("mirror"), str) and is_leg_points(request["mirror"]):
+            raise Refused(f"cdp: {request['mirror']} are this site's own points: only its operator's verbs")
         if request.get("do") in ("prune", "down", "up"):
             # An operator's deletion of history, or taking the points down or up: on the site
             # that keeps the points, never asked.
@@ -237,6 +239,8 @@ class Checker:
 
     def dm_name(self, value: Any) -> None:
         self.name(value, "device-mapper")
+        if LEG_POINTS_SEPARATOR in str(value):  # a leg's own points' (MIRROR.SITE), profiles or not
+            raise Refused(f"device-mapper device {value!r} is one of this site's own points")
         if not str(value).startswith(DM_PREFIX) or not self.ours(str(value)):
             raise Refused(f"device-mapper device {value!r} is not one remirror makes for {self._sources()}")
 

@@ -49,6 +49,10 @@ def main(args: list[str]) -> int:
     # From another host (sshd sets SSH_CONNECTION, and a client cannot unset it): the closed
     # protocol. Started on the site itself, by its root, it answers as the in-process agent does.
     gate = _Gate(checked="SSH_CONNECTION" in os.environ)
+    if gate.checked:
+        from remirror.agent import taken_down
+
+        taken_down.FROM_ANOTHER_HOST = True  # points its operator took down stay down at its word
     if not args:
         try:
             request = json.load(sys.stdin)

@@ -219,7 +219,7 @@ def _carry_out(
         )
     if output != "json" and outcomes:
         say(f"Done: {len(outcomes)} action(s). " + after.summary())
-    for note in after.notes if outcomes else ():
+    for note in after.notes:
         say(f"Note: {note}")
     return 0 if after.is_empty else 1
 
