@@ -15,24 +15,34 @@ from typing import Any
 
 from remirror.agent import policy
 from remirror.agent.policy import NAME, UUID, Checker, Refused
-from remirror.agent.policy_lio import ONE_LINE, lio
+from remirror.agent.policy_iscsi import iscsiadm, node_secrets
+from remirror.agent.policy_lio import lio
 from remirror.facts import parsers  # its MDADM_CONF read at each check: tests point it elsewhere
 from remirror.facts.cdp import is_leg_points
 from remirror.facts.generations import SAVE_NAME
 from remirror.facts.wireguard import INTERFACE_PREFIX, KEY_DIR
 
-_MD_SYSFS = re.compile(
-    r"/sys/block/(md\d+)/md/(suspend_hi|sync_action|sync_max|bitmap/backlog|sync_speed_min|sync_speed_max"
-    r"|dev-([A-Za-z0-9!_-]+)/state)"
-)
+# What the planner writes to sysfs, each attribute with the values it writes there: a resync's
+# limits (KiB/s), a leg's write-mostly flag, a session's recovery time-out (seconds). Nothing
+# else (md's suspend_hi would stop the array's writes, sync_action start or stop a resync).
+_MD_SYSFS = re.compile(r"/sys/block/(md\d+)/md/(sync_speed_min|sync_speed_max|dev-([A-Za-z0-9!_-]+)/state)")
 _SESSION_SYSFS = re.compile(r"/sys/class/iscsi_session/(session\d+)/recovery_tmo")
+_NUMBER = re.compile(r"\d{1,12}")
+_SYSFS_VALUES = {"sync_speed_min": _NUMBER, "sync_speed_max": _NUMBER, "state": re.compile("-?writemostly")}
 
 
 def run(check: Checker, step: dict[str, Any]) -> None:
     argv = step.get("argv")
     if not isinstance(argv, list) or not argv or not all(isinstance(a, str) for a in argv):
         raise Refused("a run step's argv is a list of strings")
+    codes = step.get("ok_codes", [0])
+    if not isinstance(codes, list) or not all(type(code) is int and 0 <= code <= 255 for code in codes):
+        raise Refused("a run step's ok_codes are exit codes (0 to 255)")
+    _seconds(step.get("timeout", 120))
     check_argv(check, argv)
+
+
+MAX_STEP_TIMEOUT = 86400  # a command of remirror's that runs longer is hung
 
 
 def write_file(check: Checker, step: dict[str, Any]) -> None:
@@ -48,8 +58,11 @@ def write_file(check: Checker, step: dict[str, Any]) -> None:
 
 
 def write_sysfs(check: Checker, step: dict[str, Any]) -> None:
-    path = str(step.get("path"))
+    path, value = str(step.get("path")), step.get("value")
     md, session = _MD_SYSFS.fullmatch(path), _SESSION_SYSFS.fullmatch(path)
+    shape = _SYSFS_VALUES[path.rsplit("/", 1)[-1]] if md else _NUMBER
+    if (md or session) and not (isinstance(value, str) and shape.fullmatch(value)):
+        raise Refused(f"write_sysfs {path}: {str(value)[:40]!r} is not a value remirror writes there")
     if md:
         check.device(f"/dev/{md.group(1)}")
     elif session:
@@ -57,49 +70,6 @@ def write_sysfs(check: Checker, step: dict[str, Any]) -> None:
         check.iqn(target.read_text().strip() if target.exists() else "")
     else:
         raise Refused(f"write_sysfs {path!r}: not an md or iSCSI session attribute remirror sets")
-
-
-# The only keys a node_secrets step writes: the CHAP passwords iscsiadm's argv would show in `ps`.
-NODE_SECRET_KEYS = frozenset({"node.session.auth.password", "node.session.auth.password_in"})
-
-
-def node_secrets(check: Checker, step: dict[str, Any]) -> None:
-    """CHAP secrets into a node record: the record's path is made at the site from a target, an
-    address and a port that are each checked whole (an IP address or host name, a port number)
-    and name a portal of the site's scope, so no `..` or `/` of the sender's reaches it; only the
-    CHAP password keys, each value one line (a newline would add a setting of the sender's)."""
-    check.iqn(step.get("target"))
-    address, port = step.get("address"), step.get("port")
-    if not isinstance(port, int) or isinstance(port, bool) or not 1 <= port <= 65535:
-        raise Refused(f"node_secrets: port {port!r} is not a port number")
-    if not isinstance(address, str) or not _is_host(address):
-        raise Refused(f"node_secrets: {address!r} is not an IP address or host name")
-    if check.scope is not None and (address, port) not in check.scope.portals:
-        raise Refused(f"node_secrets: portal {address}:{port} is not one {check._sources()} name")
-    values = step.get("values")
-    if not isinstance(values, dict) or not values:
-        raise Refused("node_secrets: its values are CHAP settings by name")
-    for key, value in values.items():
-        if key not in NODE_SECRET_KEYS:
-            raise Refused(f"node_secrets: {key!r} is not a CHAP password setting")
-        if not isinstance(value, str) or not ONE_LINE.fullmatch(value):
-            raise Refused(f"node_secrets: the value of {key} is not one line of text")
-
-
-_NODE_KEY = re.compile(r"node\.[A-Za-z0-9_.\[\]]{1,120}")  # node.conn[0].timeo.noop_out_interval
-_NODE_VALUE = re.compile(r"[ -~]{0,256}")
-_HOST_NAME = re.compile(
-    r"(?=.{1,253}$)[A-Za-z0-9]([A-Za-z0-9-]{0,61}[A-Za-z0-9])?(\.[A-Za-z0-9]([A-Za-z0-9-]{0,61}[A-Za-z0-9])?)*"
-)
-
-
-def _is_host(text: str) -> bool:
-    """An IP address or a host name, as a whole: nothing a path could be made of (no `/`, no `..`)."""
-    try:
-        ipaddress.ip_address(text)
-    except ValueError:
-        return _HOST_NAME.fullmatch(text) is not None
-    return True
 
 
 def save_ranges(check: Checker, step: dict[str, Any]) -> None:
@@ -174,6 +144,12 @@ def points_stack(check: Checker, step: dict[str, Any]) -> None:
     leg's own points are built on a blank disk or activated as their index says, never laid
     over data or fresh at another site's word: that is its operator's (`remirror cdp`)."""
     key, disk = step.get("mirror"), step.get("md")
+    for field, limit in (("chunk", 1 << 30), ("history", 100)):
+        number = step.get(field)
+        if not isinstance(number, int) or isinstance(number, bool) or not 1 <= number <= limit:
+            raise Refused(f"cdp_stack: {field} {str(number)[:40]!r} is not a number from 1 to {limit}")
+    if not all(isinstance(step.get(flag), bool) for flag in ("fresh", "allow_data")):
+        raise Refused("cdp_stack: fresh and allow_data are true or false")
     laid = step.get("fresh") is not False or step.get("allow_data") is not False
     if isinstance(key, str) and is_leg_points(key) and laid:  # with or without profiles here
         raise Refused(f"the points of {key} are laid over data only by this site's operator (apply here)")
@@ -201,7 +177,7 @@ def points_down(check: Checker, step: dict[str, Any]) -> None:
 
 def check_argv(check: Checker, argv: list[str]) -> None:
     """Refused unless `argv` is one of the forms below, naming only what the site's scope allows."""
-    forms = {"mdadm": _mdadm, "iscsiadm": _iscsiadm, "dmsetup": _dmsetup, "dd": _dd}
+    forms = {"mdadm": _mdadm, "iscsiadm": iscsiadm, "dmsetup": _dmsetup, "dd": _dd}
     if argv[0] not in forms:
         raise Refused(f"{argv[0]!r}: remirror's agent runs only mdadm, iscsiadm, dmsetup and dd")
     forms[argv[0]](check, argv[1:])
@@ -233,25 +209,6 @@ def _mdadm(check: Checker, args: list[str]) -> None:
         if arg.startswith("-"):
             raise Refused(f"mdadm {arg}: not an option remirror uses")
         check.device(arg)
-
-
-def _iscsiadm(check: Checker, args: list[str]) -> None:
-    if args[:3] != ["-m", "node", "-T"] or len(args) < 7 or args[4] != "-p":
-        raise Refused("iscsiadm: only `-m node -T IQN -p PORTAL` with one operation")
-    check.iqn(args[3])
-    check.portal(args[5])
-    rest = args[6:]
-    if rest in (["--login"], ["--logout"], ["-o", "new"], ["-o", "delete"]):
-        return
-    pairs = rest[2:]
-    if rest[:2] != ["-o", "update"] or not pairs or len(pairs) % 4:
-        raise Refused(f"iscsiadm {' '.join(rest[:2])}: not an operation remirror uses")
-    for i in range(0, len(pairs), 4):
-        n, key, v, value = pairs[i : i + 4]
-        if n != "-n" or v != "-v" or not _NODE_KEY.fullmatch(key) or "password" in key:
-            raise Refused(f"iscsiadm -o update {key[:80]!r}: not a node setting remirror makes")
-        if not _NODE_VALUE.fullmatch(value):
-            raise Refused(f"iscsiadm -o update {key}: the value is not one line of printable text")
 
 
 def _dmsetup(check: Checker, args: list[str]) -> None:
@@ -290,6 +247,31 @@ def _uuid(value: Any) -> None:
         raise Refused(f"{value!r} is not an md array UUID")
 
 
+_WORD = re.compile(r"[a-z_-]{1,32}")
+
+
+def _shaped(value: Any, shape: re.Pattern[str], what: str) -> None:
+    if not isinstance(value, str) or not shape.fullmatch(value):
+        raise Refused(f"{str(value)[:40]!r} is not {what}")
+
+
+def _count(value: Any, absent_ok: bool = False) -> None:
+    if value is None and absent_ok:
+        return
+    if type(value) is not int or not 0 <= value < 1 << 62:
+        raise Refused(f"{str(value)[:40]!r} is not a count")
+
+
+def _flag(value: Any) -> None:
+    if value is not None and not isinstance(value, bool):
+        raise Refused(f"{str(value)[:40]!r} is not true or false")
+
+
+def _one_of(value: Any, allowed: tuple[Any, ...], what: str) -> None:
+    if value not in allowed:
+        raise Refused(f"{str(value)[:40]!r} is not {what} ({', '.join(allowed)})")
+
+
 _FIELD_CHECKS: dict[str, Callable[[Checker, Any], None]] = {
     "device": Checker.device,
     "devices": lambda check, value: check.each(check.device, value),
@@ -301,7 +283,23 @@ _FIELD_CHECKS: dict[str, Callable[[Checker, Any], None]] = {
         check.device(value) if str(value).startswith("/dev/") else _refuse_path(value)
     ),
     "uuid": lambda check, value: _uuid(value),
+    "seconds": lambda check, value: _seconds(value, absent_ok=True),
+    "site_name": lambda check, value: _shaped(value, NAME, "a site's name"),
+    "count": lambda check, value: _count(value),
+    "count_or_none": lambda check, value: _count(value, absent_ok=True),
+    "word": lambda check, value: _shaped(value, _WORD, "a word"),
+    "flag": lambda check, value: _flag(value),
+    "cache_kind": lambda check, value: _one_of(value, ("writecache", "cache"), "a cache's target"),
 }
+
+
+def _seconds(value: Any, absent_ok: bool = False) -> None:
+    """A time-out; `absent_ok`: left out (None), the handler's own default."""
+    if value is None and absent_ok:
+        return
+    if type(value) not in (int, float) or not 0 < value <= MAX_STEP_TIMEOUT:
+        raise Refused(f"{str(value)[:40]!r} is not a number of seconds up to {MAX_STEP_TIMEOUT}")
+
 
 _MEMBER_STATES = {"writemostly", "-writemostly"}
 
@@ -312,18 +310,31 @@ def _member_state(check: Checker, step: dict[str, Any]) -> None:
         raise Refused(f"member state {step.get('value')!r}: remirror sets only write-mostly")
 
 
+_DISK_SYSFS_VALUES = {
+    "queue/scheduler": re.compile("none"),
+    "md/sync_speed_min": _NUMBER,
+    "md/sync_speed_max": _NUMBER,
+}
+
+
 def _disk_sysfs(check: Checker, step: dict[str, Any]) -> None:
     check.device(step.get("device"))
-    if step.get("attribute") not in ("queue/scheduler", "md/sync_speed_min", "md/sync_speed_max"):
+    shape = _DISK_SYSFS_VALUES.get(str(step.get("attribute")))
+    if shape is None:
         raise Refused(f"block device attribute {step.get('attribute')!r}: not one remirror sets")
+    value = step.get("value")
+    if not isinstance(value, str) or not shape.fullmatch(value):
+        raise Refused(
+            f"block device attribute {step['attribute']}: {str(value)[:40]!r} is not a value it takes"
+        )
 
 
 STEP_CHECKS: dict[str, Callable[[Checker, dict[str, Any]], None]] = {
     "run": run,
     "prove_blank": prove_blank,
-    "wait_path": _fields(path="path"),
+    "wait_path": _fields(path="path", timeout="seconds"),
     "assemble_array": _fields(md="device", uuid="uuid", devices="devices"),
-    "node_secrets": node_secrets,
+    "node_secrets": node_secrets,  # remirror.agent.policy_iscsi
     "write_file": write_file,
     "write_sysfs": write_sysfs,
     "member_state": _member_state,
@@ -333,11 +344,17 @@ STEP_CHECKS: dict[str, Callable[[Checker, dict[str, Any]], None]] = {
     "drop_bad_block_log": _fields(md="device", device="device"),
     "lio": lio,  # remirror.agent.policy_lio
     "dm_reload": _fields(name="dm", table="table"),
-    "drain_cache": _fields(name="dm", cleaner_table="table", linear="table"),
+    "drain_cache": _fields(
+        name="dm", cleaner_table="table", linear="table", target="cache_kind", timeout="seconds"
+    ),
     "cdp_stack": points_stack,
     "cdp_deactivate": points_down,
-    "leg_record_create": _fields(mirror="mirror", devices="devices"),
-    "leg_record_promote": _fields(devices="devices"),
+    "leg_record_create": _fields(
+        mirror="mirror", array="uuid", site="site_name", devices="devices", check_room="flag"
+    ),
+    "leg_record_promote": _fields(
+        devices="devices", array="uuid", site="site_name", after="count", how="word", n="count_or_none"
+    ),
     "leg_record_join": _fields(source="device", device="device"),
     "save_ranges": save_ranges,
     "wireguard_key": wireguard,

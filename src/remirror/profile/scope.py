@@ -51,6 +51,8 @@ class SiteScope:
     # export's), each as its profiles make it; backstore name -> the devices it may serve.
     targets: Mapping[str, TargetScope] = field(default_factory=dict)
     backstores: Mapping[str, frozenset[str]] = field(default_factory=dict)
+    # The CHAP the site's initiator logs in to each replica target with (its profiles' forms).
+    logins: Mapping[str, frozenset[ChapNames]] = field(default_factory=dict)
 
 
 # (address/prefix, UDP port, keepalive, the peers' (tunnel address, endpoint)): see SiteScope.tunnels.
@@ -101,6 +103,7 @@ def site_scope(profiles: Iterable[tuple[str, Profile]]) -> SiteScope:
     tunnels: dict[str, set[Tunnel]] = {}
     targets: dict[str, TargetScope] = {}
     backstores: dict[str, frozenset[str]] = {}
+    logins: dict[str, frozenset[ChapNames]] = {}
 
     def serve(iqn: str, target: TargetScope, backstore: str, devices: set[str]) -> None:
         targets[iqn] = targets[iqn].merged(target) if iqn in targets else target
@@ -128,6 +131,9 @@ def site_scope(profiles: Iterable[tuple[str, Profile]]) -> SiteScope:
             chap = _chap_names(profile.replica_chap(mirror))
             for leg in mirror.legs:
                 iqns.add(profile.replica_iqn(mirror, leg))  # a primary's too
+                logins[profile.replica_iqn(mirror, leg)] = logins.get(
+                    profile.replica_iqn(mirror, leg), frozenset()
+                ) | {chap}
                 portals.update(_portals(profile, mirror, leg))
                 if leg.site in local:
                     backstore = f"{mirror.name}-{leg.site}"  # profile.names.backstore_name
@@ -167,6 +173,7 @@ def site_scope(profiles: Iterable[tuple[str, Profile]]) -> SiteScope:
         tunnels={name: frozenset(found) for name, found in tunnels.items()},
         targets=targets,
         backstores=backstores,
+        logins=logins,
     )
 
 

@@ -1,0 +1,88 @@
+"""The DR site's wall around its iSCSI initiator (remirror.agent.policy): the node records of
+the targets its profiles log in to, each setting one remirror makes with a value of its shape
+(CHAP user names its profiles give that target, `node.startup` only manual), and the CHAP
+passwords written into the record from checked fields, never a path of the sender's.
+"""
+
+from __future__ import annotations
+
+import ipaddress
+import re
+from typing import Any
+
+from remirror.agent.policy import Checker, Refused
+from remirror.agent.policy_lio import ONE_LINE
+
+# The only keys a node_secrets step writes: the CHAP passwords iscsiadm's argv would show in `ps`.
+NODE_SECRET_KEYS = frozenset({"node.session.auth.password", "node.session.auth.password_in"})
+
+
+def node_secrets(check: Checker, step: dict[str, Any]) -> None:
+    """CHAP secrets into a node record: the record's path is made at the site from a target, an
+    address and a port that are each checked whole (an IP address or host name, a port number)
+    and name a portal of the site's scope, so no `..` or `/` of the sender's reaches it; only the
+    CHAP password keys, each value one line (a newline would add a setting of the sender's)."""
+    check.iqn(step.get("target"))
+    address, port = step.get("address"), step.get("port")
+    if not isinstance(port, int) or isinstance(port, bool) or not 1 <= port <= 65535:
+        raise Refused(f"node_secrets: port {port!r} is not a port number")
+    if not isinstance(address, str) or not _is_host(address):
+        raise Refused(f"node_secrets: {address!r} is not an IP address or host name")
+    if check.scope is not None and (address, port) not in check.scope.portals:
+        raise Refused(f"node_secrets: portal {address}:{port} is not one {check._sources()} name")
+    values = step.get("values")
+    if not isinstance(values, dict) or not values:
+        raise Refused("node_secrets: its values are CHAP settings by name")
+    for key, value in values.items():
+        if key not in NODE_SECRET_KEYS:
+            raise Refused(f"node_secrets: {key!r} is not a CHAP password setting")
+        if not isinstance(value, str) or not ONE_LINE.fullmatch(value):
+            raise Refused(f"node_secrets: the value of {key} is not one line of text")
+
+
+_NODE_KEY = re.compile(r"node\.[A-Za-z0-9_.\[\]]{1,120}")  # node.conn[0].timeo.noop_out_interval
+# A node setting's value: a number or a word (the profile's timeouts), a CHAP user name (printable,
+# no space: the profile's), and `node.startup` only `manual` (boot logs in to no remote leg).
+_NODE_VALUE = re.compile(r"[A-Za-z0-9_.:-]{1,64}")
+_NODE_USERS = {"node.session.auth.username": 0, "node.session.auth.username_in": 1}  # ChapNames' index
+_NODE_VALUES = {
+    "node.startup": re.compile("manual"),
+    "node.session.auth.username": re.compile(r"[!-~]{1,255}"),
+    "node.session.auth.username_in": re.compile(r"[!-~]{1,255}"),
+}
+_HOST_NAME = re.compile(
+    r"(?=.{1,253}$)[A-Za-z0-9]([A-Za-z0-9-]{0,61}[A-Za-z0-9])?(\.[A-Za-z0-9]([A-Za-z0-9-]{0,61}[A-Za-z0-9])?)*"
+)
+
+
+def _is_host(text: str) -> bool:
+    """An IP address or a host name, as a whole: nothing a path could be made of (no `/`, no `..`)."""
+    try:
+        ipaddress.ip_address(text)
+    except ValueError:
+        return _HOST_NAME.fullmatch(text) is not None
+    return True
+
+
+def iscsiadm(check: Checker, args: list[str]) -> None:
+    if args[:3] != ["-m", "node", "-T"] or len(args) < 7 or args[4] != "-p":
+        raise Refused("iscsiadm: only `-m node -T IQN -p PORTAL` with one operation")
+    check.iqn(args[3])
+    check.portal(args[5])
+    rest = args[6:]
+    if rest in (["--login"], ["--logout"], ["-o", "new"], ["-o", "delete"]):
+        return
+    pairs = rest[2:]
+    if rest[:2] != ["-o", "update"] or not pairs or len(pairs) % 4:
+        raise Refused(f"iscsiadm {' '.join(rest[:2])}: not an operation remirror uses")
+    for i in range(0, len(pairs), 4):
+        n, key, v, value = pairs[i : i + 4]
+        if n != "-n" or v != "-v" or not _NODE_KEY.fullmatch(key) or "password" in key:
+            raise Refused(f"iscsiadm -o update {key[:80]!r}: not a node setting remirror makes")
+        if not _NODE_VALUES.get(key, _NODE_VALUE).fullmatch(value):
+            raise Refused(f"iscsiadm -o update {key}: {value[:40]!r} is not a value remirror sets")
+        if key in _NODE_USERS and check.scope is not None:
+            # The CHAP user names the site's profiles give that target, and none other.
+            names = {n[_NODE_USERS[key]] for n in check.scope.logins.get(args[3], frozenset()) if n}
+            if value not in names:
+                raise Refused(f"iscsiadm -o update {key}: {value[:40]!r} is not {args[3]}'s CHAP user")
