@@ -23,12 +23,21 @@ from remirror.facts.generations import SAVE_NAME
 from remirror.facts.wireguard import INTERFACE_PREFIX, KEY_DIR
 
 # What the planner writes to sysfs, each attribute with the values it writes there: a resync's
-# limits (KiB/s), a leg's write-mostly flag, a session's recovery time-out (seconds). Nothing
-# else (md's suspend_hi would stop the array's writes, sync_action start or stop a resync).
-_MD_SYSFS = re.compile(r"/sys/block/(md\d+)/md/(sync_speed_min|sync_speed_max|dev-([A-Za-z0-9!_-]+)/state)")
+# limits (KiB/s), a leg's write-mostly flag, a session's recovery time-out (seconds), writes
+# resumed after a move cut short (suspend_hi 0: never a suspension) and a check stopped
+# (sync_action idle: never a resync started). Nothing else.
+_MD_SYSFS = re.compile(
+    r"/sys/block/(md\d+)/md/(sync_speed_min|sync_speed_max|suspend_hi|sync_action|dev-([A-Za-z0-9!_-]+)/state)"
+)
 _SESSION_SYSFS = re.compile(r"/sys/class/iscsi_session/(session\d+)/recovery_tmo")
 _NUMBER = re.compile(r"\d{1,12}")
-_SYSFS_VALUES = {"sync_speed_min": _NUMBER, "sync_speed_max": _NUMBER, "state": re.compile("-?writemostly")}
+_SYSFS_VALUES = {
+    "sync_speed_min": _NUMBER,
+    "sync_speed_max": _NUMBER,
+    "suspend_hi": re.compile("0"),
+    "sync_action": re.compile("idle"),
+    "state": re.compile("-?writemostly"),
+}
 
 
 def run(check: Checker, step: dict[str, Any]) -> None:
