@@ -340,33 +340,6 @@ def test_what_the_sites_profile_names_is_answered(attacked: AgentClient) -> None
     assert SCOPED_DISK in str(attacked.observe([SCOPED_DISK]))
 
 
-def test_a_remote_controller_that_stops_asking_lets_go_of_site_bs_lock(
-    attacked: AgentClient, monkeypatch: pytest.MonkeyPatch
-) -> None:
-    # Held for a command, then nothing more asked (a hung controller, or an attacker's): site B's
-    # agent lets go after its idle bound (ten minutes; a controller may ask for less, here 2 s).
-    from remirror.runner.base import BASE_ENV
-
-    monkeypatch.setitem(BASE_ENV, "REMIRROR_REMOTE_LOCK_IDLE", "2")
-    quiet = site_b()
-    try:
-        quiet.lock("site", "remirror apply (then silence)", 0)
-        time.sleep(4)
-        monkeypatch.undo()
-        other = site_b()  # another controller's agent, as site B's own verbs would: not busy
-        try:
-            other.lock("site", "remirror reconcile", 0)
-        finally:
-            other.close()
-        message = refused(
-            quiet,
-            {"op": "run", "steps": [{"kind": "lio", "op": "save", "path": "/etc/target/saveconfig.json"}]},
-        )
-        assert "hold of the site lock ended after" in message
-    finally:
-        quiet.close()
-
-
 @pytest.fixture(scope="module")
 def forced_key(tmp_path_factory: pytest.TempPathFactory) -> Iterator[str]:
     """A key whose authorized_keys line is the Ansible role's: command="remirror agent --serve",restrict."""

@@ -212,9 +212,8 @@ def test_remirror_agent_serve_answers_one_line_per_request_in_order() -> None:
 # --- locks (docs/safety.md, flow 6) ------------------------------------------------------------
 
 
-def serve_agent(tmp_path: Path, **env: str) -> subprocess.Popen[str]:
-    """`remirror agent --serve` as SSH starts it: a session of its own, locks under tmp_path
-    (`env`: more of its environment)."""
+def _serve(tmp_path: Path) -> subprocess.Popen[str]:
+    """`remirror agent --serve` as SSH starts it: a session of its own, locks under tmp_path."""
     return subprocess.Popen(
         [sys.executable, "-m", "remirror", "agent", "--serve"],
         stdin=subprocess.PIPE,
@@ -222,11 +221,11 @@ def serve_agent(tmp_path: Path, **env: str) -> subprocess.Popen[str]:
         stderr=subprocess.PIPE,
         text=True,
         start_new_session=True,
-        env={**os.environ, "REMIRROR_LOCK_DIR": str(tmp_path / "locks"), **env},
+        env={**os.environ, "REMIRROR_LOCK_DIR": str(tmp_path / "locks")},
     )
 
 
-def ask_agent(agent: subprocess.Popen[str], request: dict[str, object]) -> dict[str, object]:
+def _ask(agent: subprocess.Popen[str], request: dict[str, object]) -> dict[str, object]:
     assert agent.stdin is not None
     assert agent.stdout is not None
     agent.stdin.write(json.dumps(request) + "\n")
@@ -250,9 +249,9 @@ def _gone_within(pid: int, seconds: float) -> bool:
 def test_a_site_lock_is_held_while_its_agent_runs_and_named_to_whoever_waits(tmp_path: Path) -> None:
     from remirror.agent import lock
 
-    agent = serve_agent(tmp_path)
+    agent = _serve(tmp_path)
     try:
-        assert ask_agent(agent, {"op": "lock", "name": "site", "holder": "remirror apply (pid 7 on a)"}) == {
+        assert _ask(agent, {"op": "lock", "name": "site", "holder": "remirror apply (pid 7 on a)"}) == {
             "protocol": 3,
             "locked": True,
             "commands": 0,
@@ -262,7 +261,7 @@ def test_a_site_lock_is_held_while_its_agent_runs_and_named_to_whoever_waits(tmp
             lock.Busy, match=r"busy: remirror apply \(pid 7 on a\) since .* holds its site lock"
         ):
             lock.take("site", "remirror reconcile", wait=0.3)
-        answer = ask_agent(agent, {"op": "lock", "name": "site"})
+        answer = _ask(agent, {"op": "lock", "name": "site"})
         assert answer["locked"] is False  # the agent holds it already: taking it again is a no-op
     finally:
         assert agent.stdin is not None
@@ -275,9 +274,9 @@ def test_a_site_lock_is_held_while_its_agent_runs_and_named_to_whoever_waits(tmp
 def test_an_agent_whose_controller_goes_mid_request_ends_with_its_commands(tmp_path: Path) -> None:
     from remirror.agent import lock
 
-    agent = serve_agent(tmp_path)
+    agent = _serve(tmp_path)
     assert agent.stdin is not None
-    assert ask_agent(agent, {"op": "lock", "name": "site", "holder": "remirror apply"})["locked"] is True
+    assert _ask(agent, {"op": "lock", "name": "site", "holder": "remirror apply"})["locked"] is True
     marker = tmp_path / "sleeping"
     # A step that would run for ten minutes; the controller gives up on it (closes the channel).
     agent.stdin.write(

@@ -626,6 +626,9 @@ def test_a_target_is_made_only_as_the_sites_own_profiles_make_it() -> None:
             "create_target", iqn="iqn.2026-11.org.remirror:lab.m0.a", chap=True, parameters={}
         ),
         "serves /dev/b0 or": lio("create_backstore", name="m0-b", dev="/dev/b1"),
+        "m1-export serves no device": lio(
+            "create_backstore", name="m1-export", dev="/dev/md/m1"
+        ),  # no export
     }
     for expected, request in refused.items():
         assert expected in refusal(request, scope), expected
@@ -633,15 +636,21 @@ def test_a_target_is_made_only_as_the_sites_own_profiles_make_it() -> None:
 
 def test_md_attributes_take_only_the_values_the_planner_writes() -> None:
     # Writes resumed after a move cut short, a check stopped (remirror.plan.md's repairs): taken.
-    for attribute, value in (("suspend_hi", "0"), ("sync_action", "idle"), ("sync_speed_max", "10240")):
+    for attribute, value in (
+        ("suspend_hi", "0"),
+        ("sync_action", "idle"),
+        ("sync_max", "max"),
+        ("bitmap/backlog", "16383"),
+        ("sync_speed_max", "10240"),
+    ):
         check_request(
             run({"kind": "write_sysfs", "path": f"/sys/block/md127/md/{attribute}", "value": value}), None
         )
     for attribute, value in (
         ("suspend_hi", "2097152"),  # every write below it waits: the array stops
         ("sync_action", "repair"),
-        ("sync_max", "0"),
-        ("bitmap/backlog", "0"),
+        ("sync_max", "0"),  # resyncs held at sector 0
+        ("bitmap/backlog", "16384"),
         ("sync_speed_max", "../x"),
     ):
         request = run({"kind": "write_sysfs", "path": f"/sys/block/md127/md/{attribute}", "value": value})

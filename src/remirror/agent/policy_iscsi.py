@@ -41,9 +41,9 @@ def node_secrets(check: Checker, step: dict[str, Any]) -> None:
 
 
 _NODE_KEY = re.compile(r"node\.[A-Za-z0-9_.\[\]]{1,120}")  # node.conn[0].timeo.noop_out_interval
-# A node setting's value: a number or a word (the profile's timeouts), a CHAP user name (printable,
-# no space: the profile's), and `node.startup` only `manual` (boot logs in to no remote leg).
-_NODE_VALUE = re.compile(r"[A-Za-z0-9_.:,-]{1,64}")
+# A node setting's value: one printable line (a profile's custom timeouts are numbers or words),
+# a CHAP user name the profile's, and `node.startup` only `manual` (boot logs in to no remote leg).
+_NODE_VALUE = re.compile(r"[ -~]{1,255}")  # one printable line: iscsiadm takes it as one argument
 _NODE_USERS = {"node.session.auth.username": 0, "node.session.auth.username_in": 1}  # ChapNames' index
 _NODE_VALUES = {
     "node.startup": re.compile("manual"),

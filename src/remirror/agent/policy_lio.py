@@ -30,10 +30,10 @@ def lio(check: Checker, step: dict[str, Any]) -> None:
         check.backstore(step.get("name"))
         if op == "create_backstore":
             check.device(step.get("dev"))
-            served = check.scope.backstores.get(str(step.get("name"))) if check.scope else None
-            if served is not None and step.get("dev") not in served:
-                devices = " or ".join(sorted(served))
-                raise Refused(f"lio: backstore {step.get('name')} serves {devices} here, no other device")
+            served = check.scope.backstores.get(str(step.get("name")), frozenset()) if check.scope else None
+            if served is not None and step.get("dev") not in served:  # a name no target serves: none
+                devices = " or ".join(sorted(served)) or "no device (no target of the profiles serves it)"
+                raise Refused(f"lio: backstore {step.get('name')} serves {devices} here, no other")
         return
     ops = {"delete_target", "create_target", "set_parameters", "create_portal", "create_lun", "set_acl"}
     if op not in ops:

@@ -23,11 +23,13 @@ from remirror.facts.generations import SAVE_NAME
 from remirror.facts.wireguard import INTERFACE_PREFIX, KEY_DIR
 
 # What the planner writes to sysfs, each attribute with the values it writes there: a resync's
-# limits (KiB/s), a leg's write-mostly flag, a session's recovery time-out (seconds), writes
-# resumed after a move cut short (suspend_hi 0: never a suspension) and a check stopped
-# (sync_action idle: never a resync started). Nothing else.
+# limits (KiB/s), a leg's write-mostly flag, write-behind's count (at most md's 16383), a
+# session's recovery time-out (seconds), and its repairs of a move or an add cut short: writes
+# resumed (suspend_hi 0: never a suspension), resyncs released (sync_max max: never held), a
+# check stopped (sync_action idle: never a resync started). Nothing else.
 _MD_SYSFS = re.compile(
-    r"/sys/block/(md\d+)/md/(sync_speed_min|sync_speed_max|suspend_hi|sync_action|dev-([A-Za-z0-9!_-]+)/state)"
+    r"/sys/block/(md\d+)/md/(sync_speed_min|sync_speed_max|suspend_hi|sync_max|sync_action"
+    r"|bitmap/backlog|dev-([A-Za-z0-9!_-]+)/state)"
 )
 _SESSION_SYSFS = re.compile(r"/sys/class/iscsi_session/(session\d+)/recovery_tmo")
 _NUMBER = re.compile(r"\d{1,12}")
@@ -36,6 +38,8 @@ _SYSFS_VALUES = {
     "sync_speed_max": _NUMBER,
     "suspend_hi": re.compile("0"),
     "sync_action": re.compile("idle"),
+    "sync_max": re.compile("max"),
+    "backlog": re.compile(r"\d{1,4}|1[0-5]\d{3}|16[0-2]\d\d|163[0-7]\d|1638[0-3]"),
     "state": re.compile("-?writemostly"),
 }
 

@@ -27,7 +27,6 @@ from remirror.errors import EXIT_BAD_INPUT
 from remirror.logs import setup_logging
 
 if TYPE_CHECKING:
-    from remirror.agent.remote_hold import RemoteHold
     from remirror.profile.scope import SiteScope
 
 USAGE = "usage: remirror agent [--serve]  (run by the controller over SSH; requests are JSON on stdin)"
@@ -64,37 +63,15 @@ def main(args: list[str]) -> int:
         return 0
     _own_process_group()
     requests = _Requests(sys.stdin.fileno())
-    hold = _remote_hold(gate.checked)
-    while True:
-        line = requests.next(hold.wait() if hold else None)
-        if line is None:
-            return 0
-        if line is _IDLE:  # only with a hold to bound
-            if hold:
-                hold.lapse()
-            continue
+    while (line := requests.next()) is not None:
         try:
             request = json.loads(line)
-            answer = (
-                (hold.refusal(request) if hold else None)
-                or gate.refusal(request)
-                or _answer_unless_abandoned(gate.as_taken(request), requests)
-            )
+            answer = gate.refusal(request) or _answer_unless_abandoned(gate.as_taken(request), requests)
         except json.JSONDecodeError as error:
-            request, answer = None, {"error": f"the request is not JSON: {error}"}
-        if hold:
-            hold.answered(request, answer)
+            answer = {"error": f"the request is not JSON: {error}"}
         sys.stdout.write(json.dumps(answer) + "\n")
         sys.stdout.flush()
-
-
-def _remote_hold(checked: bool) -> RemoteHold | None:
-    """Another host's controller holds this site's lock for a bounded time (remirror.agent.remote_hold)."""
-    if not checked:
-        return None
-    from remirror.agent.remote_hold import RemoteHold
-
-    return RemoteHold()
+    return 0
 
 
 def _is_agent_command(command: str) -> bool:
@@ -204,9 +181,6 @@ def _handle(request: dict[str, Any]) -> dict[str, Any]:
     return handle(request)
 
 
-_IDLE = "\x00idle"  # no request within the wait: not a line (a request is JSON text)
-
-
 class _Requests:
     """The request lines on stdin, read past Python's buffering so that `select` tells the truth."""
 
@@ -215,11 +189,9 @@ class _Requests:
         self.buffer = b""
         self.closed = False
 
-    def next(self, wait: float | None = None) -> str | None:
-        """The next line; None once stdin is closed; _IDLE when none came within `wait` seconds."""
+    def next(self) -> str | None:
+        """The next line; None once stdin is closed."""
         while b"\n" not in self.buffer:
-            if wait is not None and not select.select([self.fd], [], [], wait)[0]:
-                return _IDLE
             if not self.fill():
                 # A last request without its newline (a controller of one request per agent,
                 # run as --serve by a forced command) is still a request.
