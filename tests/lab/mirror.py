@@ -17,8 +17,13 @@ from collections.abc import Iterator
 from pathlib import Path
 from typing import Self
 
+from remirror.agent.client import keep_agents_between_commands
 from remirror.lab import probes
 from tests.lab.conftest import on_b, sh
+
+# Hundreds of verbs run in this one process: each keeps its remote agents for the next (an SSH
+# handshake and a Python start on site B saved per verb; docs/lab.md, Cost).
+keep_agents_between_commands()
 
 LAB = str(probes.LAB_PROFILE)
 MD = probes.lab_names().md

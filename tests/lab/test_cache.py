@@ -16,6 +16,7 @@ from pathlib import Path
 
 import pytest
 
+from remirror.agent.client import end_kept_agents
 from remirror.lab.probes import array_size, legs_hold_the_same_data, sectors_written
 from tests.lab import mirror as lab0
 from tests.lab.conftest import on_b, sh
@@ -257,7 +258,9 @@ def test_after_a_crash_of_the_replica_side_the_mirror_comes_back_consistent(
     wait_idle()
     digest = write_random(96 * MiB, 8 * MiB)
     assert replica_dirty_blocks() > 0
-    # The crash: LIO gone, the cache device torn down with no flush and no writeback.
+    # The crash: LIO gone, the cache device torn down with no flush and no writeback, and the
+    # agents this process kept on site B with it (a crashed host runs none).
+    end_kept_agents()
     on_b(str(Path(sys.executable).parent / "targetctl"), "clear")
     on_b("dmsetup", "suspend", "--nolockfs", "--noflush", REPLICA_CACHE)
     length = on_b("blockdev", "--getsz", f"/dev/mapper/{REPLICA_CACHE}").stdout.strip()

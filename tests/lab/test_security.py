@@ -27,7 +27,7 @@ from typing import Any
 
 import pytest
 
-from remirror.agent.client import AgentClient
+from remirror.agent.client import AgentClient, end_kept_agents
 from remirror.agent.digest import data_offset
 from remirror.errors import SiteError
 from remirror.facts.cdp import is_view, stack_names
@@ -675,7 +675,9 @@ def test_after_a_restart_site_b_brings_its_own_points_back_and_restores_a_point_
     point = taken.split("point #")[1].split()[0]
     # Site B restarts: no LIO configuration (its export goes, and the primary's session with
     # it; the lab's LIO is the kernel's, shared: sec0's is the only target), none of its points'
-    # devices (a drill's copies and views first, then the stack top down).
+    # devices (a drill's copies and views first, then the stack top down), nor the agents this
+    # process kept there.
+    end_kept_agents()
     on_b(str(Path(sys.executable).parent / "targetctl"), "clear")
     deadline = time.monotonic() + 60
     while True:

@@ -356,6 +356,7 @@ def test_a_process_keeps_its_agent_between_commands_without_its_locks(
         return open_stream(self, argv)
 
     monkeypatch.setattr(SshRunner, "open_stream", counted)
+    monkeypatch.setattr(client_module._kept_agents, "enabled", True)  # as the lab's tests ask
     site = loopback_site(sshd)
     lock = {"op": "lock", "name": "site", "holder": "a test", "wait": 0}
 

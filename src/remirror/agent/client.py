@@ -47,11 +47,15 @@ class _KeptAgents:
     """
 
     def __init__(self) -> None:
+        self.enabled = False  # keep_agents_between_commands(): a process that runs many asks for it
         self._guard = threading.Lock()
         self._kept: dict[tuple[str, ...], list[tuple[float, SshStream]]] = {}
         atexit.register(self.close_all)
 
     def keep(self, key: tuple[str, ...], stream: SshStream) -> None:
+        if not self.enabled:
+            stream.close()  # the remote agent ends, as it does after every command of the CLI
+            return
         with self._guard:
             self._kept.setdefault(key, []).append((time.monotonic(), stream))
 
@@ -107,6 +111,20 @@ def _answers(stream: SshStream) -> bool:
 
 
 _kept_agents = _KeptAgents()
+
+
+def keep_agents_between_commands(enabled: bool = True) -> None:
+    """Keep remote agents between this process's commands (the lab's tests, which run hundreds
+    of verbs in one process). Off by default: the CLI runs one command per process, and a
+    long-lived process of its own (`watch`) keeps its controller's agents as it always did."""
+    _kept_agents.enabled = enabled
+    if not enabled:
+        _kept_agents.close_all()
+
+
+def end_kept_agents() -> None:
+    """End every kept agent (a test about to crash a site: its agents die with it)."""
+    _kept_agents.close_all()
 
 
 class AgentClient:
