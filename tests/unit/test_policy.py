@@ -553,22 +553,16 @@ def test_the_forced_command_runs_only_the_agent(tmp_path: Path) -> None:
 
 # --- LIO as the site's own profiles make it (issue 44) -------------------------------------------
 
-LIO_LAB = """\
-version: 1
-name: lab
-sites:
-  a: {host: ssh://root@a}
-  b: {host: local}
-mirrors:
-  - name: m0
-    primary: {site: a, disk: /dev/a0}
-    replicas: [{site: b, disk: /dev/b0, portal: 192.0.2.2:3260}]
+LIO_LAB = (
+    LAB
+    + """\
     export: {iqn: "iqn.2026-11.com.example:m0", portal: "192.0.2.2:3261", initiators: ["iqn.2026-11.com.example:app"]}
   - name: m1
     primary: {site: a, disk: /dev/a1}
     replicas: [{site: b, disk: /dev/b1, portal: 192.0.2.2:3262}]
     transport: wireguard
 """
+)
 
 
 def test_a_target_is_made_only_as_the_sites_own_profiles_make_it() -> None:

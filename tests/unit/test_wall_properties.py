@@ -37,7 +37,7 @@ FREE_TEXT = {
 
 def _seeds() -> list[tuple[SiteScope, dict[str, Any], frozenset[str]]]:
     """(the site's scope, a request the planner sends it, every string the planner sends it)."""
-    seeds: list[tuple[SiteScope, dict[str, Any]]] = []
+    seeds: list[tuple[SiteScope, dict[str, Any], str]] = []
     universe: dict[str, set[str]] = {}
     for name in sorted(PROFILES):
         profile = PROFILES[name]
@@ -53,8 +53,8 @@ def _seeds() -> list[tuple[SiteScope, dict[str, Any], frozenset[str]]]:
                 request = {"op": "run", "steps": wire(action)}
                 key = f"{name}/{action.site}"
                 universe.setdefault(key, set()).update(_strings(request))
-                seeds.append((scope_of(profile, action.site), request, key))  # type: ignore[arg-type]
-    return [(scope, request, frozenset(universe[key])) for scope, request, key in seeds]  # type: ignore[misc]
+                seeds.append((scope_of(profile, action.site), request, key))
+    return [(scope, request, frozenset(universe[key])) for scope, request, key in seeds]
 
 
 def _strings(value: Any, key: str = "") -> list[str]:

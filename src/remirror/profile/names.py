@@ -26,8 +26,8 @@ def array_uuid(profile: Profile, mirror: Mirror) -> str:
     return ":".join(raw[i : i + 8] for i in range(0, 32, 8))
 
 
-def backstore_name(mirror: Mirror, replica: ReplicaLeg) -> str:
-    """The LIO backstore exporting a replica disk."""
+def backstore_name(mirror: Mirror, replica: PrimaryLeg | ReplicaLeg) -> str:
+    """The LIO backstore exporting a replica disk (a primary leg's, once a promotion makes it one)."""
     return f"{mirror.name}-{replica.site}"
 
 

@@ -15,7 +15,13 @@ from dataclasses import dataclass, field
 
 from remirror.facts.cdp import stack_names
 from remirror.profile.model import Chap, Mirror, PrimaryLeg, Profile, ReplicaLeg
-from remirror.profile.names import cache_name, export_backstore_name, points_key, points_volume
+from remirror.profile.names import (
+    backstore_name,
+    cache_name,
+    export_backstore_name,
+    points_key,
+    points_volume,
+)
 from remirror.profile.types import Portal
 from remirror.profile.wireguard import (
     KEEPALIVE_SECONDS,
@@ -136,7 +142,7 @@ def site_scope(profiles: Iterable[tuple[str, Profile]]) -> SiteScope:
                 ) | {chap}
                 portals.update(_portals(profile, mirror, leg))
                 if leg.site in local:
-                    backstore = f"{mirror.name}-{leg.site}"  # profile.names.backstore_name
+                    backstore = backstore_name(mirror, leg)
                     target = TargetScope(
                         frozenset({chap}), _target_portals(profile, mirror, leg), frozenset({backstore})
                     )
