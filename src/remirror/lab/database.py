@@ -106,12 +106,22 @@ class Cluster:
         """Stop the server if it runs (fast shutdown)."""
         self.run(f"{PG_BIN}/pg_ctl", "-D", self.data, "-m", "fast", "-w", "stop", check=False)
 
-    def kill(self) -> None:
+    def kill(self, gone_within: float = 300) -> None:
         """Every server process killed at once, as a power cut would stop them: the lab runs one
         cluster at a time, as user postgres, whose processes are all named `postgres` (pgbench,
         also run as postgres, lives on to write its log). Not `kill -KILL -PGID`: twice in the
-        lab the guest powered off right after that command (its script had ended)."""
-        _sh(self.argv("pkill", "-KILL", "-u", "postgres", "-x", "postgres", user="root"), check=False)
+        lab the guest powered off right after that command (its script had ended).
+
+        Returns once they are gone: a process waiting on the disk dies only when its write ends
+        (with the link cut, when iSCSI gives up on the remote leg), and until then its files keep
+        the file system busy (seen in CI: `umount` right after the kill, "target is busy")."""
+        servers = ("-u", "postgres", "-x", "postgres")
+        _sh(self.argv("pkill", "-KILL", *servers, user="root"), check=False)
+        deadline = time.monotonic() + gone_within
+        while _sh(self.argv("pgrep", *servers, user="root"), check=False).returncode == 0:
+            if time.monotonic() > deadline:
+                raise RuntimeError(f"postgres still runs {gone_within:.0f} s after SIGKILL")
+            time.sleep(0.2)
 
     def sql(self, query: str) -> str:
         """One query's result, unaligned, no headers."""

@@ -176,6 +176,9 @@ def cleanup(remirror: Verb, profile: str) -> None:
     net.clear_wan()
     net.set_link(True)
     net.wait_until_reachable()
+    # A rehearsal cut short leaves its servers running on the mounts (on either site: one
+    # `pkill` from site A reaches both, the lab's sites sharing its processes).
+    database.Cluster("a", f"{MOUNT_A}/pg", 5432).kill()
     _sh(["umount", MOUNT_A], check=False)
     _on_b("umount", MOUNT_B, check=False)
     _sh(["mdadm", "--stop", MD], check=False)
