@@ -694,6 +694,15 @@ def test_after_a_restart_site_b_brings_its_own_points_back_and_restores_a_point_
         if name in present:
             sh("dmsetup", "remove", "--retry", name)
     assert not Path(VOLUME).exists()
+    # Its operator's forced promotion would first activate the points (the leg record is in the
+    # volume); with nobody at a terminal to confirm it, nothing is done.
+    said = on_b(
+        "remirror", "promote", str(SITE_B_PROFILE), "sec0", "--site", "site-b", "--force", ok_codes=(3,)
+    )
+    assert said.stdout.startswith(f"+ site-b: ActivatePoints {VOLUME} on {SCOPED_DISK} "), said.stdout
+    assert "Then: the promotion of sec0 to site-b, once its leg can be read." in said.stdout, said.stdout
+    assert "pass --yes" in said.stderr
+    assert not Path(VOLUME).exists()
     # Its `cdp run` brings the stack back at its first tick, as the index on the disk says.
     daemon = subprocess.Popen(
         in_site_b(["remirror", "cdp", "run", str(SITE_B_PROFILE)]), stdout=subprocess.PIPE, text=True

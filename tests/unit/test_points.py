@@ -10,8 +10,10 @@ import pytest
 
 from remirror.agent.policy import Refused, check_request
 from remirror.errors import ProfileError
+from remirror.facts.cdp import stack_names
 from remirror.plan import make_plan, make_teardown
 from remirror.plan.actions import PlanError, Verb
+from remirror.plan.promote import make_promotion
 from remirror.profile import parse_profile
 from remirror.profile.model import Site
 from remirror.profile.scope import SiteScope, site_scope
@@ -107,6 +109,38 @@ def test_destroy_leaves_another_sites_points_up_and_takes_down_its_own_after_the
     (down,) = [a for a in plan.actions if a.verb == Verb.DEACTIVATE_POINTS]
     assert "its points and data stay on /dev/b0" in down.subject
     assert plan.notes == ()
+
+
+def test_a_forced_promotion_at_a_restarted_site_activates_its_points_first_then_reads_the_leg() -> None:
+    # After a restart of site B its stack is not active: md's superblock and the leg record lie in
+    # the volume, so the promotion waits for the activation (the rest is planned once it has run).
+    profile = parse_profile(
+        PROFILE.replace("{site: a, disk: /dev/a0}", "{site: a, disk: /dev/a0, portal: 192.0.2.1}")
+    )
+    sites = Sites(bare_sites())
+    sites.run(make_plan(profile, sites.facts, SECRETS))
+    b = sites.facts["b"]
+    assert b.disks[VOLUME].leg_record is not None
+    stack = set(stack_names("m0.b").values())
+    restarted = dataclasses.replace(
+        b,
+        dm={n: d for n, d in b.dm.items() if n not in stack},
+        disks={p: d for p, d in b.disks.items() if p != VOLUME},
+    )
+    plan = make_promotion(profile, "m0", "b", {"a": None, "b": restarted}, SECRETS, force=True)
+    assert [(a.site, a.verb) for a in plan.actions] == [("b", Verb.ACTIVATE_POINTS)]
+    assert {k: wire(plan.actions[0])[0][k] for k in ("mirror", "md", "fresh", "allow_data")} == {
+        "mirror": "m0.b", "md": "/dev/b0", "fresh": False, "allow_data": False,
+    }  # fmt: skip
+    assert plan.pending == "the promotion of m0 to b, once its leg can be read"
+    # A planned promotion needs the leg in sync: the primary's apply brings it back first.
+    with pytest.raises(PlanError, match="`remirror apply` brings them back with the leg"):
+        make_promotion(profile, "m0", "b", {**sites.facts, "b": restarted}, SECRETS, force=False)
+    # Active again (what the activation brings back): the forced promotion, its record in the volume.
+    plan = make_promotion(profile, "m0", "b", {"a": None, "b": b}, SECRETS, force=True)
+    assert not plan.pending
+    (record,) = [a for a in plan.actions if a.verb == Verb.RECORD_GENERATION]
+    assert (record.site, wire(record)[0]["devices"]) == ("b", [VOLUME])
 
 
 @pytest.mark.parametrize(

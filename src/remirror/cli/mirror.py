@@ -8,7 +8,7 @@ from typing import TYPE_CHECKING
 import click
 
 from remirror.cli.output import emit_json, output_option, profile_argument
-from remirror.errors import Declined, DestructivePlan, UsageError
+from remirror.errors import Declined, DestructivePlan, RemirrorError, UsageError
 
 if TYPE_CHECKING:
     from collections.abc import Callable
@@ -272,11 +272,31 @@ def _promote(
         site = site or mirrors[mirror_name].primary.site
         handover = plan_promotion(controller, mirror_name, site, secrets, force)
         say = (lambda _line: None) if output == "json" else click.echo
-        for action in handover.actions:
-            say(action.line())
-        if not yes:
-            confirm(command, f"Hand {mirror_name} to {site}?")
-        done = carry_out(controller, handover, secrets, say)
+        first: list[Outcome] = []
+        if handover.pending:  # the site's own points activated first: its leg lies in their volume
+            for action in handover.actions:
+                say(action.line())
+            say(handover.summary())
+            if not yes:
+                confirm(command, f"Activate {site}'s own points first (as `cdp up --leg` there would)?")
+            first = controller.apply(handover, say)
+        try:
+            if first:
+                handover = plan_promotion(controller, mirror_name, site, secrets, force)
+                if handover.pending:
+                    raise RemirrorError(f"site {site}: its points still not active after their activation")
+            for action in handover.actions:
+                say(action.line())
+            if not yes:
+                confirm(command, f"Hand {mirror_name} to {site}?")
+            done = carry_out(controller, handover, secrets, say)
+        except RemirrorError as error:
+            if not first:
+                raise
+            # Not "nothing changed": the points are up (their own `cdp run` would have done it).
+            said = "not confirmed" if isinstance(error, Declined) else error.one_line()
+            done_first = f"{site}'s points activated, the promotion not done"
+            raise RemirrorError(f"{command}: {done_first}: {said}") from error
     finally:
         controller.close()
     if output == "json":
@@ -286,12 +306,12 @@ def _promote(
                 "mirror": mirror_name,
                 "site": site,
                 "forced": force,
-                "actions": [o.action.as_json() for o in done.outcomes],
+                "actions": [o.action.as_json() for o in [*first, *done.outcomes]],
                 "pending": done.pending,
             },
         )
     else:
-        say(f"Done: {site} runs {mirror_name} ({len(done.outcomes)} action(s)).")
+        say(f"Done: {site} runs {mirror_name} ({len(first) + len(done.outcomes)} action(s)).")
         if done.pending:
             say(f"Pending: {done.pending}")
     return 0

@@ -56,7 +56,7 @@ def make_plan(profile: Profile, facts: Mapping[str, SiteFacts], secrets: Mapping
         # Legs with their own points: md's and LIO's leg is the stack's volume, which shows what
         # it holds only once active: a stack to activate first leaves the mirror for the next plan.
         leg_points = {
-            leg.site: points_actions(profile, _leg_where(index, mirror, leg), mirror, leg, facts[leg.site])
+            leg.site: points_actions(profile, leg_where(index, mirror, leg), mirror, leg, facts[leg.site])
             for leg in mirror.legs
             if leg.points is not None
         }
@@ -138,7 +138,7 @@ def make_plan(profile: Profile, facts: Mapping[str, SiteFacts], secrets: Mapping
     return Plan(tuple(with_mdadm_conf(actions, mdadm_conf_actions(profile, facts))), pending)
 
 
-def _leg_where(index: int, mirror: Mirror, leg: PrimaryLeg | ReplicaLeg) -> tuple[str | int, ...]:
+def leg_where(index: int, mirror: Mirror, leg: PrimaryLeg | ReplicaLeg) -> tuple[str | int, ...]:
     """The leg's place in the profile, for messages."""
     if isinstance(leg, ReplicaLeg):
         return ("mirrors", index, "replicas", mirror.replicas.index(leg))

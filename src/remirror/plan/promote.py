@@ -23,7 +23,8 @@ from remirror.plan.initiator import logout_actions
 from remirror.plan.lio import export_removal_actions, leg_export_removal
 from remirror.plan.md import assemble_steps, release_partial_assembly, stop_array_action
 from remirror.plan.mdadm_conf import mdadm_conf_actions, with_mdadm_conf
-from remirror.plan.planner import serving_actions
+from remirror.plan.planner import leg_where, serving_actions
+from remirror.plan.points import points_actions
 from remirror.plan.steps import LegRecordPromote
 from remirror.plan.teardown import refuse_if_in_use
 from remirror.profile.model import Mirror, Profile
@@ -44,6 +45,14 @@ def make_promotion(
     legs = home.sites
     if site not in legs:
         raise PlanError(f"{name} has no leg on site {site} (its legs: {', '.join(legs)})")
+    waiting = _own_points_first(profile, home, site, facts.get(site))
+    if waiting is not None and not force:
+        raise PlanError(
+            f"site {site}: its leg of {name} lies in its own points' volume, not active (a restart):"
+            " `remirror apply` brings them back with the leg; a planned promotion needs it in sync"
+        )
+    if waiting is not None:
+        return waiting
     uuid_ = array_uuid(profile, home)
     now = roles(home, leg_records(home, uuid_, facts))
     if now.conflict:
@@ -116,6 +125,23 @@ def make_promotion(
         # planned promotion leaves the assembly to `apply`, from every leg: they are in sync.)
         actions += _run_on_own_leg(profile, home, promoted, new, own, secrets, uuid_)
     return _with_conf(profile, home, site, facts, actions)
+
+
+def _own_points_first(profile: Profile, home: Mirror, site: str, new: SiteFacts | None) -> Plan | None:
+    """The activation of the promoted site's own points, when its leg lies in their volume and
+    the stack is not active (a restart of that site; its `cdp run` activates it at its first
+    tick, but a promotion may come first): md's superblock and the leg record are in the volume,
+    so nothing about the leg can be decided before. The promotion is planned once it is active."""
+    leg = next(leg for leg in home.legs if leg.site == site)
+    disk = new.disks.get(leg.disk) if new is not None and leg.points is not None else None
+    if new is None or disk is None or disk.first_sector != "cdp":
+        return None  # no points, or none on the disk: the planner says what is wrong with it
+    where = leg_where(profile.mirrors.index(home), home, leg)
+    activation = points_actions(profile, where, home, leg, new).actions
+    if not activation:
+        return None  # active
+    pending = f"the promotion of {home.name} to {site}, once its leg can be read"
+    return Plan(tuple(activation), pending=pending)
 
 
 def _run_on_own_leg(
