@@ -649,3 +649,30 @@ def test_md_attributes_take_only_the_values_the_planner_writes() -> None:
     ):
         request = run({"kind": "write_sysfs", "path": f"/sys/block/md127/md/{attribute}", "value": value})
         assert "write_sysfs" in refusal(request, None)
+
+
+def test_a_node_record_takes_only_the_settings_the_sites_profiles_make_for_that_target() -> None:
+    def update(*pairs: tuple[str, str]) -> dict[str, Any]:
+        settings = [word for key, value in pairs for word in ("-n", key, "-v", value)]
+        argv = ["iscsiadm", "-m", "node", "-T", IQN, "-p", "192.0.2.2:3260", "-o", "update", *settings]
+        return run({"kind": "run", "argv": argv})
+
+    # As remirror.plan.initiator makes them from the profile (lan timeouts, on_link_loss degrade).
+    check_request(
+        update(
+            ("node.startup", "manual"),
+            ("node.session.timeo.replacement_timeout", "5"),
+            ("node.conn[0].timeo.noop_out_interval", "5"),
+            ("node.session.auth.authmethod", "CHAP"),
+        ),
+        SCOPE,
+    )
+    for key, value in (
+        ("node.conn[0].address", "203.0.113.9"),  # the leg's I/O to another machine's target
+        ("node.session.auth.authmethod", "None"),  # CHAP off
+        ("node.session.timeo.replacement_timeout", "86400"),  # I/O held a day: the array hangs
+        ("node.session.queue_depth", "1"),
+    ):
+        assert f"{key}={value}: not a setting this site's profiles (/etc/remirror/lab.yaml) make" in refusal(
+            update(("node.startup", "manual"), (key, value))
+        )

@@ -1,6 +1,6 @@
 """The DR site's wall around its iSCSI initiator (remirror.agent.policy): the node records of
-the targets its profiles log in to, each setting one remirror makes with a value of its shape
-(CHAP user names its profiles give that target, `node.startup` only manual), and the CHAP
+the targets its profiles log in to, each setting exactly as its profiles make it for that
+target (SiteScope.node_settings; CHAP user names its profiles give that target), and the CHAP
 passwords written into the record from checked fields, never a path of the sender's.
 """
 
@@ -81,8 +81,16 @@ def iscsiadm(check: Checker, args: list[str]) -> None:
             raise Refused(f"iscsiadm -o update {key[:80]!r}: not a node setting remirror makes")
         if not _NODE_VALUES.get(key, _NODE_VALUE).fullmatch(value):
             raise Refused(f"iscsiadm -o update {key}: {value[:40]!r} is not a value remirror sets")
-        if key in _NODE_USERS and check.scope is not None:
+        if check.scope is None:
+            continue
+        if key in _NODE_USERS:
             # The CHAP user names the site's profiles give that target, and none other.
             names = {n[_NODE_USERS[key]] for n in check.scope.logins.get(args[3], frozenset()) if n}
             if value not in names:
                 raise Refused(f"iscsiadm -o update {key}: {value[:40]!r} is not {args[3]}'s CHAP user")
+        elif (key, value) not in check.scope.node_settings.get(args[3], frozenset()):
+            # Every other setting as the site's profiles make it for that target: not another
+            # portal's address, CHAP off, a timeout that hangs its I/O, a discovery setting.
+            raise Refused(
+                f"iscsiadm -o update {key}={value[:40]}: not a setting {check._sources()} make for {args[3]}"
+            )

@@ -26,7 +26,7 @@ from remirror.plan.steps import (
 )
 from remirror.profile.model import Chap, Mirror, Profile
 from remirror.profile.names import by_path
-from remirror.profile.timeouts import REPLACEMENT_TIMEOUT
+from remirror.profile.timeouts import REPLACEMENT_TIMEOUT, node_record
 from remirror.profile.types import Portal
 from remirror.profile.wireguard import replica_portal
 
@@ -86,10 +86,9 @@ def _node_settings(
     brain, one side's writes gone. remirror logs in itself (`watch`, `reconcile`, `apply`),
     after judging the legs.
     """
-    settings = {"node.startup": "manual", **mirror.iscsi.node_settings(mirror.replication.on_link_loss)}
+    settings = node_record(mirror.iscsi.timeouts, mirror.replication.on_link_loss, chap is not None)
     if chap is None:
         return settings, []
-    settings["node.session.auth.authmethod"] = "CHAP"
     settings["node.session.auth.username"] = chap.username
     settings["node.session.auth.password"] = secrets[chap.password_file]
     found = [secrets[chap.password_file]]

@@ -22,6 +22,7 @@ from remirror.profile.names import (
     points_key,
     points_volume,
 )
+from remirror.profile.timeouts import node_record
 from remirror.profile.types import Portal
 from remirror.profile.wireguard import (
     KEEPALIVE_SECONDS,
@@ -59,6 +60,9 @@ class SiteScope:
     backstores: Mapping[str, frozenset[str]] = field(default_factory=dict)
     # The CHAP the site's initiator logs in to each replica target with (its profiles' forms).
     logins: Mapping[str, frozenset[ChapNames]] = field(default_factory=dict)
+    # The node record settings its profiles make for each of those targets, (key, value) but the
+    # CHAP user names (`logins`) and passwords: a timeout, a queue, `node.startup` manual, CHAP on.
+    node_settings: Mapping[str, frozenset[tuple[str, str]]] = field(default_factory=dict)
 
 
 # (address/prefix, UDP port, keepalive, the peers' (tunnel address, endpoint)): see SiteScope.tunnels.
@@ -110,6 +114,7 @@ def site_scope(profiles: Iterable[tuple[str, Profile]]) -> SiteScope:
     targets: dict[str, TargetScope] = {}
     backstores: dict[str, frozenset[str]] = {}
     logins: dict[str, frozenset[ChapNames]] = {}
+    node_settings: dict[str, frozenset[tuple[str, str]]] = {}
 
     def serve(iqn: str, target: TargetScope, backstore: str, devices: set[str]) -> None:
         targets[iqn] = targets[iqn].merged(target) if iqn in targets else target
@@ -135,11 +140,12 @@ def site_scope(profiles: Iterable[tuple[str, Profile]]) -> SiteScope:
             if mirror.transport == "wireguard":
                 interfaces.add(interface_name(profile))
             chap = _chap_names(profile.replica_chap(mirror))
+            settings = _node_settings(mirror, chap)
             for leg in mirror.legs:
-                iqns.add(profile.replica_iqn(mirror, leg))  # a primary's too
-                logins[profile.replica_iqn(mirror, leg)] = logins.get(
-                    profile.replica_iqn(mirror, leg), frozenset()
-                ) | {chap}
+                iqn = profile.replica_iqn(mirror, leg)
+                iqns.add(iqn)  # a primary's too
+                logins[iqn] = logins.get(iqn, frozenset()) | {chap}
+                node_settings[iqn] = node_settings.get(iqn, frozenset()) | settings
                 portals.update(_portals(profile, mirror, leg))
                 if leg.site in local:
                     backstore = backstore_name(mirror, leg)
@@ -180,7 +186,15 @@ def site_scope(profiles: Iterable[tuple[str, Profile]]) -> SiteScope:
         targets=targets,
         backstores=backstores,
         logins=logins,
+        node_settings=node_settings,
     )
+
+
+def _node_settings(mirror: Mirror, chap: ChapNames) -> frozenset[tuple[str, str]]:
+    """What remirror.plan.initiator sets in a node record of the mirror's targets (but the
+    CHAP user names and passwords): the same settings, from the same profile fields."""
+    settings = node_record(mirror.iscsi.timeouts, mirror.replication.on_link_loss, chap is not None)
+    return frozenset(settings.items())
 
 
 def _chap_names(chap: Chap | None) -> ChapNames:

@@ -107,3 +107,14 @@ def node_settings(timeouts: str | Mapping[str, str], on_link_loss: OnLinkLoss) -
     if not isinstance(timeouts, str):
         settings.update(timeouts)
     return {**settings, **IN_ORDER_NODE}
+
+
+def node_record(timeouts: str | Mapping[str, str], on_link_loss: OnLinkLoss, chap: bool) -> dict[str, str]:
+    """Every setting remirror makes in the node record of a replica's target but the CHAP user
+    names and passwords: `node.startup` manual (docs/safety.md, "Boot"), the timeouts, CHAP on.
+    The planner writes them (remirror.plan.initiator); the DR site allows no other
+    (remirror.profile.scope, SiteScope.node_settings)."""
+    settings = {"node.startup": "manual", **node_settings(timeouts, on_link_loss)}
+    if chap:
+        settings["node.session.auth.authmethod"] = "CHAP"
+    return settings
