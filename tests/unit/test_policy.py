@@ -676,3 +676,26 @@ def test_a_node_record_takes_only_the_settings_the_sites_profiles_make_for_that_
         assert f"{key}={value}: not a setting this site's profiles (/etc/remirror/lab.yaml) make" in refusal(
             update(("node.startup", "manual"), (key, value))
         )
+
+
+def test_a_sessions_live_replacement_time_out_is_only_the_one_the_profiles_give_its_target(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    from remirror.agent import policy_steps
+
+    monkeypatch.setattr(policy_steps, "session_target", lambda session: IQN if session == "session3" else "")
+
+    def write(value: str, session: str = "session3") -> dict[str, Any]:
+        return run(
+            {
+                "kind": "write_sysfs",
+                "path": f"/sys/class/iscsi_session/{session}/recovery_tmo",
+                "value": value,
+            }
+        )
+
+    check_request(write("5"), SCOPE)  # on_link_loss: degrade
+    assert "86400 s is not iqn.2026-11.org.remirror:lab.m0.b's replacement time-out here" in refusal(
+        write("86400")
+    )
+    assert "'' is not an iSCSI name" in refusal(write("5", "session9"))  # no such session

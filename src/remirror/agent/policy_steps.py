@@ -79,10 +79,24 @@ def write_sysfs(check: Checker, step: dict[str, Any]) -> None:
     if md:
         check.device(f"/dev/{md.group(1)}")
     elif session:
-        target = Path(f"/sys/class/iscsi_session/{session.group(1)}/targetname")
-        check.iqn(target.read_text().strip() if target.exists() else "")
+        iqn = session_target(session.group(1))
+        check.iqn(iqn)
+        if check.scope is not None:
+            # The node record's replacement time-out, live: the one the site's profiles make for
+            # that target (a day's would hang the leg's I/O where the profile says degrade). The
+            # profile layer is loaded already: the scope was made from it.
+            from remirror.profile.timeouts import REPLACEMENT_TIMEOUT
+
+            if (REPLACEMENT_TIMEOUT, value) not in check.scope.node_settings.get(iqn, frozenset()):
+                raise Refused(f"write_sysfs {path}: {value} s is not {iqn}'s replacement time-out here")
     else:
         raise Refused(f"write_sysfs {path!r}: not an md or iSCSI session attribute remirror sets")
+
+
+def session_target(session: str) -> str:
+    """The target iSCSI session `session` (`session7`) is logged in to; "" if there is none."""
+    target = Path(f"/sys/class/iscsi_session/{session}/targetname")
+    return target.read_text().strip() if target.exists() else ""
 
 
 def save_ranges(check: Checker, step: dict[str, Any]) -> None:
