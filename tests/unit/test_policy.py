@@ -212,6 +212,19 @@ def test_the_scope_is_the_sites_own_disks_and_every_name_of_its_mirrors() -> Non
             "not a site name",
         ),
         (run({"kind": "wireguard_key", "path": "/root/.ssh/id_ed25519"}), "WireGuard"),
+        (  # a generation naming a site no profile here knows: the DR's promotion trusts no leg
+            run(
+                {
+                    "kind": "leg_record_promote",
+                    "devices": ["/dev/b0"],
+                    "array": "2d34d75f:83405c70:a1da081f:25ecfd70",
+                    "site": "remirror-m0-2-cdp-pool",
+                    "after": 1,
+                    "how": "forced",
+                }
+            ),
+            "site 'remirror-m0-2-cdp-pool' is not one this site's profiles",
+        ),
         (
             run({"kind": "member_state", "md": "/dev/md/m0", "device": "/dev/b0", "value": "faulty"}),
             "write-mostly",

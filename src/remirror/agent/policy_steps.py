@@ -19,7 +19,7 @@ from remirror.agent.policy_iscsi import iscsiadm, node_secrets
 from remirror.agent.policy_lio import lio
 from remirror.facts import parsers  # its MDADM_CONF read at each check: tests point it elsewhere
 from remirror.facts.cdp import is_leg_points
-from remirror.facts.generations import SAVE_NAME
+from remirror.facts.generations import HOW, SAVE_NAME
 from remirror.facts.wireguard import INTERFACE_PREFIX, KEY_DIR
 
 # What the planner writes to sysfs, each attribute with the values it writes there: a resync's
@@ -274,9 +274,6 @@ def _uuid(value: Any) -> None:
         raise Refused(f"{value!r} is not an md array UUID")
 
 
-_WORD = re.compile(r"[a-z_-]{1,32}")
-
-
 def _shaped(value: Any, shape: re.Pattern[str], what: str) -> None:
     if not isinstance(value, str) or not shape.fullmatch(value):
         raise Refused(f"{str(value)[:40]!r} is not {what}")
@@ -287,6 +284,14 @@ def _count(value: Any, absent_ok: bool = False) -> None:
         return
     if type(value) is not int or not 0 <= value < 1 << 62:
         raise Refused(f"{str(value)[:40]!r} is not a count")
+
+
+def _site_name(check: Checker, value: Any) -> None:
+    """A site a leg record names primary: one the site's profiles name (the generation decides who
+    may run the mirror: a name of no site would leave the DR site's own promotion nobody to trust)."""
+    _shaped(value, NAME, "a site's name")
+    if check.scope is not None and value not in check.scope.known_sites:
+        raise Refused(f"site {value!r} is not one {check._sources()} name")
 
 
 def _flag(value: Any) -> None:
@@ -311,10 +316,10 @@ _FIELD_CHECKS: dict[str, Callable[[Checker, Any], None]] = {
     ),
     "uuid": lambda check, value: _uuid(value),
     "seconds": lambda check, value: _seconds(value, absent_ok=True),
-    "site_name": lambda check, value: _shaped(value, NAME, "a site's name"),
+    "site_name": lambda check, value: _site_name(check, value),
     "count": lambda check, value: _count(value),
     "count_or_none": lambda check, value: _count(value, absent_ok=True),
-    "word": lambda check, value: _shaped(value, _WORD, "a word"),
+    "how": lambda check, value: _one_of(value, HOW, "how a generation begins"),
     "flag": lambda check, value: _flag(value),
     "cache_kind": lambda check, value: _one_of(value, ("writecache", "cache"), "a cache's target"),
 }
@@ -380,7 +385,7 @@ STEP_CHECKS: dict[str, Callable[[Checker, dict[str, Any]], None]] = {
         mirror="mirror", array="uuid", site="site_name", devices="devices", check_room="flag"
     ),
     "leg_record_promote": _fields(
-        devices="devices", array="uuid", site="site_name", after="count", how="word", n="count_or_none"
+        devices="devices", array="uuid", site="site_name", after="count", how="how", n="count_or_none"
     ),
     "leg_record_join": _fields(source="device", device="device"),
     "save_ranges": save_ranges,

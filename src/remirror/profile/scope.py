@@ -48,6 +48,7 @@ class SiteScope:
     portals: frozenset[tuple[str, int]] = frozenset()  # where those targets listen
     interfaces: frozenset[str] = frozenset()  # remirror's WireGuard interfaces
     sites: frozenset[str] = frozenset()  # the site's own names in the profiles
+    known_sites: frozenset[str] = frozenset()  # every site its profiles name (a leg record's primary)
     # A mirror's CDP retention here, (every, keep) in seconds: what a `cdp point` from another
     # site is carried out with, whatever it says (a `keep: 0` would prune the history).
     retention: Mapping[str, tuple[float, float]] = field(default_factory=dict)
@@ -108,6 +109,7 @@ def site_scope(profiles: Iterable[tuple[str, Profile]]) -> SiteScope:
     portals: set[tuple[str, int]] = set()
     interfaces: set[str] = set()
     sites: set[str] = set()
+    known_sites: set[str] = set()
     points: set[tuple[str, str]] = set()
     retention: dict[str, tuple[float, float]] = {}
     tunnels: dict[str, set[Tunnel]] = {}
@@ -124,6 +126,7 @@ def site_scope(profiles: Iterable[tuple[str, Profile]]) -> SiteScope:
         sources.append(source)
         local = {name for name, site in profile.sites.items() if site.is_local}
         sites |= local
+        known_sites.update(profile.sites)
         for site, end in tunnel_ends(profile).items():
             if site in local:
                 peers = frozenset((peer.address, peer.endpoint) for peer in end.peers)
@@ -186,6 +189,7 @@ def site_scope(profiles: Iterable[tuple[str, Profile]]) -> SiteScope:
         targets=targets,
         backstores=backstores,
         logins=logins,
+        known_sites=frozenset(known_sites),
         node_settings=node_settings,
     )
 
