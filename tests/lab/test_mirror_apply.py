@@ -118,7 +118,7 @@ def slots() -> dict[str, tuple[int, str]]:
     }
 
 
-def test_async_writes_go_behind_and_wait_no_longer_than_the_local_disk(
+def test_async_writes_go_behind_and_sync_writes_do_not(
     mirror: dict[str, str], tmp_path: Path, record_property: Callable[[str, object], None]
 ) -> None:
     # md (raid1.c of Debian 12's 6.1) sends a write behind only when the first leg it writes to
@@ -143,11 +143,11 @@ def test_async_writes_go_behind_and_wait_no_longer_than_the_local_disk(
             zeros = ("if=/dev/zero", "of=/dev/lab/a2", "bs=1M", "seek=64", "count=16", "oflag=direct")
             sh("dd", *zeros, "status=none")
             remirror("apply", "--yes", LAB)
+    # The medians are recorded, not judged: how long a write waits is the bench's to show
+    # (bench/suite.py, async-W; docs/performance.md), on a machine that is not shared.
     record_property("qd1_p50_ms", {"single_disk": single, "async": behind, "sync": waiting})
     wait_in_sync()
     assert used > 0, "no write went behind: the async mirror's writes waited for site B"
-    assert behind <= 1.5 * single, f"async p50 {behind:.2f} ms, the disk alone {single:.2f} ms"
-    assert behind < 0.5 * waiting, f"async p50 {behind:.2f} ms, sync {waiting:.2f} ms over a 40 ms round trip"
     assert md_sysfs("bitmap/backlog") == "1024"
 
 
