@@ -673,12 +673,18 @@ def test_after_a_restart_site_b_brings_its_own_points_back_and_restores_a_point_
     written = {offset: write_random(offset, size, MD) for offset, size in regions.items()}
     taken = on_site_b("cdp", "point", str(SITE_B_PROFILE), "sec0", "--leg", "--now")
     point = taken.split("point #")[1].split()[0]
-    # Site B restarts: no LIO configuration (its export goes, and the primary's session with
-    # it; the lab's LIO is the kernel's, shared: sec0's is the only target), none of its points'
-    # devices (a drill's copies and views first, then the stack top down), nor the agents this
-    # process kept there.
+    # Site B restarts: none of sec0's LIO configuration (its export goes, and the primary's
+    # session with it; the lab's LIO is the kernel's, shared by every mirror a run has left up,
+    # the session's lab0 among them, which are not this test's to take down), none of its
+    # points' devices (a drill's copies and views first, then the stack top down), nor the
+    # agents this process kept there.
     end_kept_agents()
-    on_b(str(Path(sys.executable).parent / "targetctl"), "clear")
+    forget = (
+        "import rtslib_fb as r; root = r.RTSRoot()\n"
+        f"for t in [t for t in root.targets if t.wwn == {IQN_B!r}]: t.delete()\n"
+        "for s in [s for s in root.storage_objects if s.name.startswith('sec0-')]: s.delete()\n"
+    )
+    on_b(sys.executable, "-c", forget)
     deadline = time.monotonic() + 60
     while True:
         states = [p.read_text().strip() for p in Path("/sys/class/iscsi_session").glob("*/state")]
