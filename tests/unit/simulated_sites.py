@@ -9,6 +9,7 @@ the lab tests check the real thing.
 from __future__ import annotations
 
 import dataclasses
+import json
 import re
 from collections.abc import Callable, Mapping
 from pathlib import Path
@@ -30,6 +31,7 @@ from remirror.facts.site import DiskFacts, DmDevice, LioAcl, LioTarget, SiteFact
 from remirror.facts.wireguard import WireguardInterface, WireguardPeer
 from remirror.plan import Action, Plan
 from remirror.profile.timeouts import REPLACEMENT_TIMEOUT
+from remirror.protocol import decode
 
 _BY_PATH = re.compile(r"^/dev/disk/by-path/ip-(?P<portal>.+)-iscsi-(?P<iqn>.+)-lun-0$")
 
@@ -75,8 +77,12 @@ class Sites:
 
 
 def wire(action: Action) -> list[dict[str, Any]]:
-    """The action's steps as the agent receives them (the controller's `as_dict`)."""
-    return [step.as_dict() for step in action.steps]
+    """The action's steps as the agent receives them (the controller's `as_dict`, through JSON),
+    each read back by the catalogue as the agent reads it, to the step the planner built."""
+    sent = [json.loads(json.dumps(step.as_dict())) for step in action.steps]
+    for step, obj in zip(action.steps, sent, strict=True):
+        assert decode(obj) == step, f"{step!r} does not cross the wire as itself"
+    return sent
 
 
 def bare_site(name: str, initiator: str, disks: Mapping[str, DiskFacts], lio_save_path: str) -> SiteFacts:

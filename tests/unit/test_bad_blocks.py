@@ -27,9 +27,9 @@ from remirror.health.report import report
 from remirror.health.seen import HELD_RETRY, READD_TRIES, Seen
 from remirror.plan import make_plan
 from remirror.plan.repair import make_repair
-from remirror.plan.steps import DropBadBlockLog
 from remirror.profile import parse_profile
 from remirror.profile.names import array_uuid, by_path, points_key, replica_path
+from remirror.protocol.steps import DropBadBlockLog
 from tests.unit.simulated_sites import wire
 from tests.unit.test_facts_parsers import fixture
 from tests.unit.test_planner import IQN, MIRROR, PROFILE, REPLICA, SECRETS, converged, with_array

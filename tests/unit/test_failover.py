@@ -432,13 +432,14 @@ def test_a_new_mirrors_record_outranks_what_an_earlier_mirror_left_on_the_disk(t
     from pathlib import Path
 
     from remirror.agent.generations import create_step, read_record, write_record
+    from remirror.protocol.steps import LegRecordCreate
 
     disk = Path(str(tmp_path)) / "leg"
     disk.write_bytes(bytes(8 * MiB))
     old = record("a", "b")
     for sequence in (5, 6):  # both slots hold a version of the old mirror's record (6 and 7)
         write_record(str(disk), dataclasses.replace(old, sequence=sequence))
-    create_step({"devices": [str(disk)], "mirror": "m0", "array": UUID, "site": "a"})
+    create_step(LegRecordCreate("m0", UUID, "a", (str(disk),)))
     found = read_record(str(disk))
     assert found is not None
     assert (found.current.n, found.current.site, found.current.how) == (1, "a", "create")

@@ -20,6 +20,7 @@ PURE = [
     "remirror.roles",
     "remirror.retention",
     "remirror.plan",
+    "remirror.protocol",
     "remirror.health",
     "remirror.units",
     "remirror.errors",

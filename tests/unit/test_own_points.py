@@ -20,6 +20,7 @@ from remirror.agent.taken_down import taken_down_mark
 from remirror.daemons import cdp as daemon
 from remirror.facts.cdp import CdpIndex, layout, stack_names
 from remirror.profile.layers import Cdp
+from remirror.protocol.steps import CdpDeactivate, CdpStack
 
 KEY = "m0.b"
 NAMES = stack_names(KEY)
@@ -142,7 +143,7 @@ def test_a_take_down_that_fails_with_the_volume_still_up_leaves_no_mark(kernel: 
 
 def test_the_sites_own_destroy_marks_them_and_its_own_apply_brings_them_back(kernel: dict[str, Any]) -> None:
     kernel["dm"] |= set(NAMES.values())
-    local.deactivate_step({"mirror": KEY, "views": []})  # what its destroy sends its own agent
+    local.deactivate_step(CdpDeactivate(KEY, ()))  # what its destroy sends its own agent
     assert kernel["dm"] == set()
     assert "destroy" in taken_down_mark(KEY).read_text()
     assert own_points.activate_own(KEY, "/dev/b0") == "taken_down"  # its `cdp run`, meanwhile
@@ -197,13 +198,6 @@ def test_cdp_run_brings_them_back_before_its_tick_and_respects_the_mark(
     assert kernel["dm"] == set()
 
 
-def _stack_step() -> dict[str, Any]:
+def _stack_step() -> CdpStack:
     """The `cdp_stack` step an apply sends for the points."""
-    return {
-        "mirror": KEY,
-        "md": "/dev/b0",
-        "chunk": 64 * 1024,
-        "history": 25,
-        "fresh": False,
-        "allow_data": False,
-    }
+    return CdpStack(mirror=KEY, md="/dev/b0", chunk=64 * 1024, history=25, fresh=False, allow_data=False)

@@ -265,8 +265,10 @@ def test_the_scope_is_the_sites_own_disks_and_every_name_of_its_mirrors() -> Non
                 {
                     "kind": "drain_cache",
                     "name": "remirror-m0-b",
+                    "target": "writecache",
                     "cleaner_table": "0 8 linear /dev/b0 0",
                     "linear": "0 8 linear ./sda 0",
+                    "timeout": 60,
                 }
             ),
             "'./sda'",
@@ -312,7 +314,19 @@ def test_the_scope_is_the_sites_own_disks_and_every_name_of_its_mirrors() -> Non
                     "values": {"node.session.auth.password": "ssh-ed25519 AAAA attacker"},
                 }
             ),
-            "not a port number",
+            "port: 'b/../../../root/.ssh' is not a whole number",  # refused as it is read
+        ),
+        (
+            run(
+                {
+                    "kind": "node_secrets",
+                    "target": IQN,
+                    "address": "../../../../root/.ssh",
+                    "port": 3260,
+                    "values": {"node.session.auth.password": "ssh-ed25519 AAAA attacker"},
+                }
+            ),
+            "is not an IP address or host name",
         ),
         (
             run(

@@ -13,7 +13,6 @@ from remirror.health import assess
 from remirror.plan import PlanError, make_plan
 from remirror.plan.cache import with_drain_timeout
 from remirror.plan.repair import make_repair
-from remirror.plan.steps import WireguardTunnel
 from remirror.profile import cautions, load_profile, parse_profile
 from remirror.profile.wireguard import (
     FIRST_PORT,
@@ -24,6 +23,7 @@ from remirror.profile.wireguard import (
     tunnel_ends,
     tunnel_port,
 )
+from remirror.protocol.steps import WireguardTunnel
 from tests.conftest import PROFILES
 from tests.unit.simulated_sites import Sites, wire
 from tests.unit.test_plan_properties import SECRETS as PROP_SECRETS

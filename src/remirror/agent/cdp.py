@@ -16,7 +16,7 @@ from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 from dataclasses import dataclass, replace
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING
 
 from remirror.agent import lock, taken_down
 from remirror.agent.direct import read_direct, write_direct
@@ -46,6 +46,9 @@ from remirror.facts.cdp import (
     view_name,
 )
 from remirror.runner.local import LocalRunner
+
+if TYPE_CHECKING:  # the agent imports the catalogue where it decodes a step
+    from remirror.protocol.steps import CdpDeactivate, CdpStack
 
 _runner = LocalRunner("cdp")
 COPY_BLOCK = 1024 * 1024
@@ -319,14 +322,14 @@ def check_target(target: str, allow_destructive: bool, size: int) -> None:
         )
 
 
-def ensure_stack(step: dict[str, Any]) -> None:
+def ensure_stack(step: CdpStack) -> None:
     """The `cdp_stack` step: activate the stack the mirror carries, or create one where that is safe."""
-    with index_locked(step["mirror"], "agent: cdp_stack"):
+    with index_locked(step.mirror, "agent: cdp_stack"):
         _ensure_stack(step)
 
 
-def _ensure_stack(step: dict[str, Any]) -> None:
-    mirror, md_path = step["mirror"], step["md"]
+def _ensure_stack(step: CdpStack) -> None:
+    mirror, md_path = step.mirror, step.md
     index = read_index(md_path)
     if index is not None:
         if index.mirror != mirror:
@@ -340,8 +343,8 @@ def _ensure_stack(step: dict[str, Any]) -> None:
             taken_down_mark(mirror).unlink()  # this site's own apply brings them back
         activate(mirror, md_path, index.layout, new=False)
         return
-    plan = layout(md_sectors(md_path), int(step["chunk"]), int(step["history"]))
-    if not (step["fresh"] or step["allow_data"]) and not blank(md_path, plan.data[0] * SECTOR):
+    plan = layout(md_sectors(md_path), step.chunk, step.history)
+    if not (step.fresh or step.allow_data) and not blank(md_path, plan.data[0] * SECTOR):
         raise CdpError(
             f"{md_path} holds data where CDP's metadata goes: apply again, and the plan shows it"
             " as destructive"
@@ -350,14 +353,14 @@ def _ensure_stack(step: dict[str, Any]) -> None:
     create(mirror, md_path, plan)
 
 
-def deactivate_step(step: dict[str, Any]) -> None:
+def deactivate_step(step: CdpDeactivate) -> None:
     """The `cdp_deactivate` step. A leg's own points (only this site's own `destroy` sends it
     for them: remirror.agent.policy) are marked taken down first, so that its `cdp run` does
     not bring them back under the disk its operator is done with."""
-    with index_locked(step["mirror"], "agent: cdp_deactivate"):
-        if is_leg_points(step["mirror"]):
-            mark_taken_down(step["mirror"], "destroy")
-        deactivate(step["mirror"], list(step.get("views", [])))
+    with index_locked(step.mirror, "agent: cdp_deactivate"):
+        if is_leg_points(step.mirror):
+            mark_taken_down(step.mirror, "destroy")
+        deactivate(step.mirror, list(step.views))
 
 
 # What reads the CDP index, changes the pool and writes the index back (a point, a pruning,

@@ -14,7 +14,7 @@ from collections.abc import Iterator
 from contextlib import contextmanager
 from dataclasses import replace
 from pathlib import Path
-from typing import Any, BinaryIO
+from typing import TYPE_CHECKING, BinaryIO
 
 from remirror.agent.digest import data_offset
 from remirror.agent.direct import read_direct, write_direct
@@ -34,6 +34,9 @@ from remirror.facts.generations import (
 )
 from remirror.facts.parsers import md_data_end, parse_bitmap_dirty, parse_bitmap_location
 from remirror.runner.local import LocalRunner
+
+if TYPE_CHECKING:  # the agent imports the catalogue where it decodes a step
+    from remirror.protocol.steps import LegRecordCreate, LegRecordJoin, LegRecordPromote, SaveRanges
 
 _runner = LocalRunner("agent")
 
@@ -63,7 +66,7 @@ def write_record(path: str, record: LegRecord) -> LegRecord:
     return record
 
 
-def create_step(step: dict[str, Any]) -> None:
+def create_step(step: LegRecordCreate) -> None:
     """`leg_record_create`: generation 1 (the home primary) on every leg of a new array.
 
     `check_room`: the array runs already (its records were never written: a create cut
@@ -72,16 +75,16 @@ def create_step(step: dict[str, Any]) -> None:
     over the mirror's data.
     """
     now = time.time()
-    if step.get("check_room"):
-        for path in step["devices"]:
+    if step.check_room:
+        for path in step.devices:
             _check_room(path)
-    for path in step["devices"]:
+    for path in step.devices:
         # The new record must outrank whatever a mirror made on this disk before left in its
         # last MiB (wipefs clears the superblock, not the record): the newest slot is read by
         # its sequence, and a profile re-applied after `destroy` and a wipe derives the same
         # array UUID, so an old record with a higher sequence would name an old primary.
         earlier = read_record(path)
-        record = first_record(step["mirror"], step["array"], step["site"], now)
+        record = first_record(step.mirror, step.array, step.site, now)
         write_record(path, replace(record, sequence=earlier.sequence if earlier is not None else 0))
 
 
@@ -96,7 +99,7 @@ def _check_room(path: str) -> None:
         )
 
 
-def promote_step(step: dict[str, Any]) -> None:
+def promote_step(step: LegRecordPromote) -> None:
     """`leg_record_promote`: a new generation naming `site` primary, on each of `devices`.
 
     Each device must hold a record of this array whose newest generation is
@@ -104,47 +107,47 @@ def promote_step(step: dict[str, Any]) -> None:
     the promotion stops, and nothing of it is half-done on that leg.
     """
     now = time.time()
-    for path in step["devices"]:
+    for path in step.devices:
         record = read_record(path)
-        if record is None or record.array_uuid != step["array"]:
-            raise RemirrorError(f"{path}: no leg record of array {step['array']} (was it made by remirror?)")
-        if record.current.n != step["after"]:
+        if record is None or record.array_uuid != step.array:
+            raise RemirrorError(f"{path}: no leg record of array {step.array} (was it made by remirror?)")
+        if record.current.n != step.after:
             raise RemirrorError(
                 f"{path}: its leg record moved on to generation {record.current.n} (site"
-                f" {record.current.site}) since the plan saw {step['after']}: plan again"
+                f" {record.current.site}) since the plan saw {step.after}: plan again"
             )
-        write_record(path, record.then(step["site"], now, step["how"], step.get("n")))
+        write_record(path, record.then(step.site, now, step.how, step.n))
 
 
-def join_step(step: dict[str, Any]) -> None:
+def join_step(step: LegRecordJoin) -> None:
     """`leg_record_join`: a leg re-added to the array takes the array's generations (`source`:
     the primary's own leg). A leg that somehow knows a newer generation is never written over."""
-    source = read_record(step["source"])
+    source = read_record(step.source)
     if source is None:
         return  # an array from before leg records: nothing to carry over
-    joining = read_record(step["device"])
+    joining = read_record(step.device)
     if joining is not None and joining.current.n > source.current.n:
         raise RemirrorError(
-            f"{step['device']} knows generation {joining.current.n}, newer than the array's"
+            f"{step.device} knows generation {joining.current.n}, newer than the array's"
             f" {source.current.n}: not writing over it"
         )
     sequence = joining.sequence if joining is not None else 0
-    write_record(step["device"], replace(source, sequence=sequence))
+    write_record(step.device, replace(source, sequence=sequence))
 
 
-def save_ranges_step(step: dict[str, Any]) -> None:
+def save_ranges_step(step: SaveRanges) -> None:
     """`save_ranges`: before a leg's writes are discarded (`remirror resolve`), copy the ranges its
     own bitmap marks dirty (what it wrote that the kept side may lack) into SAVED_DIR/`save` here:
     `MIRROR-SITE.img` (sparse, at the array's offsets) and `MIRROR-SITE.json` (the ranges)."""
-    leg = step["leg"]
+    leg = step.leg
     examine = _runner.run(["mdadm", "--examine", leg]).stdout
     sb_offset, bitmap_offset = parse_bitmap_location(examine)
     start = sb_offset + bitmap_offset
     bitmap = read_direct(leg, start - start % 4096, 4096 + 1024 * 1024)  # header + 8M chunks' bits
     ranges = parse_bitmap_dirty(bitmap[start % 4096 :])
     base = data_offset(leg)
-    name = f"{step['mirror']}-{step['site']}"
-    directory = open_save_directory(step["save"])
+    name = f"{step.mirror}-{step.site}"
+    directory = open_save_directory(step.save)
     try:
         with _create_private(f"{name}.img", directory) as out:
             for offset, length in ranges:
@@ -152,7 +155,7 @@ def save_ranges_step(step: dict[str, Any]) -> None:
                 for at in range(offset, offset + length, 1024 * 1024):
                     size = min(1024 * 1024, offset + length - at)
                     out.write(read_direct(leg, base + at, size))
-        manifest = {"mirror": step["mirror"], "site": step["site"], "leg": leg, "ranges": ranges}
+        manifest = {"mirror": step.mirror, "site": step.site, "leg": leg, "ranges": ranges}
         with _create_private(f"{name}.json", directory) as out:
             out.write((json.dumps(manifest, indent=1) + "\n").encode())
         os.fsync(directory)

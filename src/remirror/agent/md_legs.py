@@ -37,7 +37,7 @@ from __future__ import annotations
 import os
 import time
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING
 
 from remirror.agent.critical import must_finish
 from remirror.agent.md_slots import remove_failed
@@ -45,14 +45,17 @@ from remirror.errors import CommandError, RemirrorError
 from remirror.facts.parsers import parse_bad_blocks, parse_examine_badblocks, parse_member_state
 from remirror.runner.local import LocalRunner
 
+if TYPE_CHECKING:  # the agent imports the catalogue where it decodes a step
+    from remirror.protocol.steps import AddReplicaLegs, DropBadBlockLog
+
 _runner = LocalRunner("agent")
 IDLE_WAIT = 60.0  # seconds for md to end a recovery held at its first sector once its leg failed
 
 
-def add_replica_legs(step: dict[str, Any]) -> None:
+def add_replica_legs(step: AddReplicaLegs) -> None:
     """The agent's `add_replica_legs` step: `devices` into `md`'s free slots, each without a bad
     block log, their recovery (the copy of the primary's leg) starting at the first sector."""
-    md, devices = step["md"], list(step["devices"])
+    md, devices = step.md, list(step.devices)
     base = _md_base(md)
     if _read(base / "sync_action") != "idle":
         # A recovery under way cannot be held at sector 0 (md refuses to lower sync_max while
@@ -87,10 +90,10 @@ def add_replica_legs(step: dict[str, Any]) -> None:
                 _runner.run(["mdadm", md, "--add", device])
 
 
-def drop_bad_block_log(step: dict[str, Any]) -> None:
+def drop_bad_block_log(step: DropBadBlockLog) -> None:
     """The agent's `drop_bad_block_log` step: the member `device` of `md`, in sync, re-added
     without a bad block log, what its log listed rewritten by the bitmap recovery."""
-    md, device = step["md"], step["device"]
+    md, device = step.md, step.device
     base = _md_base(md)
     member = base / f"dev-{Path(os.path.realpath(device)).name}"
     if not member.is_dir():

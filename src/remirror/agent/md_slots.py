@@ -28,12 +28,15 @@ from __future__ import annotations
 import os
 import time
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING
 
 from remirror.agent.critical import must_finish
 from remirror.errors import RemirrorError
 from remirror.facts.parsers import parse_bitmap_examine
 from remirror.runner.local import LocalRunner
+
+if TYPE_CHECKING:  # the agent imports the catalogue where it decodes a step
+    from remirror.protocol.steps import LocalLegLast
 
 _runner = LocalRunner("agent")
 BITMAP_CLEAN_WAIT = 60.0  # seconds; with writes held, md clears bits in two daemon passes
@@ -42,17 +45,17 @@ IN_SYNC_WAIT = 120.0  # seconds for the returning leg's (empty) bitmap recovery
 FAST_DAEMON = "1"  # seconds between bitmap daemon passes while writes are held
 
 
-def local_leg_last(step: dict[str, Any]) -> None:
+def local_leg_last(step: LocalLegLast) -> None:
     """The agent's `local_leg_last` step: `device` (the local leg) into the last slot of `md`."""
-    md = Path(os.path.realpath(step["md"])).name
-    leg = Path(os.path.realpath(step["device"])).name
+    md = Path(os.path.realpath(step.md)).name
+    leg = Path(os.path.realpath(step.device)).name
     base = Path(f"/sys/block/{md}/md")
     slots = _slots(base)
     if leg not in slots:
-        raise RemirrorError(f"{step['device']} is not a member of {step['md']}")
+        raise RemirrorError(f"{step.device} is not a member of {step.md}")
     if slots[leg] == max(slots.values()):
         return  # already last
-    _check_whole(base, step["md"], slots)
+    _check_whole(base, step.md, slots)
     with must_finish():
         time_base = _read(base / "bitmap/time_base")
         _write(base / "suspend_lo", "0")
@@ -60,13 +63,13 @@ def local_leg_last(step: dict[str, Any]) -> None:
         _write(base / "suspend_hi", _read(Path(f"/sys/block/{md}/size")))
         try:
             _write(base / "bitmap/time_base", FAST_DAEMON)
-            _wait_bitmap_clean(step["device"])
-            _move_last(base, step["md"], f"/dev/{leg}", len(slots))
+            _wait_bitmap_clean(step.device)
+            _move_last(base, step.md, f"/dev/{leg}", len(slots))
         finally:
             _write(base / "bitmap/time_base", time_base)
             _write(base / "suspend_hi", "0")
     if _slots(base).get(leg) != len(slots) - 1:
-        raise RemirrorError(f"{step['device']} did not come back into the last slot of {step['md']}")
+        raise RemirrorError(f"{step.device} did not come back into the last slot of {step.md}")
 
 
 def _move_last(base: Path, md: str, leg: str, legs: int) -> None:

@@ -181,13 +181,17 @@ class Checker:
 
     # --- steps ----------------------------------------------------------------------------
 
-    def step(self, step: Any) -> None:
+    def step(self, obj: Any) -> None:
+        """A step as it arrived: read into its class of the catalogue (each field of its type,
+        nothing else), then checked by its class's check."""
         from remirror.agent.policy_steps import STEP_CHECKS
+        from remirror.protocol import WireError, decode
 
-        if not isinstance(step, dict) or step.get("kind") not in STEP_CHECKS:
-            kind = step.get("kind") if isinstance(step, dict) else step
-            raise Refused(f"step {kind!r} is not a step of remirror's agent protocol")
-        STEP_CHECKS[step["kind"]](self, step)
+        try:
+            step = decode(obj)
+        except WireError as error:
+            raise Refused(str(error)) from None
+        STEP_CHECKS[type(step)](self, step)
 
     # --- what arguments may name ------------------------------------------------------------
 

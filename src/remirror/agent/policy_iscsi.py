@@ -8,30 +8,33 @@ from __future__ import annotations
 
 import ipaddress
 import re
-from typing import Any
+from typing import TYPE_CHECKING
 
 from remirror.agent.policy import Checker, Refused
 from remirror.agent.policy_lio import ONE_LINE
+
+if TYPE_CHECKING:
+    from remirror.protocol.steps import NodeSecrets
 
 # The only keys a node_secrets step writes: the CHAP passwords iscsiadm's argv would show in `ps`.
 NODE_SECRET_KEYS = frozenset({"node.session.auth.password", "node.session.auth.password_in"})
 
 
-def node_secrets(check: Checker, step: dict[str, Any]) -> None:
+def node_secrets(check: Checker, step: NodeSecrets) -> None:
     """CHAP secrets into a node record: the record's path is made at the site from a target, an
     address and a port that are each checked whole (an IP address or host name, a port number)
     and name a portal of the site's scope, so no `..` or `/` of the sender's reaches it; only the
     CHAP password keys, each value one line (a newline would add a setting of the sender's)."""
-    check.iqn(step.get("target"))
-    address, port = step.get("address"), step.get("port")
-    if not isinstance(port, int) or isinstance(port, bool) or not 1 <= port <= 65535:
+    check.iqn(step.target)
+    address, port = step.address, step.port
+    if not 1 <= port <= 65535:
         raise Refused(f"node_secrets: port {port!r} is not a port number")
-    if not isinstance(address, str) or not _is_host(address):
-        raise Refused(f"node_secrets: {address!r} is not an IP address or host name")
+    if not _is_host(address):
+        raise Refused(f"node_secrets: {address[:60]!r} is not an IP address or host name")
     if check.scope is not None and (address, port) not in check.scope.portals:
         raise Refused(f"node_secrets: portal {address}:{port} is not one {check._sources()} name")
-    values = step.get("values")
-    if not isinstance(values, dict) or not values:
+    values = step.values
+    if not values:
         raise Refused("node_secrets: its values are CHAP settings by name")
     for key, value in values.items():
         if key not in NODE_SECRET_KEYS:

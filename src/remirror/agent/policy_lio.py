@@ -9,6 +9,7 @@ which no profile names, by its shape), and a parameter's name never a path (docs
 from __future__ import annotations
 
 import re
+from collections.abc import Mapping
 from typing import TYPE_CHECKING, Any
 
 from remirror.agent.observe_lio import LIO_SAVE_PATHS
@@ -16,12 +17,35 @@ from remirror.agent.policy import IQN, Checker, Refused
 
 if TYPE_CHECKING:
     from remirror.profile.scope import TargetScope  # the agent imports no profile model to start
+    from remirror.protocol.steps import Lio
 
 ONE_LINE = re.compile(r"[ -~]{1,256}")  # printable ASCII: no line break of any kind
+# The fields each operation reads (remirror.agent.steps._lio): no other is taken.
+_OP_FIELDS = {
+    "save": frozenset({"path"}),
+    "create_backstore": frozenset({"name", "dev"}),
+    "delete_backstore": frozenset({"name"}),
+    "delete_target": frozenset({"iqn"}),
+    "create_target": frozenset({"iqn", "chap", "parameters"}),
+    "set_parameters": frozenset({"iqn", "parameters"}),
+    "create_portal": frozenset({"iqn", "address", "port"}),
+    "create_lun": frozenset({"iqn", "backstore", "lun"}),
+    "set_acl": frozenset({"iqn", "initiator", "lun", "chap"}),
+}
 
 
-def lio(check: Checker, step: dict[str, Any]) -> None:
-    op = step.get("op")
+def lio(check: Checker, request: Lio) -> None:
+    """An LIO operation: its fields (a JSON object of the operation's own) checked here, each
+    where the operation reads it (remirror.agent.steps._lio), none left to rtslib's reading."""
+    op, step = request.op, request.fields
+    known = _OP_FIELDS.get(op)
+    if known is not None and set(step) - known:
+        raise Refused(f"lio {op}: {', '.join(sorted(set(step) - known))[:80]} is not a field of it")
+    for key in ("port", "lun"):  # numbers the handler hands rtslib as numbers
+        if key in step and type(step[key]) is not int:
+            raise Refused(f"lio {op}: {key} {str(step[key])[:40]!r} is not a whole number")
+    if op == "create_target" and not isinstance(step.get("chap"), bool):
+        raise Refused("lio create_target: chap is true or false")
     if op == "save":
         if step.get("path") not in LIO_SAVE_PATHS:
             raise Refused(f"lio save {step.get('path')!r}: not where LIO's configuration is restored from")
@@ -51,7 +75,7 @@ def lio(check: Checker, step: dict[str, Any]) -> None:
         _as_the_site_makes_it(check, op, step)
 
 
-def _as_the_site_makes_it(check: Checker, op: str, step: dict[str, Any]) -> None:
+def _as_the_site_makes_it(check: Checker, op: str, step: Mapping[str, Any]) -> None:
     """A target exactly as the site's own profiles make it: its CHAP (never dropped, never
     another user's, mutual as they say), its portal (a WireGuard mirror's on its tunnel only),
     its LUN 0 on its backstore, ACLs for the initiators they name (docs/security.md)."""
@@ -73,7 +97,7 @@ def _as_the_site_makes_it(check: Checker, op: str, step: dict[str, Any]) -> None
 _CHAP_KEYS = frozenset({"username", "password", "mutual_username", "mutual_password"})
 
 
-def _acl(iqn: str, target: TargetScope, step: dict[str, Any]) -> None:
+def _acl(iqn: str, target: TargetScope, step: Mapping[str, Any]) -> None:
     initiator = step.get("initiator")
     if target.initiators is not None and initiator not in target.initiators:
         raise Refused(

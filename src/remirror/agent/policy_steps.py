@@ -1,13 +1,14 @@
-"""The steps of remirror's agent protocol, and what each may ask (remirror.agent.policy).
+"""What each step of the protocol's catalogue may ask of this site (remirror.agent.policy).
 
-A step is checked field by field against the site's scope through the
-Checker's vocabulary (devices, mirrors, targets, dm names); a `run` step is
-one of a few command forms, never a program of the sender's choosing.
+A step arrives read into its class of the catalogue (remirror.protocol.steps:
+every field of its type, nothing else); here it is checked field by field
+against the site's scope through the Checker's vocabulary (devices, mirrors,
+targets, dm names); a `run` step is one of a few command forms, never a
+program of the sender's choosing.
 """
 
 from __future__ import annotations
 
-import ipaddress
 import re
 from collections.abc import Callable
 from pathlib import Path
@@ -17,10 +18,11 @@ from remirror.agent import policy
 from remirror.agent.policy import NAME, UUID, Checker, Refused
 from remirror.agent.policy_iscsi import iscsiadm, node_secrets
 from remirror.agent.policy_lio import lio
+from remirror.agent.policy_wireguard import wireguard, wireguard_tunnel
 from remirror.facts import parsers  # its MDADM_CONF read at each check: tests point it elsewhere
 from remirror.facts.cdp import is_leg_points
 from remirror.facts.generations import HOW, SAVE_NAME
-from remirror.facts.wireguard import INTERFACE_PREFIX, KEY_DIR
+from remirror.protocol import steps as catalogue
 
 # What the planner writes to sysfs, each attribute with the values it writes there: a resync's
 # limits (KiB/s), a leg's write-mostly flag, write-behind's count (at most md's 16383), a
@@ -44,34 +46,32 @@ _SYSFS_VALUES = {
 }
 
 
-def run(check: Checker, step: dict[str, Any]) -> None:
-    argv = step.get("argv")
-    if not isinstance(argv, list) or not argv or not all(isinstance(a, str) for a in argv):
+def run(check: Checker, step: catalogue.Run) -> None:
+    if not step.argv:
         raise Refused("a run step's argv is a list of strings")
-    codes = step.get("ok_codes", [0])
-    if not isinstance(codes, list) or not all(type(code) is int and 0 <= code <= 255 for code in codes):
+    if not all(0 <= code <= 255 for code in (*step.ok_codes, *step.explain)):
         raise Refused("a run step's ok_codes are exit codes (0 to 255)")
-    _seconds(step.get("timeout", 120))
-    check_argv(check, argv)
+    _seconds(step.timeout)
+    check_argv(check, list(step.argv))
 
 
 MAX_STEP_TIMEOUT = 86400  # a command of remirror's that runs longer is hung
 
 
-def write_file(check: Checker, step: dict[str, Any]) -> None:
+def write_file(check: Checker, step: catalogue.WriteFile) -> None:
     conf = parsers.MDADM_CONF
-    if step.get("path") != conf:
-        raise Refused(f"write_file {step.get('path')!r}: remirror's agent writes only {conf}")
-    if int(step.get("mode", 0o644)) & 0o7022:
-        raise Refused(f"write_file {conf}: mode {int(step['mode']):o} is writable by others")
-    changed = policy.lines_of(conf) ^ set(str(step.get("content", "")).splitlines())
+    if step.path != conf:
+        raise Refused(f"write_file {step.path!r}: remirror's agent writes only {conf}")
+    if not 0 <= step.mode <= 0o7777 or step.mode & 0o7022:
+        raise Refused(f"write_file {conf}: mode {step.mode:o} is writable by others")
+    changed = policy.lines_of(conf) ^ set(step.content.splitlines())
     other = sorted(line for line in changed if line.strip() and not line.startswith(("ARRAY ", "#")))
     if other:
         raise Refused(f"write_file {conf}: only its ARRAY lines may change, not {other[0]!r}")
 
 
-def write_sysfs(check: Checker, step: dict[str, Any]) -> None:
-    path, value = str(step.get("path")), step.get("value")
+def write_sysfs(check: Checker, step: catalogue.WriteSysfs) -> None:
+    path, value = step.path, step.value
     md, session = _MD_SYSFS.fullmatch(path), _SESSION_SYSFS.fullmatch(path)
     shape = _SYSFS_VALUES[path.rsplit("/", 1)[-1]] if md else _NUMBER
     if (md or session) and not (isinstance(value, str) and shape.fullmatch(value)):
@@ -99,86 +99,32 @@ def session_target(session: str) -> str:
     return target.read_text().strip() if target.exists() else ""
 
 
-def save_ranges(check: Checker, step: dict[str, Any]) -> None:
+def save_ranges(check: Checker, step: catalogue.SaveRanges) -> None:
     """A discarded leg's writes kept aside: only ever into /var/lib/remirror/saved/NAME, the path
     made at the site from a name (remirror.agent.generations), never a directory of the sender's."""
-    check.device(step.get("leg"))
-    check.mirror(step.get("mirror"))
-    check.name(step.get("site"), "site")
-    if check.scope is not None and step.get("site") not in check.scope.sites:
-        raise Refused(f"save_ranges: site {step.get('site')!r} is not one of this site's own names")
-    if not isinstance(step.get("save"), str) or not SAVE_NAME.fullmatch(step["save"]):
-        raise Refused(f"save_ranges {step.get('save')!r}: a name under /var/lib/remirror/saved, not a path")
+    check.device(step.leg)
+    check.mirror(step.mirror)
+    check.name(step.site, "site")
+    if check.scope is not None and step.site not in check.scope.sites:
+        raise Refused(f"save_ranges: site {step.site!r} is not one of this site's own names")
+    if not SAVE_NAME.fullmatch(step.save):
+        raise Refused(f"save_ranges {step.save!r}: a name under /var/lib/remirror/saved, not a path")
 
 
-def wireguard(check: Checker, step: dict[str, Any]) -> None:
-    interface = str(step.get("interface", Path(str(step.get("path"))).stem))
-    key = step.get("key_file", step.get("path"))
-    if check.scope is not None and interface not in check.scope.interfaces:
-        raise Refused(f"WireGuard interface {interface!r} is not one this site's profiles name")
-    if not interface.startswith(INTERFACE_PREFIX) or key != f"{KEY_DIR}/{interface}.key":
-        raise Refused(f"WireGuard {interface!r} with key {key!r}: not remirror's")
+def prove_blank(check: Checker, step: catalogue.ProveBlank) -> None:
+    check.readable(step.device)  # it only reads; its time-out is the controller's wait, not the site's
 
 
-_PUBLIC_KEY = re.compile(r"[A-Za-z0-9+/]{43}=")
-
-
-def wireguard_tunnel(check: Checker, step: dict[str, Any]) -> None:
-    """This site's end of a tunnel, exactly as its own profiles make it: its address and prefix,
-    port, keepalive, and its peers' tunnel addresses and endpoints (an address of `X/0` would
-    route the host's traffic into the tunnel). Only the peers' public keys come from elsewhere
-    (each site makes its own key): each must be one."""
-    wireguard(check, step)
-    peers = step.get("peers")
-    if not isinstance(peers, list) or not all(isinstance(p, dict) for p in peers):
-        raise Refused("wireguard_tunnel: its peers are a list")
-    for peer in peers:
-        if not isinstance(peer.get("public_key"), str) or not _PUBLIC_KEY.fullmatch(peer["public_key"]):
-            raise Refused(f"wireguard_tunnel: {peer.get('public_key')!r} is not a WireGuard public key")
-    found = (
-        step.get("address"),
-        step.get("port"),
-        step.get("keepalive"),
-        frozenset((str(p.get("address")), p.get("endpoint")) for p in peers),
-    )
-    if check.scope is not None:
-        if found not in check.scope.tunnels.get(str(step.get("interface")), frozenset()) or len(peers) != len(
-            found[3]
-        ):
-            raise Refused(
-                f"wireguard_tunnel {step.get('interface')}: not the tunnel {check._sources()} make here"
-                f" ({step.get('address')}, port {step.get('port')}, peers {sorted(map(str, found[3]))})"
-            )
-        return
-    # A site without profiles: remirror's shapes only (a link-local /24, peers' /32s in it).
-    try:
-        network = ipaddress.ip_interface(str(step.get("address"))).network
-        inside = all(ipaddress.ip_address(str(p.get("address"))) in network for p in peers)
-    except ValueError:
-        network, inside = None, False
-    if network is None or network.prefixlen != 24 or not network.is_link_local or not inside:
-        raise Refused(
-            f"wireguard_tunnel: {step.get('address')!r} and its peers are not a tunnel remirror makes"
-        )
-
-
-def prove_blank(check: Checker, step: dict[str, Any]) -> None:
-    check.readable(step.get("device"))  # it only reads
-
-
-def points_stack(check: Checker, step: dict[str, Any]) -> None:
+def points_stack(check: Checker, step: catalogue.CdpStack) -> None:
     """`cdp_stack`: a mirror's CDP (on its array), or a leg's own points, exactly as named. A
     leg's own points are built on a blank disk or activated as their index says, never laid
     over data or fresh at another site's word: that is its operator's (`remirror cdp`)."""
-    key, disk = step.get("mirror"), step.get("md")
-    for field, limit in (("chunk", 1 << 30), ("history", 100)):
-        number = step.get(field)
-        if not isinstance(number, int) or isinstance(number, bool) or not 1 <= number <= limit:
+    key, disk = step.mirror, step.md
+    for field, number, limit in (("chunk", step.chunk, 1 << 30), ("history", step.history, 100)):
+        if not 1 <= number <= limit:
             raise Refused(f"cdp_stack: {field} {str(number)[:40]!r} is not a number from 1 to {limit}")
-    if not all(isinstance(step.get(flag), bool) for flag in ("fresh", "allow_data")):
-        raise Refused("cdp_stack: fresh and allow_data are true or false")
-    laid = step.get("fresh") is not False or step.get("allow_data") is not False
-    if isinstance(key, str) and is_leg_points(key) and laid:  # with or without profiles here
+    laid = step.fresh or step.allow_data
+    if is_leg_points(key) and laid:  # with or without profiles here
         raise Refused(f"the points of {key} are laid over data only by this site's operator (apply here)")
     if check.scope is not None and any(key == k for k, _ in check.scope.points):
         if (key, disk) not in check.scope.points:
@@ -188,14 +134,14 @@ def points_stack(check: Checker, step: dict[str, Any]) -> None:
     check.device(disk)
 
 
-def points_down(check: Checker, step: dict[str, Any]) -> None:
+def points_down(check: Checker, step: catalogue.CdpDeactivate) -> None:
     """`cdp_deactivate`: a mirror's CDP stack, and its views. Never a leg's own points: only the
     site that keeps them takes them down (`remirror cdp down --leg`, its operator's)."""
-    key = step.get("mirror")
-    if isinstance(key, str) and is_leg_points(key):  # with or without profiles here
+    key = step.mirror
+    if is_leg_points(key):  # with or without profiles here
         raise Refused(f"the points of {key} are taken down only by this site's operator (cdp down --leg)")
     check.mirror(key)
-    views = step.get("views", [])
+    views = list(step.views)
     check.each(lambda view: check.name(view, "view"), views)
     ours = (f"remirror-{key}-cdp-at-", f"remirror-{key}-cdp-drill")  # a point's view, a drill's copy
     if not all(str(view).startswith(ours) and check.ours(str(view), points=True) for view in views):
@@ -255,12 +201,12 @@ def _dd(check: Checker, args: list[str]) -> None:
     check.device(args[1].removeprefix("of="))
 
 
-def _fields(**checks: str) -> Callable[[Checker, dict[str, Any]], None]:
+def _fields(**checks: str) -> Callable[[Checker, Any], None]:
     """A step whose named fields are devices, lists of them, mirrors, dm names and so on."""
 
-    def fields(check: Checker, step: dict[str, Any]) -> None:
+    def fields(check: Checker, step: catalogue.Step) -> None:
         for key, what in checks.items():
-            _FIELD_CHECKS[what](check, step.get(key))
+            _FIELD_CHECKS[what](check, getattr(step, key))
 
     return fields
 
@@ -306,7 +252,7 @@ def _one_of(value: Any, allowed: tuple[Any, ...], what: str) -> None:
 
 _FIELD_CHECKS: dict[str, Callable[[Checker, Any], None]] = {
     "device": Checker.device,
-    "devices": lambda check, value: check.each(check.device, value),
+    "devices": lambda check, value: check.each(check.device, list(value)),
     "mirror": Checker.mirror,
     "dm": Checker.dm_name,
     "table": lambda check, value: check.table(value or ""),
@@ -336,10 +282,10 @@ def _seconds(value: Any, absent_ok: bool = False) -> None:
 _MEMBER_STATES = {"writemostly", "-writemostly"}
 
 
-def _member_state(check: Checker, step: dict[str, Any]) -> None:
+def _member_state(check: Checker, step: catalogue.SetMemberState) -> None:
     _fields(md="device", device="device")(check, step)
-    if step.get("value") not in _MEMBER_STATES:
-        raise Refused(f"member state {step.get('value')!r}: remirror sets only write-mostly")
+    if step.value not in _MEMBER_STATES:
+        raise Refused(f"member state {step.value[:40]!r}: remirror sets only write-mostly")
 
 
 _DISK_SYSFS_VALUES = {
@@ -349,46 +295,44 @@ _DISK_SYSFS_VALUES = {
 }
 
 
-def _disk_sysfs(check: Checker, step: dict[str, Any]) -> None:
-    check.device(step.get("device"))
-    shape = _DISK_SYSFS_VALUES.get(str(step.get("attribute")))
+def _disk_sysfs(check: Checker, step: catalogue.WriteDiskSysfs) -> None:
+    check.device(step.device)
+    shape = _DISK_SYSFS_VALUES.get(step.attribute)
     if shape is None:
-        raise Refused(f"block device attribute {step.get('attribute')!r}: not one remirror sets")
-    value = step.get("value")
-    if not isinstance(value, str) or not shape.fullmatch(value):
-        raise Refused(
-            f"block device attribute {step['attribute']}: {str(value)[:40]!r} is not a value it takes"
-        )
+        raise Refused(f"block device attribute {step.attribute[:60]!r}: not one remirror sets")
+    if not shape.fullmatch(step.value):
+        raise Refused(f"block device attribute {step.attribute}: {step.value[:40]!r} is not a value it takes")
 
 
-STEP_CHECKS: dict[str, Callable[[Checker, dict[str, Any]], None]] = {
-    "run": run,
-    "prove_blank": prove_blank,
-    "wait_path": _fields(path="path", timeout="seconds"),
-    "assemble_array": _fields(md="device", uuid="uuid", devices="devices"),
-    "node_secrets": node_secrets,  # remirror.agent.policy_iscsi
-    "write_file": write_file,
-    "write_sysfs": write_sysfs,
-    "member_state": _member_state,
-    "disk_sysfs": _disk_sysfs,
-    "local_leg_last": _fields(md="device", device="device"),
-    "add_replica_legs": _fields(md="device", devices="devices"),
-    "drop_bad_block_log": _fields(md="device", device="device"),
-    "lio": lio,  # remirror.agent.policy_lio
-    "dm_reload": _fields(name="dm", table="table"),
-    "drain_cache": _fields(
+# Each step of the catalogue, its check (a unit test holds the two together).
+STEP_CHECKS: dict[type[catalogue.Step], Callable[[Checker, Any], None]] = {
+    catalogue.Run: run,
+    catalogue.ProveBlank: prove_blank,
+    catalogue.WaitPath: _fields(path="path", timeout="seconds"),
+    catalogue.AssembleArray: _fields(md="device", uuid="uuid", devices="devices"),
+    catalogue.NodeSecrets: node_secrets,  # remirror.agent.policy_iscsi
+    catalogue.WriteFile: write_file,
+    catalogue.WriteSysfs: write_sysfs,
+    catalogue.SetMemberState: _member_state,
+    catalogue.WriteDiskSysfs: _disk_sysfs,
+    catalogue.LocalLegLast: _fields(md="device", device="device"),
+    catalogue.AddReplicaLegs: _fields(md="device", devices="devices"),
+    catalogue.DropBadBlockLog: _fields(md="device", device="device"),
+    catalogue.Lio: lio,  # remirror.agent.policy_lio
+    catalogue.DmReload: _fields(name="dm", table="table"),
+    catalogue.DrainCache: _fields(
         name="dm", cleaner_table="table", linear="table", target="cache_kind", timeout="seconds"
     ),
-    "cdp_stack": points_stack,
-    "cdp_deactivate": points_down,
-    "leg_record_create": _fields(
+    catalogue.CdpStack: points_stack,
+    catalogue.CdpDeactivate: points_down,
+    catalogue.LegRecordCreate: _fields(
         mirror="mirror", array="uuid", site="site_name", devices="devices", check_room="flag"
     ),
-    "leg_record_promote": _fields(
+    catalogue.LegRecordPromote: _fields(
         devices="devices", array="uuid", site="site_name", after="count", how="how", n="count_or_none"
     ),
-    "leg_record_join": _fields(source="device", device="device"),
-    "save_ranges": save_ranges,
-    "wireguard_key": wireguard,
-    "wireguard_tunnel": wireguard_tunnel,
+    catalogue.LegRecordJoin: _fields(source="device", device="device"),
+    catalogue.SaveRanges: save_ranges,
+    catalogue.WireguardKey: wireguard,
+    catalogue.WireguardTunnel: wireguard_tunnel,
 }

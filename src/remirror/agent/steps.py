@@ -1,6 +1,8 @@
 """Run the steps of a plan on this site, in order, stopping at the first failure.
 
-A step is a small JSON object, so that the controller can ship it over SSH:
+A step arrives as a small JSON object and is read back into its class of the
+protocol's catalogue (remirror.protocol.steps) before anything runs; each
+handler here builds its argv, table and paths from the typed fields. The steps:
 `run` (an argv), `wait_path` (for a udev link), `write_file` (atomic),
 `write_sysfs`, `member_state` (an md member's sysfs state, the member named by its
 device path), `disk_sysfs` (a block device's attribute, the device named by a
@@ -23,6 +25,7 @@ from __future__ import annotations
 import logging
 import os
 import time
+from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
@@ -32,6 +35,8 @@ from remirror.errors import CommandError, RemirrorError
 from remirror.facts.dm import parse_cache_status
 from remirror.facts.model import CacheStatus
 from remirror.files import write_atomically
+from remirror.protocol import Step, decode
+from remirror.protocol import steps as catalogue
 from remirror.runner.base import redact
 from remirror.runner.local import LocalRunner
 
@@ -39,13 +44,14 @@ log = logging.getLogger("remirror.agent")
 _runner = LocalRunner("agent")
 
 
-def run_steps(steps: list[dict[str, Any]]) -> list[dict[str, Any]]:
-    """Execute steps in order; one result per step attempted."""
+def run_steps(steps: list[Any]) -> list[dict[str, Any]]:
+    """Execute steps (JSON objects of the protocol) in order; one result per step attempted."""
     results: list[dict[str, Any]] = []
-    for step in steps:
-        secrets = step.get("secrets", [])
+    for obj in steps:
+        secrets = obj.get("secrets", []) if isinstance(obj, dict) else []
         try:
-            _STEPS[step["kind"]](step)
+            step = decode(obj)
+            _STEPS[type(step)](step)
             results.append({"ok": True})
         except Exception as error:  # noqa: BLE001 - every failure is reported to the controller
             message = (
@@ -56,39 +62,34 @@ def run_steps(steps: list[dict[str, Any]]) -> list[dict[str, Any]]:
     return results
 
 
-def _run(step: dict[str, Any]) -> None:
+def _run(step: catalogue.Run) -> None:
     try:
-        _runner.run(
-            step["argv"],
-            secrets=step.get("secrets", []),
-            timeout=float(step.get("timeout", 120)),
-            ok_codes=step.get("ok_codes", [0]),
-        )
+        _runner.run(list(step.argv), secrets=step.secrets, timeout=step.timeout, ok_codes=step.ok_codes)
     except CommandError as error:
         # A known exit code gets the planner's explanation in front of the tool's words.
-        explanation = step.get("explain", {}).get(str(error.returncode))
+        explanation = step.explain.get(error.returncode) if error.returncode is not None else None
         if explanation:
             raise RemirrorError(f"{explanation}: {error.stderr_tail}") from None
         raise
 
 
-def _member_state(step: dict[str, Any]) -> None:
-    md = Path(os.path.realpath(step["md"])).name
-    member = Path(os.path.realpath(step["device"])).name
-    _write_sysfs({"path": f"/sys/block/{md}/md/dev-{member}/state", "value": step["value"]})
+def _member_state(step: catalogue.SetMemberState) -> None:
+    md = Path(os.path.realpath(step.md)).name
+    member = Path(os.path.realpath(step.device)).name
+    _write_sysfs(catalogue.WriteSysfs(f"/sys/block/{md}/md/dev-{member}/state", step.value))
 
 
-def _disk_sysfs(step: dict[str, Any]) -> None:
-    disk = Path(os.path.realpath(step["device"])).name
-    _write_sysfs({"path": f"/sys/class/block/{disk}/{step['attribute']}", "value": step["value"]})
+def _disk_sysfs(step: catalogue.WriteDiskSysfs) -> None:
+    disk = Path(os.path.realpath(step.device)).name
+    _write_sysfs(catalogue.WriteSysfs(f"/sys/class/block/{disk}/{step.attribute}", step.value))
 
 
-def _write_sysfs(step: dict[str, Any]) -> None:
+def _write_sysfs(step: catalogue.WriteSysfs) -> None:
     # sysfs attributes take one write of the whole value: no temp file, no rename.
-    Path(step["path"]).write_text(step["value"])
+    Path(step.path).write_text(step.value)
 
 
-def _node_secrets(step: dict[str, Any]) -> None:
+def _node_secrets(step: catalogue.NodeSecrets) -> None:
     """Put CHAP secrets into an iSCSI node record by editing its file.
 
     `iscsiadm -o update -v SECRET` would show the secret to every user of
@@ -97,41 +98,41 @@ def _node_secrets(step: dict[str, Any]) -> None:
     """
     from remirror.agent.observe import ISCSI_NODES, node_record_files
 
-    base = ISCSI_NODES / step["target"]
-    portal = f"{step['address']},{step['port']}"
+    base = ISCSI_NODES / step.target
+    portal = f"{step.address},{step.port}"
     records = [*base.glob(f"{portal},*"), *([base / portal] if (base / portal).exists() else [])]
     # Only a record of this target's, after resolution (the policy checks the fields whole).
     home = Path(os.path.realpath(base))
     if home.parent != Path(os.path.realpath(ISCSI_NODES)):
-        raise RemirrorError(f"{step['target']!r} is not a target of {ISCSI_NODES}")
+        raise RemirrorError(f"{step.target!r} is not a target of {ISCSI_NODES}")
     records = [r for r in records if Path(os.path.realpath(r)).parent == home]
     files = [file for record in records for file in node_record_files(record)]
     if not files:
-        raise RemirrorError(f"no iSCSI node record for {step['target']} at {step['address']}:{step['port']}")
+        raise RemirrorError(f"no iSCSI node record for {step.target} at {step.address}:{step.port}")
     for file in files:
         lines = file.read_text().split("\n")  # iscsiadm's own line breaks: no other counts as one
         if lines and lines[-1] == "":
             lines.pop()
-        values = dict(step["values"])
+        values = dict(step.values)
         for i, line in enumerate(lines):
             key = line.partition(" = ")[0].strip()
             if key in values:
                 lines[i] = f"{key} = {values.pop(key)}"
         end = next((i for i, line in enumerate(lines) if line.startswith("# END RECORD")), len(lines))
         lines[end:end] = [f"{key} = {value}" for key, value in values.items()]
-        _write_file({"path": str(file), "content": "\n".join(lines) + "\n", "mode": 0o600})
+        _write_file(catalogue.WriteFile(str(file), "\n".join(lines) + "\n", 0o600))
 
 
-def _wait_path(step: dict[str, Any]) -> None:
-    deadline = time.monotonic() + float(step.get("timeout", 60))
-    while not Path(step["path"]).exists():
+def _wait_path(step: catalogue.WaitPath) -> None:
+    deadline = time.monotonic() + step.timeout
+    while not Path(step.path).exists():
         if time.monotonic() > deadline:
-            raise RemirrorError(f"{step['path']} did not appear within {step.get('timeout', 60)}s")
+            raise RemirrorError(f"{step.path} did not appear within {step.timeout:g}s")
         _runner.run(["udevadm", "settle", "--timeout=5"], ok_codes=(0, 1))
         time.sleep(0.2)
 
 
-def _assemble_array(step: dict[str, Any]) -> None:
+def _assemble_array(step: catalogue.AssembleArray) -> None:
     """`mdadm --assemble --run` of `devices` into `md` (array `uuid`).
 
     A leg that appears in the middle of a plan (an iSCSI login) is taken at
@@ -143,7 +144,7 @@ def _assemble_array(step: dict[str, Any]) -> None:
     plan). An array udev did start from every leg is the array wanted.
     """
     _runner.run(["udevadm", "settle", "--timeout=10"], ok_codes=(0, 1))
-    wanted = {Path(os.path.realpath(device)).name for device in step["devices"]}
+    wanted = {Path(os.path.realpath(device)).name for device in step.devices}
     for md in sorted(Path("/sys/block").glob("md*")):
         members = {p.name for p in (md / "slaves").iterdir()} if (md / "slaves").is_dir() else set()
         if not members & wanted:
@@ -151,18 +152,18 @@ def _assemble_array(step: dict[str, Any]) -> None:
         state = (md / "md" / "array_state").read_text().strip()
         if state == "inactive":
             _runner.run(["mdadm", "--stop", f"/dev/{md.name}"])
-        elif Path(step["md"]).exists() and Path(os.path.realpath(step["md"])).name == md.name:
+        elif Path(step.md).exists() and Path(os.path.realpath(step.md)).name == md.name:
             return
-    update = ["--update=bbl"] if step.get("bad_block_log") else []
-    argv = ["mdadm", "--assemble", step["md"], f"--uuid={step['uuid']}", "--run", *update, *step["devices"]]
+    update = ["--update=bbl"] if step.bad_block_log else []
+    argv = ["mdadm", "--assemble", step.md, f"--uuid={step.uuid}", "--run", *update, *step.devices]
     _runner.run(argv, timeout=120)
 
 
-def _write_file(step: dict[str, Any]) -> None:
-    write_atomically(step["path"], step["content"], int(step.get("mode", 0o644)))
+def _write_file(step: catalogue.WriteFile) -> None:
+    write_atomically(step.path, step.content, step.mode)
 
 
-def _lio(step: dict[str, Any]) -> None:
+def _lio(lio: catalogue.Lio) -> None:
     from rtslib_fb import (  # imported here: only sites that run LIO need it
         LUN,
         TPG,
@@ -175,7 +176,7 @@ def _lio(step: dict[str, Any]) -> None:
         Target,
     )
 
-    op = step["op"]
+    op, step = lio.op, lio.fields  # the operation's fields, checked by it (remirror.agent.policy_lio)
     if op == "save":
         Path(step["path"]).parent.mkdir(parents=True, exist_ok=True)
         RTSRoot().save_to_file(step["path"])  # rtslib writes it 0600, temp file + rename
@@ -222,10 +223,10 @@ def _lio(step: dict[str, Any]) -> None:
         raise RemirrorError(f"unknown LIO operation {op!r}")
 
 
-def _dm_reload(step: dict[str, Any]) -> None:
+def _dm_reload(step: catalogue.DmReload) -> None:
     """Swap a device's table live: load the new one, then resume (dm suspends the old one first)."""
-    _runner.run(["dmsetup", "load", step["name"], "--table", step["table"]])
-    _runner.run(["dmsetup", "resume", step["name"]])
+    _runner.run(["dmsetup", "load", step.name, "--table", step.table])
+    _runner.run(["dmsetup", "resume", step.name])
 
 
 def _cache_status(name: str) -> CacheStatus:
@@ -236,7 +237,7 @@ def _cache_status(name: str) -> CacheStatus:
 KICK_AFTER = 2.0
 
 
-def _drain_cache(step: dict[str, Any]) -> None:
+def _drain_cache(step: catalogue.DrainCache) -> None:
     """Write a cache back until nothing is dirty, then swap in a linear mapping of its disk.
 
     The last check is made with the device suspended (no write can come in
@@ -246,20 +247,20 @@ def _drain_cache(step: dict[str, Any]) -> None:
     says so; new writes bypass the cache) until a later apply finishes the
     drain, or ends cleaner mode if the profile keeps the cache.
     """
-    name = step["name"]
-    if step["cleaner_table"]:  # empty: already draining
-        _dm_reload({"name": name, "table": step["cleaner_table"]})
-    if step["target"] == "writecache":
+    name = step.name
+    if step.cleaner_table:  # empty: already draining
+        _dm_reload(catalogue.DmReload(name, step.cleaner_table))
+    if step.target == "writecache":
         # Whatever is written between the last check and the swap goes back at the suspend.
         _runner.run(["dmsetup", "message", name, "0", "flush_on_suspend"])
         _runner.run(["dmsetup", "message", name, "0", "cleaner"])  # starts the writeback (below)
-    deadline = time.monotonic() + float(step.get("timeout", 3600))
+    deadline = time.monotonic() + step.timeout
     kicked, least = 0.0, -1
     while True:
         status = _cache_status(name)
-        if step["target"] == "writecache" and status.dirty and (least < 0 or status.dirty < least):
+        if step.target == "writecache" and status.dirty and (least < 0 or status.dirty < least):
             least = status.dirty
-        elif step["target"] == "writecache" and status.dirty and time.monotonic() - kicked > KICK_AFTER:
+        elif step.target == "writecache" and status.dirty and time.monotonic() - kicked > KICK_AFTER:
             # Found in the lab (kernel 6.1): cleaner mode set by a table reload writes
             # back one batch and stops until something starts writeback again; the
             # `cleaner` message does (it re-checks the watermarks). So while the dirty
@@ -274,11 +275,11 @@ def _drain_cache(step: dict[str, Any]) -> None:
             break
         if time.monotonic() > deadline:
             raise RemirrorError(
-                f"cache {name} still holds {status.dirty} dirty block(s) after {step.get('timeout')}s:"
+                f"cache {name} still holds {status.dirty} dirty block(s) after {step.timeout:g}s:"
                 " left in cleaner mode; apply again to finish the drain (or with the cache to keep it)"
             )
         time.sleep(0.5)
-    _runner.run(["dmsetup", "load", name, "--table", step["linear"]])
+    _runner.run(["dmsetup", "load", name, "--table", step.linear])
     _runner.run(["dmsetup", "suspend", name])
     status = _cache_status(name)
     if status.error or not status.clean:
@@ -291,37 +292,38 @@ def _drain_cache(step: dict[str, Any]) -> None:
     _runner.run(["dmsetup", "resume", name])
 
 
-def _prove_blank(step: dict[str, Any]) -> None:
-    at = first_nonzero(step["device"])
+def _prove_blank(step: catalogue.ProveBlank) -> None:
+    at = first_nonzero(step.device)
     if at is not None:
         raise RemirrorError(
-            f"{step['device']} is not blank: byte {at} is not zero, so initial_sync: skip would leave"
+            f"{step.device} is not blank: byte {at} is not zero, so initial_sync: skip would leave"
             " the legs different; zero it (blkdiscard --zeroout) or use initial_sync: full"
         )
 
 
-_STEPS = {
-    "run": _run,
-    "prove_blank": _prove_blank,
-    "wait_path": _wait_path,
-    "assemble_array": _assemble_array,
-    "node_secrets": _node_secrets,
-    "write_file": _write_file,
-    "write_sysfs": _write_sysfs,
-    "member_state": _member_state,
-    "disk_sysfs": _disk_sysfs,
-    "local_leg_last": md_slots.local_leg_last,
-    "add_replica_legs": md_legs.add_replica_legs,
-    "drop_bad_block_log": md_legs.drop_bad_block_log,
-    "lio": _lio,
-    "dm_reload": _dm_reload,
-    "drain_cache": _drain_cache,
-    "cdp_stack": cdp.ensure_stack,
-    "leg_record_create": generations.create_step,
-    "leg_record_promote": generations.promote_step,
-    "leg_record_join": generations.join_step,
-    "save_ranges": generations.save_ranges_step,
-    "cdp_deactivate": cdp.deactivate_step,
-    "wireguard_key": wireguard.make_key_step,
-    "wireguard_tunnel": wireguard.tunnel_step,
+# Each step of the catalogue, its handler (a unit test holds the two together).
+_STEPS: dict[type[Step], Callable[[Any], None]] = {
+    catalogue.Run: _run,
+    catalogue.ProveBlank: _prove_blank,
+    catalogue.WaitPath: _wait_path,
+    catalogue.AssembleArray: _assemble_array,
+    catalogue.NodeSecrets: _node_secrets,
+    catalogue.WriteFile: _write_file,
+    catalogue.WriteSysfs: _write_sysfs,
+    catalogue.SetMemberState: _member_state,
+    catalogue.WriteDiskSysfs: _disk_sysfs,
+    catalogue.LocalLegLast: md_slots.local_leg_last,
+    catalogue.AddReplicaLegs: md_legs.add_replica_legs,
+    catalogue.DropBadBlockLog: md_legs.drop_bad_block_log,
+    catalogue.Lio: _lio,
+    catalogue.DmReload: _dm_reload,
+    catalogue.DrainCache: _drain_cache,
+    catalogue.CdpStack: cdp.ensure_stack,
+    catalogue.LegRecordCreate: generations.create_step,
+    catalogue.LegRecordPromote: generations.promote_step,
+    catalogue.LegRecordJoin: generations.join_step,
+    catalogue.SaveRanges: generations.save_ranges_step,
+    catalogue.CdpDeactivate: cdp.deactivate_step,
+    catalogue.WireguardKey: wireguard.make_key_step,
+    catalogue.WireguardTunnel: wireguard.tunnel_step,
 }

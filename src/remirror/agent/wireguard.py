@@ -11,11 +11,14 @@ from __future__ import annotations
 import json
 import shutil
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from remirror.facts.wireguard import INTERFACE_PREFIX, KEY_DIR
 from remirror.files import write_private_once
 from remirror.runner.local import LocalRunner
+
+if TYPE_CHECKING:  # the agent imports the catalogue where it decodes a step
+    from remirror.protocol.steps import WireguardKey, WireguardTunnel
 
 _run = LocalRunner("agent").run
 
@@ -54,27 +57,27 @@ def _interfaces() -> dict[str, bool]:
     }
 
 
-def make_key_step(step: dict[str, Any]) -> None:
+def make_key_step(step: WireguardKey) -> None:
     """A private key in `path` (0600, in a 0700 directory), unless one is there already: a key
     that exists is the one its peers know."""
-    write_private_once(step["path"], lambda: _run(["wg", "genkey"]).stdout.strip() + "\n")
+    write_private_once(step.path, lambda: _run(["wg", "genkey"]).stdout.strip() + "\n")
 
 
-def tunnel_step(step: dict[str, Any]) -> None:
+def tunnel_step(step: WireguardTunnel) -> None:
     """This site's end of the tunnel as the step says: the interface (made if missing), its key
     and port, exactly the peers named (others removed), its address, up."""
-    name = step["interface"]
+    name = step.interface
     if name not in _interfaces():
         _run(["ip", "link", "add", "dev", name, "type", "wireguard"])
-    _run(["wg", "set", name, "listen-port", str(step["port"]), "private-key", step["key_file"]])
-    wanted = {peer["public_key"] for peer in step["peers"]}
+    _run(["wg", "set", name, "listen-port", str(step.port), "private-key", step.key_file])
+    wanted = {peer.public_key for peer in step.peers}
     for old in _run(["wg", "show", name, "peers"]).stdout.split():
         if old not in wanted:
             _run(["wg", "set", name, "peer", old, "remove"])
-    for peer in step["peers"]:
-        argv = ["wg", "set", name, "peer", peer["public_key"], "allowed-ips", f"{peer['address']}/32"]
-        if peer["endpoint"]:
-            argv += ["endpoint", peer["endpoint"], "persistent-keepalive", str(step["keepalive"])]
+    for peer in step.peers:
+        argv = ["wg", "set", name, "peer", peer.public_key, "allowed-ips", f"{peer.address}/32"]
+        if peer.endpoint:
+            argv += ["endpoint", peer.endpoint, "persistent-keepalive", str(step.keepalive)]
         _run(argv)
-    _run(["ip", "address", "replace", step["address"], "dev", name])
+    _run(["ip", "address", "replace", step.address, "dev", name])
     _run(["ip", "link", "set", "dev", name, "up"])

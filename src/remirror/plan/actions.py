@@ -14,7 +14,7 @@ from enum import StrEnum
 from typing import Any
 
 from remirror.errors import Refusal, RemirrorError
-from remirror.plan.steps import Step
+from remirror.protocol.steps import Step
 
 CREATE, CHANGE, DELETE = "+", "~", "-"
 

@@ -15,9 +15,9 @@ from __future__ import annotations
 from remirror.facts.model import MdArray
 from remirror.facts.site import SiteFacts
 from remirror.plan.actions import CHANGE, Action, Verb
-from remirror.plan.steps import DropBadBlockLog
 from remirror.profile.model import Mirror, Profile
 from remirror.profile.names import replica_path
+from remirror.protocol.steps import DropBadBlockLog
 from remirror.roles import replica_session
 from remirror.units import format_size
 

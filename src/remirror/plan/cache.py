@@ -19,10 +19,10 @@ import dataclasses
 from remirror.facts.model import DmTable
 from remirror.facts.site import DiskFacts, DmDevice, SiteFacts
 from remirror.plan.actions import CHANGE, CREATE, DELETE, Action, Plan, Verb
-from remirror.plan.steps import TOOL_FAILED, DmReload, DrainCache, Run, Step, WaitPath
 from remirror.profile.layers import Cache
 from remirror.profile.model import Mirror, PrimaryLeg, ReplicaLeg
 from remirror.profile.names import cache_name
+from remirror.protocol.steps import TOOL_FAILED, DmReload, DrainCache, Run, Step, WaitPath
 
 SECTOR = 512
 CACHE_METADATA = 8 * 1024**2  # dm-cache metadata: ample for a fast disk of up to ~100 GiB of 64KiB blocks

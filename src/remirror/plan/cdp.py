@@ -16,8 +16,8 @@ from __future__ import annotations
 from remirror.facts.cdp import is_view, stack_names
 from remirror.facts.site import SiteFacts
 from remirror.plan.actions import CREATE, DELETE, Action, Verb
-from remirror.plan.steps import CdpDeactivate, CdpStack
 from remirror.profile.model import Mirror, Profile
+from remirror.protocol.steps import CdpDeactivate, CdpStack
 
 
 def volume_path(mirror: Mirror) -> str:

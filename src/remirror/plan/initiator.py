@@ -13,7 +13,12 @@ from collections.abc import Mapping
 from remirror.facts.model import secret_digest
 from remirror.facts.site import SiteFacts
 from remirror.plan.actions import CHANGE, CREATE, DELETE, Action, Verb
-from remirror.plan.steps import (
+from remirror.profile.model import Chap, Mirror, Profile
+from remirror.profile.names import by_path
+from remirror.profile.timeouts import REPLACEMENT_TIMEOUT, node_record
+from remirror.profile.types import Portal
+from remirror.profile.wireguard import replica_portal
+from remirror.protocol.steps import (
     ISCSI_ERR_LOGIN_AUTH_FAILED,
     ISCSI_ERR_NO_OBJS_FOUND,
     ISCSI_ERR_SESS_EXISTS,
@@ -24,11 +29,6 @@ from remirror.plan.steps import (
     WriteDiskSysfs,
     WriteSysfs,
 )
-from remirror.profile.model import Chap, Mirror, Profile
-from remirror.profile.names import by_path
-from remirror.profile.timeouts import REPLACEMENT_TIMEOUT, node_record
-from remirror.profile.types import Portal
-from remirror.profile.wireguard import replica_portal
 
 
 def node_argv(iqn: str, portal: Portal) -> tuple[str, ...]:

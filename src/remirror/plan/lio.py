@@ -15,11 +15,11 @@ from remirror.facts.model import secret_digest
 from remirror.facts.site import DiskFacts, SiteFacts
 from remirror.plan.actions import CHANGE, CREATE, DELETE, Action, PlanError, Verb
 from remirror.plan.cdp import volume_path
-from remirror.plan.steps import Lio
 from remirror.profile.model import Chap, Mirror, Profile, ReplicaLeg
 from remirror.profile.names import backstore_name, export_backstore_name, leg_device
 from remirror.profile.timeouts import IN_ORDER_TARGET
 from remirror.profile.types import Portal
+from remirror.protocol.steps import Lio
 
 
 def replica_export_actions(

@@ -17,7 +17,8 @@ from remirror.plan.bad_blocks import bad_block_actions
 from remirror.plan.keep_data import kept_data
 from remirror.plan.md_create import create_actions
 from remirror.plan.resync_limit import resync_limit_actions, resync_limit_steps
-from remirror.plan.steps import (
+from remirror.profile.model import Mirror, Profile
+from remirror.protocol.steps import (
     AssembleArray,
     LegRecordCreate,
     LegRecordJoin,
@@ -27,7 +28,6 @@ from remirror.plan.steps import (
     WaitPath,
     WriteSysfs,
 )
-from remirror.profile.model import Mirror, Profile
 from remirror.roles import has_room_for_record, replica_session
 
 

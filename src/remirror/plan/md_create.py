@@ -12,7 +12,8 @@ from remirror.facts.site import DiskFacts, SiteFacts
 from remirror.plan.actions import CREATE, Action, Verb
 from remirror.plan.keep_data import KeptData
 from remirror.plan.resync_limit import resync_limit_steps
-from remirror.plan.steps import (
+from remirror.profile.model import Mirror
+from remirror.protocol.steps import (
     AddReplicaLegs,
     DropBadBlockLog,
     LegRecordCreate,
@@ -21,7 +22,6 @@ from remirror.plan.steps import (
     SetMemberState,
     WaitPath,
 )
-from remirror.profile.model import Mirror
 from remirror.roles import md_size
 
 MiB = 1024 * 1024

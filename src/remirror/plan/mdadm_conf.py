@@ -11,9 +11,9 @@ from collections.abc import Mapping
 from remirror.facts.parsers import CONF_BEGIN, CONF_END, MDADM_CONF, managed_lines
 from remirror.facts.site import SiteFacts
 from remirror.plan.actions import CHANGE, Action, Verb
-from remirror.plan.steps import WriteFile
 from remirror.profile.model import Mirror, Profile
 from remirror.profile.names import array_uuid
+from remirror.protocol.steps import WriteFile
 
 
 def _conf_lines(

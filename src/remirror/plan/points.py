@@ -24,9 +24,9 @@ from remirror.facts.cdp import is_view, layout, stack_names
 from remirror.facts.site import DiskFacts, SiteFacts
 from remirror.plan.actions import CREATE, DELETE, Action, PlanError, Verb
 from remirror.plan.md import destroys
-from remirror.plan.steps import CdpDeactivate, CdpStack
 from remirror.profile.model import Mirror, PrimaryLeg, Profile, ReplicaLeg
 from remirror.profile.names import backstore_name, points_key, points_volume
+from remirror.protocol.steps import CdpDeactivate, CdpStack
 
 
 @dataclasses.dataclass(frozen=True)

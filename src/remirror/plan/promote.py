@@ -25,10 +25,10 @@ from remirror.plan.md import assemble_steps, release_partial_assembly, stop_arra
 from remirror.plan.mdadm_conf import mdadm_conf_actions, with_mdadm_conf
 from remirror.plan.planner import leg_where, serving_actions
 from remirror.plan.points import points_actions
-from remirror.plan.steps import LegRecordPromote
 from remirror.plan.teardown import refuse_if_in_use
 from remirror.profile.model import Mirror, Profile
 from remirror.profile.names import array_uuid, export_backstore_name, leg_device, replica_path
+from remirror.protocol.steps import LegRecordPromote
 from remirror.roles import Roles, as_run, leg_records, profile_as_run, roles
 
 

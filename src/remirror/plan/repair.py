@@ -20,12 +20,12 @@ from remirror.health.state import FAULTY, INCOMPLETE, MISSING, MirrorHealth, Sta
 from remirror.plan.actions import CHANGE, Action, Verb
 from remirror.plan.initiator import logout_step
 from remirror.plan.planner import make_plan
-from remirror.plan.steps import TOOL_FAILED, LegRecordJoin, Run, Step, WaitPath
 from remirror.plan.tunnel import tunnel_actions
 from remirror.profile.model import Mirror, Profile, ReplicaLeg
 from remirror.profile.names import array_uuid, leg_device, replica_path
 from remirror.profile.types import Portal
 from remirror.profile.wireguard import replica_portal
+from remirror.protocol.steps import TOOL_FAILED, LegRecordJoin, Run, Step, WaitPath
 from remirror.roles import points_pool
 
 # States in which nothing is touched: a person decides.

@@ -29,9 +29,9 @@ from remirror.plan.initiator import logout_actions
 from remirror.plan.lio import leg_export_removal
 from remirror.plan.mdadm_conf import mdadm_conf_actions, with_mdadm_conf
 from remirror.plan.promote import assemble_action, record_action, stand_down
-from remirror.plan.steps import AddReplicaLegs, LegRecordJoin, Run, SaveRanges
 from remirror.profile.model import Mirror, Profile, ReplicaLeg
 from remirror.profile.names import array_uuid, leg_device, replica_path
+from remirror.protocol.steps import AddReplicaLegs, LegRecordJoin, Run, SaveRanges
 from remirror.roles import as_run, leg_records, profile_as_run, roles
 
 

@@ -23,8 +23,8 @@ from __future__ import annotations
 from remirror.facts.model import MdArray
 from remirror.facts.site import SiteFacts
 from remirror.plan.actions import CHANGE, Action, Verb
-from remirror.plan.steps import Step, WriteDiskSysfs, WriteSysfs
 from remirror.profile.model import Mirror
+from remirror.protocol.steps import Step, WriteDiskSysfs, WriteSysfs
 from remirror.units import format_size
 
 # md's own floor (drivers/md/md.c, sysctl_speed_limit_min), bytes/s.

@@ -15,9 +15,9 @@ from collections.abc import Mapping
 from remirror.facts.site import SiteFacts
 from remirror.facts.wireguard import WireguardInterface
 from remirror.plan.actions import CHANGE, CREATE, Action, PlanError, Verb
-from remirror.plan.steps import WireguardKey, WireguardPeer, WireguardTunnel
 from remirror.profile.model import Profile
 from remirror.profile.wireguard import KEEPALIVE_SECONDS, TunnelEnd, tunnel_ends
+from remirror.protocol.steps import WireguardKey, WireguardPeer, WireguardTunnel
 
 PENDING = "the WireGuard tunnel and the mirrors that use it: planned once every site has its key"
 

@@ -1,9 +1,12 @@
-"""The steps that carry out an action on its site, typed. Pure: no I/O.
+"""The catalogue: every step a controller may ask of a site's agent, typed. Pure: no I/O.
 
-A step is what the agent runs (remirror.agent.steps). The planner builds
-these dataclasses; they become the agent's JSON objects only at the agent
-boundary (`as_dict`, called by the controller), so everything between, the
-reconciler's repairs included, reads fields, not dictionary keys.
+The planner builds these dataclasses; they become JSON objects only at the
+agent boundary (`as_dict`, called by the controller) and are read back into
+the same classes by the agent (`decode`, remirror.protocol.wire), so the
+planner, the reconciler's repairs, the agent's policy and its handlers all
+read fields, not dictionary keys. A new step is a class here, its check in
+remirror.agent.policy_steps and its handler in remirror.agent.steps (a unit
+test holds the three together).
 
 Exit codes a step accepts or explains are named here, from the tools' own
 headers: open-iscsi's `include/iscsi_err.h`, mdadm's and dmsetup's "1 for
@@ -12,10 +15,12 @@ any failure".
 
 from __future__ import annotations
 
-import dataclasses
 from collections.abc import Mapping
 from dataclasses import dataclass, field
 from typing import Any, ClassVar
+
+from remirror.protocol.wire import Step as Step  # re-exported: every step is one
+from remirror.protocol.wire import WireError, plain
 
 # open-iscsi, include/iscsi_err.h
 ISCSI_ERR_SESS_EXISTS = 15  # a login to a target already logged in to
@@ -23,40 +28,6 @@ ISCSI_ERR_NO_OBJS_FOUND = 21  # no session (a logout) or no node record (a delet
 ISCSI_ERR_LOGIN_AUTH_FAILED = 24  # the target refused the CHAP credentials
 # mdadm and dmsetup: 1 for "it failed" (nothing to remove, no such device).
 TOOL_FAILED = 1
-
-
-class Step:
-    """One thing the agent does on a site; `kind` names the agent's handler."""
-
-    kind: ClassVar[str]
-
-    def as_dict(self) -> dict[str, Any]:
-        """The JSON object the agent reads (the only place a step becomes a dict). A field left
-        at its default is left out: the agent's handler has the same default."""
-        values = {
-            f.name: _plain(getattr(self, f.name))
-            for f in dataclasses.fields(self)  # type: ignore[arg-type]
-            if not _is_default(f, getattr(self, f.name))
-        }
-        return {"kind": self.kind, **values}
-
-
-def _is_default(f: dataclasses.Field[Any], value: Any) -> bool:
-    if f.default is not dataclasses.MISSING:
-        return bool(value == f.default)
-    if f.default_factory is not dataclasses.MISSING:
-        return bool(value == f.default_factory())
-    return False
-
-
-def _plain(value: Any) -> Any:
-    if dataclasses.is_dataclass(value) and not isinstance(value, type):
-        return {f.name: _plain(getattr(value, f.name)) for f in dataclasses.fields(value)}
-    if isinstance(value, tuple):
-        return [_plain(v) for v in value]
-    if isinstance(value, Mapping):
-        return {str(k): _plain(v) for k, v in value.items()}
-    return value
 
 
 @dataclass(frozen=True)
@@ -67,6 +38,8 @@ class Run(Step):
     argv: tuple[str, ...]
     ok_codes: tuple[int, ...] = (0,)
     explain: Mapping[int, str] = field(default_factory=dict)
+    timeout: float = 120
+    secrets: tuple[str, ...] = ()  # redacted from what the command prints
 
 
 @dataclass(frozen=True)
@@ -159,7 +132,7 @@ class NodeSecrets(Step):
     address: str
     port: int
     values: Mapping[str, str]
-    secrets: tuple[str, ...]
+    secrets: tuple[str, ...] = ()
 
 
 @dataclass(frozen=True)
@@ -172,10 +145,21 @@ class Lio(Step):
     secrets: tuple[str, ...] = ()
 
     def as_dict(self) -> dict[str, Any]:
-        step = {"kind": self.kind, "op": self.op, **_plain(self.fields)}
+        step = {"kind": self.kind, "op": self.op, **plain(self.fields)}
         if self.secrets:
             step["secrets"] = list(self.secrets)
         return step
+
+    @classmethod
+    def from_wire(cls, obj: Mapping[str, Any]) -> Lio:
+        # The operation's own fields are checked by its operation (remirror.agent.policy_lio).
+        op, secrets = obj.get("op"), obj.get("secrets", [])
+        if not isinstance(op, str):
+            raise WireError(f"lio: {str(op)[:40]!r} is not an operation")
+        if not isinstance(secrets, list) or not all(isinstance(s, str) for s in secrets):
+            raise WireError("lio: its secrets are a list of texts")
+        fields = {k: v for k, v in obj.items() if k not in ("kind", "op", "secrets")}
+        return cls(op, fields, tuple(secrets))
 
 
 @dataclass(frozen=True)
@@ -317,3 +301,22 @@ class SaveRanges(Step):
     save: str  # a name: the directory /var/lib/remirror/saved/NAME at the leg's site
     mirror: str
     site: str
+
+
+CATALOGUE: dict[str, type[Step]] = {
+    cls.kind: cls
+    for cls in (
+        Run, WaitPath, WriteFile, WriteSysfs, WriteDiskSysfs, SetMemberState, LocalLegLast,
+        AddReplicaLegs, DropBadBlockLog, NodeSecrets, Lio, DmReload, DrainCache, AssembleArray,
+        CdpStack, CdpDeactivate, ProveBlank, WireguardKey, WireguardTunnel, LegRecordCreate,
+        LegRecordPromote, LegRecordJoin, SaveRanges,
+    )
+}  # fmt: skip
+
+
+def decode(obj: Any) -> Step:
+    """The step JSON object `obj` says, of its kind's class, or WireError naming what is wrong."""
+    kind = obj.get("kind") if isinstance(obj, Mapping) else None
+    if not isinstance(kind, str) or kind not in CATALOGUE:
+        raise WireError(f"step {str(kind if kind is not None else obj)[:40]!r} is not a step of the protocol")
+    return CATALOGUE[kind].from_wire(obj)
