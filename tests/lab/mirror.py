@@ -276,16 +276,18 @@ def examine_uuid(disk: str, site_b: bool) -> str:
     return match.group(1) if match else ""
 
 
-def site_views(name: str, mirrors: str) -> tuple[str, str]:
+def site_views(name: str, mirrors: str, initiators: bool = False) -> tuple[str, str]:
     """A profile's two views: site A's (itself local, site B over SSH with the lab's key) and
-    site B's own (itself local: what its agent lets others name there, docs/security.md)."""
-    from remirror.lab.spec import IDENTITY_FILE, KNOWN_HOSTS
+    site B's own (itself local: what its agent lets others name there, docs/security.md).
+    `initiators`: each site's initiator name in both (`sites.NAME.initiator`)."""
+    from remirror.lab.spec import IDENTITY_FILE, INITIATOR_NAMES, KNOWN_HOSTS
 
+    a, b = (f", initiator: {INITIATOR_NAMES[s]}" if initiators else "" for s in "ab")
     site_a = f"""\
 version: 1
 name: {name}
 sites:
-  site-a: {{host: local}}
+  site-a: {{host: local{a}}}
   site-b:
     host: ssh://root@site-b
     ssh: {{identity_file: {IDENTITY_FILE}, known_hosts: {KNOWN_HOSTS}}}
@@ -295,8 +297,8 @@ mirrors:
 version: 1
 name: {name}
 sites:
-  site-a: {{host: "ssh://root@site-a"}}
-  site-b: {{host: local}}
+  site-a: {{host: "ssh://root@site-a"{a}}}
+  site-b: {{host: local{b}}}
 mirrors:
 {mirrors}"""
     return site_a, site_b

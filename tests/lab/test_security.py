@@ -67,7 +67,7 @@ MIRROR = """\
 """
 # The primary's: not in /etc/remirror, where the lab's site B (which shares /etc) would read it too.
 SITE_A_PROFILE = Path("/run/remirror-security.yaml")
-SITE_A_VIEW, SITE_B_VIEW = site_views("security", MIRROR)
+SITE_A_VIEW, SITE_B_VIEW = site_views("security", MIRROR, initiators=True)  # each names its initiator
 IQN_B = "iqn.2026-11.org.remirror:security.sec0.site-b"  # the replica's target (Profile.replica_iqn)
 
 
@@ -248,6 +248,18 @@ ATTACKS: dict[str, dict[str, Any]] = {
             }
         ],
     },
+    "CHAP values written out of /etc/iscsi, with a port number": {
+        "op": "run",
+        "steps": [
+            {
+                "kind": "node_secrets",
+                "target": IQN_B,
+                "address": "../../../../root/.ssh",
+                "port": 3260,
+                "values": {"node.session.auth.password": "x\nssh-ed25519 AAAA attacker"},
+            }
+        ],
+    },
     # The resolve step's directory, named by the sender: made and filled anywhere under /var.
     "saved writes into a directory the sender names": {
         "op": "run",
@@ -300,6 +312,26 @@ ATTACKS: dict[str, dict[str, Any]] = {
             },
             {"kind": "lio", "op": "save", "path": "/etc/target/saveconfig.json"},
         ],
+    },
+    # The profile names site A's initiator (`sites.site-a.initiator`): no ACL for another one, even
+    # one that would need no CHAP (this mirror has none).
+    "an ACL on site B's target for an initiator its profile does not name": {
+        "op": "run",
+        "steps": [
+            {
+                "kind": "lio",
+                "op": "set_acl",
+                "iqn": IQN_B,
+                "initiator": "iqn.2026-11.org.example:intruder",
+                "lun": 0,
+            },
+        ],
+    },
+    # A step of a kind, or with a field, the protocol's catalogue does not have: refused as read.
+    "a step the catalogue does not have": {"op": "run", "steps": [{"kind": "shell", "argv": ["sh"]}]},
+    "a step with a field its class does not have": {
+        "op": "run",
+        "steps": [{"kind": "run", "argv": ["mdadm", "--stop", MD], "cwd": "/etc"}],
     },
     "site B's target on every address": {
         "op": "run",

@@ -564,3 +564,23 @@ def test_initial_sync_skip_proves_each_leg_blank_on_its_site_then_creates_withou
     assert "no initial sync" in create.subject
     # The usual create has no proof and copies the primary leg (the add starts a recovery).
     assert not [a for a in make_plan(PROFILE, fresh(), SECRETS).actions if a.verb == "ProveBlank"]
+
+
+def test_a_site_whose_initiator_is_not_the_one_its_profile_names_is_refused(tmp_path: Any) -> None:
+    # The DR site's target takes an ACL for the named initiator only (docs/security.md): a primary
+    # that says another is stopped at the plan, with the profile's line, before anything changes.
+    text = (PROFILES / "lab.yaml").read_text()
+    named = text.replace("    host: local\n", f"    host: local\n    initiator: {INITIATOR}\n", 1)
+    assert named != text
+    path = tmp_path / "lab.yaml"
+    path.write_text(named)
+    profile = load_profile(path)
+    assert make_plan(profile, fresh(), SECRETS).actions  # site-a says the named one: planned
+    facts = fresh()
+    facts["site-a"] = dataclasses.replace(facts["site-a"], initiator="iqn.2026-11.org.example:other")
+    with pytest.raises(PlanError) as caught:
+        make_plan(profile, facts, SECRETS)
+    assert str(caught.value) == (
+        f"{profile.where('sites', 'site-a', 'initiator')}: site site-a's initiator name is"
+        f" iqn.2026-11.org.example:other (/etc/iscsi/initiatorname.iscsi), not {INITIATOR}"
+    )

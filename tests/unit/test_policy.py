@@ -726,3 +726,32 @@ def test_a_sessions_live_replacement_time_out_is_only_the_one_the_profiles_give_
         write("86400")
     )
     assert "'' is not an iSCSI name" in refusal(write("5", "session9"))  # no such session
+
+
+# --- the initiators the profile names (`sites.NAME.initiator`, issue 44) -------------------------
+
+NAMED = LAB.replace(
+    "a: {host: ssh://root@a}", 'a: {host: ssh://root@a, initiator: "iqn.2026-11.org.example:a"}'
+)
+
+
+def test_a_named_initiator_is_the_only_one_a_replica_target_takes_an_acl_for() -> None:
+    scope = site_scope([("/etc/remirror/lab.yaml", parse_profile(NAMED))])
+    chap = {
+        "username": "remirror-lab-m0",
+        "password": "x" * 16,
+        "mutual_username": "remirror-lab-m0",
+        "mutual_password": "y" * 16,
+    }
+
+    def acl(initiator: str) -> dict[str, Any]:
+        return run(
+            {"kind": "lio", "op": "set_acl", "iqn": IQN, "initiator": initiator, "lun": 0, "chap": chap}
+        )
+
+    check_request(acl("iqn.2026-11.org.example:a"), scope)
+    assert "not an initiator the site's profiles let log in" in refusal(
+        acl("iqn.2026-11.org.example:x"), scope
+    )
+    # Not named: any one initiator name (the primary's, whatever it is), as before.
+    check_request(acl("iqn.2026-11.org.example:x"), SCOPE)

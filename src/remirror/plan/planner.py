@@ -47,6 +47,13 @@ def make_plan(profile: Profile, facts: Mapping[str, SiteFacts], secrets: Mapping
                 f"site {primary.name}: no initiator name in /etc/iscsi/initiatorname.iscsi"
                 " (is open-iscsi installed?)"
             )
+        named = profile.sites[primary.name].initiator
+        if named is not None and primary.initiator != named:
+            # The DR sites' targets take an ACL for the named one only (docs/security.md).
+            raise PlanError(
+                f"{profile.where('sites', primary.name, 'initiator')}: site {primary.name}'s initiator"
+                f" name is {primary.initiator} (/etc/iscsi/initiatorname.iscsi), not {named}"
+            )
         if primary.array_named(mirror.name, uuid_) is None:
             # Decided before anything would assemble the legs: `mdadm --assemble` of legs that
             # each ran alone keeps the one with more events and drops the other's writes.

@@ -73,6 +73,12 @@ class Site(ProfileModel):
 
     host: SiteHost = Field(description="'local' or ssh://[user@]host[:port]")
     ssh: SshOptions | None = None
+    initiator: Iqn | None = Field(
+        None,
+        description="this site's iSCSI initiator name (its /etc/iscsi/initiatorname.iscsi): when"
+        " named, apply refuses a site that says another, and the other sites' targets take an ACL"
+        " for no other initiator of this mirror's (docs/security.md)",
+    )
 
     @property
     def is_local(self) -> bool:

@@ -153,7 +153,10 @@ def site_scope(profiles: Iterable[tuple[str, Profile]]) -> SiteScope:
                 if leg.site in local:
                     backstore = backstore_name(mirror, leg)
                     target = TargetScope(
-                        frozenset({chap}), _target_portals(profile, mirror, leg), frozenset({backstore})
+                        frozenset({chap}),
+                        _target_portals(profile, mirror, leg),
+                        frozenset({backstore}),
+                        _leg_initiators(profile, mirror, leg),
                     )
                     serve(profile.replica_iqn(mirror, leg), target, backstore, _leg_devices(mirror, leg))
                 if leg.site in local and leg.points is not None:
@@ -192,6 +195,14 @@ def site_scope(profiles: Iterable[tuple[str, Profile]]) -> SiteScope:
         known_sites=frozenset(known_sites),
         node_settings=node_settings,
     )
+
+
+def _leg_initiators(profile: Profile, mirror: Mirror, leg: PrimaryLeg | ReplicaLeg) -> frozenset[str] | None:
+    """Who may log in to a leg's target: the initiators of the mirror's other sites (its primary,
+    and any that a promotion makes primary), as the profile names them (`sites.NAME.initiator`);
+    None (any one initiator name) while one of them is not named."""
+    names = [profile.sites[site].initiator for site in mirror.sites if site != leg.site]
+    return None if any(name is None for name in names) else frozenset(n for n in names if n is not None)
 
 
 def _node_settings(mirror: Mirror, chap: ChapNames) -> frozenset[tuple[str, str]]:
