@@ -32,6 +32,7 @@ from remirror.facts.wireguard import WireguardInterface, WireguardPeer
 from remirror.plan import Action, Plan
 from remirror.profile.timeouts import REPLACEMENT_TIMEOUT
 from remirror.protocol import decode
+from remirror.protocol.commands import Command
 
 _BY_PATH = re.compile(r"^/dev/disk/by-path/ip-(?P<portal>.+)-iscsi-(?P<iqn>.+)-lun-0$")
 
@@ -51,6 +52,7 @@ class Sites:
         """Run every step of the plan; the facts afterwards."""
         for action in plan.actions:
             for step in wire(action):
+                step = as_run(step)
                 if step["kind"] == "assemble_array":  # the agent's step: `mdadm --assemble --run`
                     argv = [
                         "mdadm",
@@ -74,6 +76,18 @@ class Sites:
                 else:
                     self.facts = _STEPS[step["kind"]](self.facts, action.site, step)
         return self.facts
+
+
+def as_run(step: dict[str, Any]) -> dict[str, Any]:
+    """A step as the site carries it out: a command as the argv the site builds from its fields
+    (`{"kind": "run", "argv": [...]}`), any other step as it was sent."""
+    command = decode(step)
+    return {"kind": "run", "argv": list(command.argv())} if isinstance(command, Command) else step
+
+
+def at_site(action: Action) -> list[dict[str, Any]]:
+    """The action's steps as its site carries them out (`as_run` of each step sent)."""
+    return [as_run(step) for step in wire(action)]
 
 
 def wire(action: Action) -> list[dict[str, Any]]:
@@ -466,13 +480,16 @@ def _member_state(sites: dict[str, SiteFacts], name: str, step: dict[str, Any]) 
 
 
 def _manage(sites: dict[str, SiteFacts], name: str, argv: list[str]) -> dict[str, SiteFacts]:
-    """`mdadm MD --remove failed` and `mdadm MD --re-add PATH` (the bitmap resync taken as done)."""
+    """`mdadm MD --remove failed`, `--fail detached`, `--remove detached` and `mdadm MD --re-add PATH`
+    (the bitmap resync taken as done)."""
     site = sites[name]
     md_name = argv[1].removeprefix("/dev/md/")
     (array,) = [a for a in site.arrays if md_name in site.array_links[a.kernel_name]]
     if argv[2:] == ["--remove", "failed"]:
         members = tuple(m for m in array.members if not m.is_faulty)
-    elif argv[2:] == ["--fail", "detached", "--remove", "detached"]:
+    elif argv[2:] == ["--fail", "detached"]:
+        return sites  # marked faulty: the facts show them once removed, next
+    elif argv[2:] == ["--remove", "detached"]:
         present = {d.kernel_name for d in site.disks.values()} | {s.disk for s in site.sessions if s.disk}
         members = tuple(m for m in array.members if m.device in present)
     else:

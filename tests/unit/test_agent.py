@@ -10,41 +10,60 @@ import sys
 import threading
 import time
 from pathlib import Path
+from typing import Any
 
 import pytest
 
 from remirror.agent import handle
 from remirror.agent.protocol import PROTOCOL_VERSION
 from remirror.agent.steps import run_steps
+from remirror.errors import RemirrorError
+from remirror.protocol.commands import MdReadWrite, MdStop
+from remirror.protocol.steps import Lio
+
+# The agent's loop is the subject here, not mdadm: the commands' argv are shell scripts.
+STOP = {"kind": "md_stop", "md": "/dev/md/unit-test"}
+READ_WRITE = {"kind": "md_readwrite", "md": "/dev/md/unit-test"}
 
 
-def test_steps_run_in_order_and_stop_at_the_first_failure(tmp_path: Path) -> None:
+def scripted(monkeypatch: pytest.MonkeyPatch, command: type[Any], script: str) -> None:
+    """`command`'s argv, at the site, is `sh -c SCRIPT`."""
+    monkeypatch.setattr(command, "argv", lambda self: ("sh", "-c", script))
+
+
+@pytest.fixture
+def stop_is_true(monkeypatch: pytest.MonkeyPatch) -> None:
+    scripted(monkeypatch, MdStop, "true")
+
+
+def test_steps_run_in_order_and_stop_at_the_first_failure(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, stop_is_true: None
+) -> None:
     marker = tmp_path / "after"
-    results = run_steps(
-        [
-            {"kind": "run", "argv": ["true"]},
-            {"kind": "run", "argv": ["sh", "-c", "echo nope >&2; exit 3"]},
-            {"kind": "write_file", "path": str(marker), "content": "x"},
-        ]
-    )
+    scripted(monkeypatch, MdReadWrite, "echo nope >&2; exit 3")
+    results = run_steps([STOP, READ_WRITE, {"kind": "write_file", "path": str(marker), "content": "x"}])
     assert [r["ok"] for r in results] == [True, False]
     assert "exit code 3" in results[1]["error"]
     assert not marker.exists()
 
 
-def test_a_known_exit_code_is_explained_and_secrets_stay_out(tmp_path: Path) -> None:
+def test_a_known_exit_code_is_explained(monkeypatch: pytest.MonkeyPatch) -> None:
+    scripted(monkeypatch, MdStop, "echo 'md0: no such array' >&2; exit 24")
+    (result,) = run_steps([{**STOP, "explain": {"24": "the array was never assembled"}}])
+    assert result["error"].startswith("the array was never assembled: md0: no such array")
+
+
+def test_secrets_a_step_carries_stay_out_of_its_error(monkeypatch: pytest.MonkeyPatch) -> None:
+    from remirror.agent import steps
+
+    def fails(step: Lio) -> None:
+        raise RemirrorError(f"rtslib refused password {step.fields['password']}")
+
+    monkeypatch.setitem(steps._STEPS, Lio, fails)
     (result,) = run_steps(
-        [
-            {
-                "kind": "run",
-                "argv": ["sh", "-c", "echo 'login failed for hunter2hunter2' >&2; exit 24", "hunter2hunter2"],
-                "explain": {"24": "CHAP authentication to target T was refused"},
-                "secrets": ["hunter2hunter2"],
-            }
-        ]
+        [{"kind": "lio", "op": "set_acl", "password": "hunter2hunter2", "secrets": ["hunter2hunter2"]}]
     )
-    assert result["error"].startswith("CHAP authentication to target T was refused: login failed for")
-    assert "hunter2" not in result["error"]
+    assert result == {"ok": False, "error": "rtslib refused password <redacted>"}
 
 
 def test_files_are_written_whole_with_their_mode(tmp_path: Path) -> None:
@@ -63,27 +82,31 @@ def test_wait_path_gives_up_with_a_message(tmp_path: Path) -> None:
 
 
 def test_unknown_requests_are_answered_not_crashed_on() -> None:
-    assert handle({"op": "reboot"}) == {"protocol": 3, "error": "unknown op 'reboot'", "commands": 0}
+    assert handle({"op": "reboot"}) == {
+        "protocol": PROTOCOL_VERSION,
+        "error": "unknown op 'reboot'",
+        "commands": 0,
+    }
 
 
-def test_each_answer_counts_the_commands_its_request_ran() -> None:
-    steps = [{"kind": "run", "argv": ["true"]}, {"kind": "run", "argv": ["true"]}]
+def test_each_answer_counts_the_commands_its_request_ran(stop_is_true: None) -> None:
+    steps = [STOP, STOP]
     assert handle({"op": "run", "steps": steps})["commands"] == 2
     assert handle({"op": "run", "steps": steps[:1]})["commands"] == 1  # per request, not a total
 
 
-def test_the_controller_sums_what_each_site_cost() -> None:
+def test_the_controller_sums_what_each_site_cost(stop_is_true: None) -> None:
     from remirror.agent.client import AgentClient
     from remirror.profile.model import Site
 
     client = AgentClient("here", Site(host="local"))
     for _ in range(3):
-        client.run([{"kind": "run", "argv": ["true"]}])
+        client.run([STOP])
     assert (client.requests, client.commands_run) == (3, 3)
 
 
 def test_remirror_agent_speaks_json_on_stdin_and_stdout() -> None:
-    request = {"op": "run", "steps": [{"kind": "run", "argv": ["true"]}]}
+    request = {"op": "run", "steps": [{"kind": "wait_path", "path": "/"}]}  # there: no command
     done = subprocess.run(
         [sys.executable, "-m", "remirror", "agent"],
         input=json.dumps(request),
@@ -91,7 +114,7 @@ def test_remirror_agent_speaks_json_on_stdin_and_stdout() -> None:
         text=True,
         check=True,
     )
-    assert json.loads(done.stdout) == {"protocol": 3, "results": [{"ok": True}], "commands": 1}
+    assert json.loads(done.stdout) == {"protocol": PROTOCOL_VERSION, "results": [{"ok": True}], "commands": 0}
 
 
 def test_chap_secrets_go_into_the_node_record_file_not_argv(
@@ -181,7 +204,7 @@ def test_a_remote_controllers_lock_names_who_holds_it_in_the_sites_own_words(tmp
     agent.stdin.flush()
     taken, refused = (json.loads(agent.stdout.readline()) for _ in requests)
     try:
-        assert taken == {"protocol": 3, "locked": True, "commands": 0}
+        assert taken == {"protocol": PROTOCOL_VERSION, "locked": True, "commands": 0}
         assert "refused: " in refused["error"]
         assert "'site' lock" in refused["error"]
         holder = (tmp_path / "site.lock").read_text()
@@ -195,7 +218,7 @@ def test_a_remote_controllers_lock_names_who_holds_it_in_the_sites_own_words(tmp
 
 
 def test_remirror_agent_serve_answers_one_line_per_request_in_order() -> None:
-    requests = [{"op": "run", "steps": [{"kind": "run", "argv": ["true"]}]}, {"op": "reboot"}]
+    requests = [{"op": "run", "steps": [{"kind": "wait_path", "path": "/"}]}, {"op": "reboot"}]
     done = subprocess.run(
         [sys.executable, "-m", "remirror", "agent", "--serve"],
         input="".join(json.dumps(r) + "\n" for r in requests) + "not json\n",
@@ -204,18 +227,25 @@ def test_remirror_agent_serve_answers_one_line_per_request_in_order() -> None:
         check=True,
     )
     answers = [json.loads(line) for line in done.stdout.splitlines()]
-    assert answers[0] == {"protocol": 3, "results": [{"ok": True}], "commands": 1}
-    assert answers[1] == {"protocol": 3, "error": "unknown op 'reboot'", "commands": 0}
+    assert answers[0] == {"protocol": PROTOCOL_VERSION, "results": [{"ok": True}], "commands": 0}
+    assert answers[1] == {"protocol": PROTOCOL_VERSION, "error": "unknown op 'reboot'", "commands": 0}
     assert answers[2]["error"].startswith("the request is not JSON")
 
 
 # --- locks (docs/safety.md, flow 6) ------------------------------------------------------------
 
 
-def _serve(tmp_path: Path) -> subprocess.Popen[str]:
-    """`remirror agent --serve` as SSH starts it: a session of its own, locks under tmp_path."""
+def _serve(tmp_path: Path, stop_script: str = "") -> subprocess.Popen[str]:
+    """`remirror agent --serve` as SSH starts it: a session of its own, locks under tmp_path;
+    `stop_script`: the `md_stop` command's argv is `sh -c STOP_SCRIPT` (the agent is the subject)."""
+    patch = (
+        "from remirror.protocol.commands import MdStop\n"
+        f"MdStop.argv = lambda self: ('sh', '-c', {stop_script!r})\n"
+        if stop_script
+        else ""
+    )
     return subprocess.Popen(
-        [sys.executable, "-m", "remirror", "agent", "--serve"],
+        [sys.executable, "-c", f"{patch}from remirror.cli import main\nmain(['agent', '--serve'])"],
         stdin=subprocess.PIPE,
         stdout=subprocess.PIPE,
         stderr=subprocess.PIPE,
@@ -252,7 +282,7 @@ def test_a_site_lock_is_held_while_its_agent_runs_and_named_to_whoever_waits(tmp
     agent = _serve(tmp_path)
     try:
         assert _ask(agent, {"op": "lock", "name": "site", "holder": "remirror apply (pid 7 on a)"}) == {
-            "protocol": 3,
+            "protocol": PROTOCOL_VERSION,
             "locked": True,
             "commands": 0,
         }
@@ -274,22 +304,16 @@ def test_a_site_lock_is_held_while_its_agent_runs_and_named_to_whoever_waits(tmp
 def test_an_agent_whose_controller_goes_mid_request_ends_with_its_commands(tmp_path: Path) -> None:
     from remirror.agent import lock
 
-    agent = _serve(tmp_path)
+    marker = tmp_path / "sleeping"
+    agent = _serve(tmp_path, f"echo $$ > {marker}; exec sleep 600")
     assert agent.stdin is not None
     assert _ask(agent, {"op": "lock", "name": "site", "holder": "remirror apply"})["locked"] is True
-    marker = tmp_path / "sleeping"
     # A step that would run for ten minutes; the controller gives up on it (closes the channel).
     agent.stdin.write(
         json.dumps(
             {
                 "op": "run",
-                "steps": [
-                    {
-                        "kind": "run",
-                        "argv": ["sh", "-c", f"echo $$ > {marker}; exec sleep 600"],
-                        "timeout": 900,
-                    }
-                ],
+                "steps": [STOP],
             }
         )
         + "\n"
@@ -317,7 +341,9 @@ def test_an_agent_of_another_protocol_is_refused_naming_both(monkeypatch: pytest
     monkeypatch.setattr(
         client, "_remote", lambda _request, _secrets, _timeout: '{"protocol": 1, "facts": {}}'
     )
-    with pytest.raises(SiteError, match="site dr: its remirror agent speaks protocol 1, this controller 3"):
+    with pytest.raises(
+        SiteError, match=f"site dr: its remirror agent speaks protocol 1, this controller {PROTOCOL_VERSION}"
+    ):
         client.observe(["/dev/sdb"])
 
 
@@ -371,7 +397,7 @@ def test_a_request_that_reads_a_whole_disk_is_waited_for_as_long_as_its_steps_sa
         return json.dumps({"protocol": PROTOCOL_VERSION, "results": []})
 
     monkeypatch.setattr(client, "_remote", remote)
-    client.run([{"kind": "run", "argv": ["true"]}])
+    client.run([STOP])
     client.run([{"kind": "prove_blank", "device": "/dev/sdb", "timeout": 36_000.0}])
     assert waited == [AGENT_TIMEOUT, 36_000.0]
 

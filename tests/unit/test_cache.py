@@ -15,7 +15,7 @@ from remirror.facts.site import DiskFacts, DmDevice, SiteFacts
 from remirror.plan import PlanError, make_plan, make_teardown
 from remirror.plan.cache import writecache_table
 from remirror.profile import Profile, parse_profile
-from tests.unit.simulated_sites import Sites, wire
+from tests.unit.simulated_sites import Sites, at_site, wire
 from tests.unit.test_plan_properties import SECRETS, bare_sites, profile_text
 
 EXT4 = Signature("ext4", 0x438, "bebbbe10-27ae-439b-8c3f-662cb952909d", "data")
@@ -102,7 +102,7 @@ def test_the_replica_exports_its_cache_device_built_before_the_backstore() -> No
     backstore = next(a for a in plan.actions if a.verb == "CreateBackstore")
     assert wire(backstore)[0]["dev"] == "/dev/mapper/remirror-m0-b"
     create = next(a for a in plan.actions if a.verb == "CreateCache")
-    assert wire(create)[0]["argv"][:3] == ["dmsetup", "create", "remirror-m0-b"]
+    assert at_site(create)[0]["argv"][:3] == ["dmsetup", "create", "remirror-m0-b"]
     assert not create.destructive
 
 
@@ -112,14 +112,14 @@ def test_a_fast_disk_holding_data_is_only_written_over_as_a_destructive_change()
     assert create.destructive == "site b: cache disk /dev/b-fast holds ext4 filesystem labelled 'data'" + (
         " (UUID bebbbe10-27ae-439b-8c3f-662cb952909d)"
     )
-    assert wire(create)[0]["argv"][0] == "dd"
+    assert at_site(create)[0]["argv"][0] == "dd"
 
 
 def test_a_writecache_superblock_on_the_fast_disk_is_kept_its_writes_are_not_on_the_disk_yet() -> None:
     facts = replace_disk(bare_sites(), "b", "/dev/b-fast", first_sector="writecache")
     create = next(a for a in make_plan(WRITECACHE, facts, SECRETS).actions if a.verb == "CreateCache")
     assert not create.destructive
-    assert [s["argv"][0] for s in wire(create) if s["kind"] == "run"] == ["dmsetup"]
+    assert [s["argv"][0] for s in at_site(create) if s["kind"] == "run"] == ["dmsetup"]
 
 
 def test_a_missing_fast_disk_is_named_with_its_profile_line() -> None:
@@ -209,8 +209,8 @@ def test_the_primary_leg_with_a_cache_is_the_md_member() -> None:
     )
     plan = make_plan(parse_profile(text), bare_sites(), SECRETS)
     create = next(a for a in plan.actions if a.verb == "CreateArray")
-    assert "/dev/mapper/remirror-m0-a" in wire(create)[0]["argv"]
-    assert "/dev/a0" not in wire(create)[0]["argv"]
+    assert "/dev/mapper/remirror-m0-a" in at_site(create)[0]["argv"]
+    assert "/dev/a0" not in at_site(create)[0]["argv"]
 
 
 # --- destage when idle -------------------------------------------------------------------------

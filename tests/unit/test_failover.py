@@ -31,7 +31,7 @@ from remirror.profile import Profile
 from remirror.profile.loader import parse_profile
 from remirror.profile.names import array_uuid, by_path, replica_path
 from remirror.roles import as_run, leg_records, md_size, profile_as_run, roles
-from tests.unit.simulated_sites import Sites, wire
+from tests.unit.simulated_sites import Sites, at_site, wire
 from tests.unit.test_plan_properties import SECRETS, bare_sites, profile_text
 
 PROFILE = parse_profile(
@@ -107,7 +107,7 @@ def test_the_record_lies_in_the_last_mib_and_md_stops_short_of_it() -> None:
 def test_create_array_stops_short_and_writes_generation_one_on_every_leg() -> None:
     plan = make_plan(PROFILE, bare_sites(), SECRETS)
     create = next(a for a in plan.actions if a.verb == "CreateArray")
-    assert "--size=1020M" in wire(create)[0]["argv"]  # legs of 1 GiB
+    assert "--size=1020M" in at_site(create)[0]["argv"]  # legs of 1 GiB
     step = wire(create)[-1]
     replica = MIRROR.replicas[0]
     assert step == {
@@ -263,7 +263,7 @@ def test_an_array_udev_assembled_in_part_is_stopped_before_the_leg_is_used() -> 
     plan = make_plan(running, facts, SECRETS)
     stop = plan.actions.index(next(a for a in plan.actions if a.verb == "StopArray"))
     export = plan.actions.index(next(a for a in plan.actions if a.verb == "CreateBackstore"))
-    assert wire(plan.actions[stop])[0]["argv"] == ["mdadm", "--stop", "/dev/md127"]
+    assert at_site(plan.actions[stop])[0]["argv"] == ["mdadm", "--stop", "/dev/md127"]
     assert stop < export
     # Held by something else (a running array, dm): in use, refused as before.
     other = {**facts, "a": dataclasses.replace(facts["a"], inactive_arrays={})}
@@ -400,7 +400,7 @@ def test_resolving_for_the_running_primary_forgets_the_other_leg() -> None:
     order = verbs(plan)
     assert order.index("a SaveRanges") + 1 == order.index("a ForgetArray")
     forget = plan.actions[order.index("a ForgetArray")]
-    assert wire(forget)[0]["argv"] == ["mdadm", "--zero-superblock", "/dev/a0"]
+    assert at_site(forget)[0]["argv"] == ["mdadm", "--zero-superblock", "/dev/a0"]
     assert forget.destructive
     assert not any(a.verb in ("RecordGeneration", "AssembleArray") for a in plan.actions)  # b runs it
 

@@ -23,7 +23,7 @@ from remirror.plan.keep_data import bitmap_room
 from remirror.profile import load_profile
 from remirror.profile.names import array_uuid
 from tests.conftest import PROFILES
-from tests.unit.simulated_sites import wire
+from tests.unit.simulated_sites import at_site, wire
 from tests.unit.test_planner import SECRETS, disk, fresh, site
 
 LAB = Path(__file__).parent / "fixtures" / "lab-6.1"
@@ -143,7 +143,7 @@ def test_a_file_system_with_room_after_it_is_kept_with_metadata_1_0_and_nothing_
 ) -> None:
     plan, create = create_of(keep_data_profile(tmp_path), kept_facts(EXT4))
     assert not plan.destructive
-    argv = wire(create)[0]["argv"]
+    argv = at_site(create)[0]["argv"]
     assert "--metadata=1.0" in argv
     assert f"--size={record_offset(DISK) // MiB}M" in argv
     assert (
@@ -304,7 +304,7 @@ def test_with_a_primary_cache_the_array_is_made_on_the_cache_device_keeping_the_
         create_of(path, small)
     verbs = [str(a.verb) for a in plan.actions if a.site == "site-a"]
     assert verbs.index("CreateCache") < verbs.index("CreateArray")
-    argv = wire(create)[0]["argv"]
+    argv = at_site(create)[0]["argv"]
     assert "--metadata=1.0" in argv
     assert argv[-1].startswith("/dev/mapper/remirror-")  # md's leg: the cache device
     assert "of 200MiB on /dev/lab/a0 in place" in create.subject  # named by the disk

@@ -15,7 +15,7 @@ from remirror.profile import load_profile
 from remirror.profile.names import array_uuid, backstore_name, by_path
 from remirror.profile.timeouts import IN_ORDER_TARGET
 from tests.conftest import PROFILES
-from tests.unit.simulated_sites import bare_site, node_updates, wire
+from tests.unit.simulated_sites import at_site, bare_site, node_updates, wire
 
 PROFILE = load_profile(PROFILES / "lab.yaml")
 MIRROR = PROFILE.mirrors[0]
@@ -111,7 +111,7 @@ def test_from_nothing_the_replica_side_comes_first_then_the_primary() -> None:
 
 def test_the_array_is_created_with_bitmap_write_behind_and_a_write_mostly_remote_leg() -> None:
     create = next(a for a in make_plan(PROFILE, fresh(), SECRETS).actions if a.verb == "CreateArray")
-    argv = wire(create)[0]["argv"]
+    argv = at_site(create)[0]["argv"]
     assert argv[:3] == ["mdadm", "--create", "/dev/md/lab0"]
     assert {"--bitmap=internal", "--bitmap-chunk=1024K", "--write-behind=1024", f"--uuid={UUID}"} <= set(argv)
     # md sends writes behind only to a write-mostly leg in the first slot (raid1.c, 6.1): the
@@ -122,7 +122,7 @@ def test_the_array_is_created_with_bitmap_write_behind_and_a_write_mostly_remote
     assert "--write-mostly" not in argv
     steps = wire(create)
     assert [s["kind"] for s in steps] == [
-        "run", "wait_path", "add_replica_legs", "member_state", "leg_record_create"
+        "md_create", "wait_path", "add_replica_legs", "member_state", "leg_record_create"
     ]  # fmt: skip
     assert steps[2] == {
         "kind": "add_replica_legs",
@@ -225,7 +225,7 @@ def test_secrets_appear_in_steps_only_never_in_what_is_shown() -> None:
     assert steps_with_secrets
     assert all("initiator-secret-1" in s["secrets"] for s in steps_with_secrets)
     # No secret in any argv: `ps` shows argv to every user of the host.
-    argvs = " ".join(" ".join(s.get("argv", [])) for a in plan.actions for s in wire(a))
+    argvs = " ".join(" ".join(s.get("argv", [])) for a in plan.actions for s in at_site(a))
     assert "initiator-secret-1" not in argvs
     assert "target-secret-22" not in argvs
 
@@ -387,7 +387,7 @@ def test_a_session_that_is_not_logged_in_is_logged_in_again() -> None:
     facts["site-a"] = dataclasses.replace(facts["site-a"], sessions=(failed,))
     (action,) = make_plan(PROFILE, facts, SECRETS).actions
     assert (action.site, action.verb) == ("site-a", "LoginSession")
-    assert [s["argv"][-1] for s in wire(action) if s["kind"] == "run"] == ["--login"]
+    assert [s["argv"][-1] for s in at_site(action) if s["kind"] == "run"] == ["--login"]
 
 
 def test_the_replica_is_exported_and_logged_in_to_so_that_writes_arrive_in_the_order_sent() -> None:
@@ -405,7 +405,10 @@ def test_the_replica_is_exported_and_logged_in_to_so_that_writes_arrive_in_the_o
     }
     node = next(a for a in plan if a.verb == "CreateIscsiNode")
     updates = {
-        k: v for s in wire(node) if "update" in s.get("argv", []) for k, v in node_updates(s["argv"]).items()
+        k: v
+        for s in at_site(node)
+        if "update" in s.get("argv", [])
+        for k, v in node_updates(s["argv"]).items()
     }
     assert updates["node.session.iscsi.InitialR2T"] == "No"
     assert updates["node.session.iscsi.FirstBurstLength"] == "16776192"
@@ -427,8 +430,13 @@ def test_an_async_session_that_lets_writes_overtake_each_other_logs_in_again() -
     facts = with_session(converged(), initial_r2t=True, immediate_data=True, first_burst=65536)
     plan = make_plan(PROFILE, facts, SECRETS)
     assert [a.verb for a in plan.actions] == ["LoginSession"]
-    assert [s["kind"] for s in wire(plan.actions[0])] == ["run", "run", "wait_path", "disk_sysfs"]
-    assert wire(plan.actions[0])[0]["argv"][-1] == "--logout"
+    assert [s["kind"] for s in wire(plan.actions[0])] == [
+        "iscsi_node",
+        "iscsi_node",
+        "wait_path",
+        "disk_sysfs",
+    ]
+    assert at_site(plan.actions[0])[0]["argv"][-1] == "--logout"
     # In sync mode every write waits for both legs: their order on the wire changes nothing at B.
     assert make_plan(sync_profile(), with_array(facts, backlog=0), SECRETS).is_empty
     # Negotiated in order: nothing to do.
@@ -550,7 +558,7 @@ def test_initial_sync_skip_proves_each_leg_blank_on_its_site_then_creates_withou
     assert verbs[:2] == ["site-b ProveBlank", "site-a ProveBlank"]
     assert wire(proofs[0])[0]["timeout"] > 60  # a whole disk is read: longer than a request's usual wait
     create = next(a for a in actions if a.verb == "CreateArray")
-    steps = wire(create)
+    steps = at_site(create)
     argv = steps[0]["argv"]
     # Every leg at once, the replica first (write-behind needs a write-mostly leg in slot 0),
     # and no initial sync: nothing is added afterwards, so nothing is recovered.

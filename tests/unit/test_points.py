@@ -17,7 +17,7 @@ from remirror.plan.promote import make_promotion
 from remirror.profile import parse_profile
 from remirror.profile.model import Site
 from remirror.profile.scope import SiteScope, site_scope
-from tests.unit.simulated_sites import Sites, wire
+from tests.unit.simulated_sites import Sites, at_site, wire
 from tests.unit.test_plan_properties import SECRETS, bare_sites
 
 PROFILE = """\
@@ -52,7 +52,7 @@ def test_the_replica_exports_the_volume_over_its_own_points_and_the_plan_converg
     assert wire(backstore)[0]["dev"] == VOLUME
     # The array is sized by the volume (the disk less the points' metadata and history).
     (create,) = [a for a in plan.actions if a.verb == Verb.CREATE_ARRAY]
-    size = next(a for a in wire(create)[0]["argv"] if a.startswith("--size="))
+    size = next(a for a in at_site(create)[0]["argv"] if a.startswith("--size="))
     assert int(size.removeprefix("--size=").removesuffix("M")) < (1 << 30) * 3 // 4 // (1 << 20)
     sites.run(plan)
     assert make_plan(profile, sites.facts, SECRETS).actions == ()
@@ -180,7 +180,6 @@ def test_the_site_scope_has_the_volume_not_the_disk_under_the_points() -> None:
     assert scope.points == {("m0.b", "/dev/b0")}
 
 
-DD_SHAPE = ["bs=4096", "count=1", "oflag=direct", "status=none"]
 STACK = {"kind": "cdp_stack", "mirror": "m0.b", "md": "/dev/b0", "chunk": 65536, "history": 25}
 
 
@@ -189,9 +188,9 @@ STACK = {"kind": "cdp_stack", "mirror": "m0.b", "md": "/dev/b0", "chunk": 65536,
     [
         {"op": "cdp", "do": "point", "mirror": "m0.b", "md": "/dev/b0", "every": 1, "keep": 0},
         {"op": "cdp", "do": "list", "mirror": "m0.b", "md": "/dev/b0"},
-        {"op": "run", "steps": [{"kind": "run", "argv": ["dmsetup", "remove", "remirror-m0.b-cdp-pool"]}]},
-        {"op": "run", "steps": [{"kind": "run", "argv": ["dd", "if=/dev/zero", "of=/dev/b0", *DD_SHAPE]}]},
-        {"op": "run", "steps": [{"kind": "run", "argv": ["mdadm", "--zero-superblock", "/dev/b0"]}]},
+        {"op": "run", "steps": [{"kind": "dm_remove", "name": "remirror-m0.b-cdp-pool"}]},
+        {"op": "run", "steps": [{"kind": "zero_head", "device": "/dev/b0"}]},
+        {"op": "run", "steps": [{"kind": "md_zero_superblock", "device": "/dev/b0"}]},
         {"op": "run", "steps": [{**STACK, "md": "/dev/b1", "fresh": True, "allow_data": True}]},
         {"op": "run", "steps": [{**STACK, "fresh": True, "allow_data": False}]},  # laid fresh
         {"op": "run", "steps": [{**STACK, "fresh": False, "allow_data": True}]},  # over data
@@ -303,15 +302,10 @@ def test_check_warns_when_the_replicas_own_points_are_overdue_and_status_shows_t
 @pytest.mark.parametrize(
     "request_",
     [
-        {"op": "run", "steps": [{"kind": "run", "argv": ["dmsetup", "remove", "remirror-m0.b-cdp"]}]},
+        {"op": "run", "steps": [{"kind": "dm_remove", "name": "remirror-m0.b-cdp"}]},
         {
             "op": "run",
-            "steps": [
-                {
-                    "kind": "run",
-                    "argv": ["dmsetup", "create", "remirror-m0.b-cdp-tmeta", "--table", "0 8 zero"],
-                }
-            ],
+            "steps": [{"kind": "dm_create", "name": "remirror-m0.b-cdp-tmeta", "table": "0 8 zero"}],
         },
         {
             "op": "run",

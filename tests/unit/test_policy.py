@@ -22,7 +22,7 @@ from remirror.agent.policy import Refused, check_request
 from remirror.errors import EXIT_BAD_INPUT
 from remirror.facts import parsers
 from remirror.facts.site import SiteFacts
-from remirror.plan import make_plan, make_teardown
+from remirror.plan import Action, make_plan, make_teardown
 from remirror.profile import Profile, parse_profile
 from remirror.profile.model import Site
 from remirror.profile.scope import SiteScope, site_scope
@@ -34,7 +34,10 @@ LINES_OF = policy.lines_of
 
 def view(profile: Profile, site: str) -> Profile:
     """The profile as `site` holds it (the Ansible role's site view): itself local, the others not."""
-    sites = {name: Site(host="local" if name == site else f"ssh://root@{name}") for name in profile.sites}
+    sites = {
+        name: Site(host="local" if name == site else f"ssh://root@{name}", initiator=entry.initiator)
+        for name, entry in profile.sites.items()
+    }
     return profile.model_copy(update={"sites": sites})
 
 
@@ -65,9 +68,9 @@ def simulated_kernel_names(monkeypatch: pytest.MonkeyPatch) -> None:
 FACTS: dict[str, SiteFacts] = {}  # the simulated sites as they are now, disks and dm devices
 
 
-@pytest.mark.parametrize("name", sorted(PROFILES))
-def test_every_step_the_planner_sends_a_site_is_inside_its_own_scope(name: str) -> None:
-    profile = PROFILES[name]
+def planned(profile: Profile) -> list[Action]:
+    """Every action the planner sends for `profile`: from bare sites, after convergence (the
+    simulated sites' FACTS), and for teardown."""
     sites = Sites(bare_sites())
     plans = [make_plan(profile, sites.facts, SECRETS)]
     FACTS.update(sites.run(plans[0]))
@@ -75,13 +78,46 @@ def test_every_step_the_planner_sends_a_site_is_inside_its_own_scope(name: str) 
         make_plan(profile, sites.facts, SECRETS),
         make_teardown(profile, profile.mirrors[0], sites.facts),
     ]
+    return [action for plan in plans for action in plan.actions]
+
+
+@pytest.mark.parametrize("name", sorted(PROFILES))
+def test_every_step_the_planner_sends_a_site_is_inside_its_own_scope(name: str) -> None:
+    profile = PROFILES[name]
     checked = 0
-    for plan in plans:
-        for action in plan.actions:
-            # Every site, the primary too: a controller elsewhere (a promotion) reaches it remotely.
-            check_request({"op": "run", "steps": wire(action)}, scope_of(profile, action.site))
-            checked += len(action.steps)
+    for action in planned(profile):
+        # Every site, the primary too: a controller elsewhere (a promotion) reaches it remotely.
+        check_request({"op": "run", "steps": wire(action)}, scope_of(profile, action.site))
+        checked += len(action.steps)
     assert checked > 10
+
+
+def named_initiators(profile: Profile) -> Profile:
+    """`profile` with each site's initiator named (`sites.NAME.initiator`), as the sites say."""
+    from tests.unit.test_plan_properties import INITIATORS
+
+    sites = {
+        name: site.model_copy(update={"initiator": INITIATORS[name]}) for name, site in profile.sites.items()
+    }
+    return profile.model_copy(update={"sites": sites})
+
+
+@pytest.mark.parametrize("name", ["sync-mutual-2r-export-lan", "async-none-1r-wan", "sync-generated-2r-wan"])
+def test_with_named_initiators_every_step_is_still_inside_the_scope_and_acls_name_only_them(
+    name: str,
+) -> None:
+    profile = named_initiators(PROFILES[name])
+    acls = set()
+    for action in planned(profile):
+        scope = scope_of(profile, action.site)
+        check_request({"op": "run", "steps": wire(action)}, scope)
+        acls |= {
+            (action.site, s["initiator"])
+            for s in wire(action)
+            if s.get("op") == "set_acl" and s["iqn"] in {t for t in scope.iqns if ".export" not in t}
+        }
+    replicas = {leg.site for leg in profile.mirrors[0].replicas}
+    assert acls == {(site, profile.sites["a"].initiator) for site in replicas}
 
 
 LAB = """\
@@ -97,6 +133,17 @@ mirrors:
 """
 SCOPE = site_scope([("/etc/remirror/lab.yaml", parse_profile(LAB))])
 IQN = "iqn.2026-11.org.remirror:lab.m0.b"
+# The array's create, as a primary would send it (to site b here: what it may name there).
+CREATE = {
+    "kind": "md_create",
+    "md": "/dev/md/m0",
+    "name": "m0",
+    "uuid": "0a1b2c3d:0a1b2c3d:0a1b2c3d:0a1b2c3d",
+    "metadata": "1.2",
+    "legs": ["missing", "/dev/b0"],
+    "bitmap_chunk": 64 << 20,
+    "size": 1 << 30,
+}
 
 
 def refusal(request: dict[str, Any], scope: SiteScope | None = SCOPE) -> str:
@@ -120,38 +167,35 @@ def test_the_scope_is_the_sites_own_disks_and_every_name_of_its_mirrors() -> Non
 @pytest.mark.parametrize(
     ("request_", "why"),
     [
-        (run({"kind": "run", "argv": ["sh", "-c", "touch /tmp/x"]}), "'sh': remirror's agent runs only"),
+        (
+            run({"kind": "run", "argv": ["sh", "-c", "touch /tmp/x"]}),
+            "step 'run' is not a step of the protocol",
+        ),
+        (run({"kind": "md_stop", "md": "/dev/md/m0", "argv": ["sh"]}), "argv is not a field of it"),
         (run({"kind": "write_file", "path": "/root/.ssh/authorized_keys", "content": "k"}), "writes only"),
         (run({"kind": "write_sysfs", "path": "/proc/sys/kernel/sysrq", "value": "1"}), "not an md or iSCSI"),
         (
-            run({"kind": "run", "argv": ["mdadm", "--zero-superblock", "/dev/sda"]}),
+            run({"kind": "md_zero_superblock", "device": "/dev/sda"}),
             "/dev/sda is not a device",
         ),
         (
-            run({"kind": "run", "argv": ["mdadm", "--create", "/dev/md/m0", "--config=/tmp/c"]}),
-            "not an option",
+            run({"kind": "md_member", "md": "/dev/md/m0", "op": "add", "device": "--config=/tmp/c"}),
+            "'--config=/tmp/c' is not a device path",
         ),
         (
-            run({"kind": "run", "argv": ["dd", "if=/dev/zero", "of=/dev/sda", "bs=1M", "count=1"]}),
-            "only the zeroing",
+            run({"kind": "md_member", "md": "/dev/md/m0", "op": "add", "device": "detached"}),
+            "'detached' is not a device path",  # md's words only where md takes them (fail, remove)
         ),
         (
-            run(
-                {
-                    "kind": "run",
-                    "argv": [
-                        "dd",
-                        "if=/dev/zero",
-                        "of=/dev/sda",
-                        "bs=4096",
-                        "count=1",
-                        "oflag=direct",
-                        "status=none",
-                    ],
-                }
-            ),
-            "/dev/sda",
+            run({**CREATE, "legs": ["/dev/b0", "/dev/sda"]}),
+            "/dev/sda is not a device",
         ),
+        (run({**CREATE, "name": "m0-2"}), "mirror 'm0-2' is not one of"),
+        (run({**CREATE, "size": 1000}), "is not a size in MiB"),
+        (run({**CREATE, "write_behind": 1 << 20}), "write-behind"),
+        (run({**CREATE, "bitmap_chunk": 1}), "bitmap chunk of 1 bytes"),
+        (run({"kind": "zero_head", "device": "/dev/sda"}), "/dev/sda"),
+        (run({"kind": "md_stop", "md": "/dev/md/m0", "ok_codes": [0, 256]}), "exit codes are 0 to 255"),
         (run({"kind": "lio", "op": "create_backstore", "name": "m0-b", "dev": "/dev/sda"}), "/dev/sda"),
         (
             run({"kind": "lio", "op": "delete_target", "iqn": "iqn.2026-11.other:x"}),
@@ -163,7 +207,7 @@ def test_the_scope_is_the_sites_own_disks_and_every_name_of_its_mirrors() -> Non
             "portal",
         ),
         (
-            run({"kind": "run", "argv": ["dmsetup", "create", "evil", "--table", "0 8 linear /dev/b0 0"]}),
+            run({"kind": "dm_create", "name": "evil", "table": "0 8 linear /dev/b0 0"}),
             "'evil'",
         ),
         (
@@ -171,28 +215,17 @@ def test_the_scope_is_the_sites_own_disks_and_every_name_of_its_mirrors() -> Non
             "/dev/sda",
         ),
         (
-            run({"kind": "run", "argv": ["dmsetup", "message", "remirror-m0-cdp-pool", "0", "delete 1"]}),
-            "only",
+            run({"kind": "dm_message", "name": "remirror-m0-cdp-pool", "message": "delete 1"}),
+            "is not a step of the protocol",
         ),
         (
             run(
                 {
-                    "kind": "run",
-                    "argv": [
-                        "iscsiadm",
-                        "-m",
-                        "node",
-                        "-T",
-                        IQN,
-                        "-p",
-                        "192.0.2.2:3260",
-                        "-o",
-                        "update",
-                        "-n",
-                        "node.session.auth.password",
-                        "-v",
-                        "x",
-                    ],
+                    "kind": "iscsi_node_update",
+                    "target": IQN,
+                    "address": "192.0.2.2",
+                    "port": 3260,
+                    "settings": {"node.session.auth.password": "x"},
                 }
             ),
             "not a node setting",
@@ -251,12 +284,7 @@ def test_the_scope_is_the_sites_own_disks_and_every_name_of_its_mirrors() -> Non
         # Issue 44's escapes. A relative path in a table, which the kernel resolves from dmsetup's
         # working directory (seen in the lab: `linear ../dev/lab/b1 0` wrote another disk).
         (
-            run(
-                {
-                    "kind": "run",
-                    "argv": ["dmsetup", "create", "remirror-m0-b", "--table", "0 8 linear ../dev/sda 0"],
-                }
-            ),
+            run({"kind": "dm_create", "name": "remirror-m0-b", "table": "0 8 linear ../dev/sda 0"}),
             "'../dev/sda' is not a device path",
         ),
         (run({"kind": "dm_reload", "name": "remirror-m0-b", "table": "0 8 linear dev/sda 0"}), "'dev/sda'"),
@@ -378,11 +406,11 @@ def test_the_scope_is_the_sites_own_disks_and_every_name_of_its_mirrors() -> Non
         ),
         # Names that share a prefix: mirror m0's scope does not reach mirror m0-2's devices.
         (
-            run({"kind": "run", "argv": ["dmsetup", "remove", "remirror-m0-2-cdp-pool"]}),
+            run({"kind": "dm_remove", "name": "remirror-m0-2-cdp-pool"}),
             "remirror-m0-2-cdp-pool",
         ),
         (
-            run({"kind": "run", "argv": ["dmsetup", "remove", "remirror-m0-cdp-at-1x"]}),
+            run({"kind": "dm_remove", "name": "remirror-m0-cdp-at-1x"}),
             "remirror-m0-cdp-at-1x",
         ),
         (run({"kind": "lio", "op": "delete_backstore", "name": "m0-2-b"}), "backstore 'm0-2-b'"),
@@ -455,7 +483,7 @@ def test_a_point_another_site_asks_for_is_taken_with_this_sites_own_retention(
 
 def test_a_request_is_refused_whole_before_any_of_it_runs() -> None:
     good = {"kind": "lio", "op": "save", "path": "/etc/target/saveconfig.json"}
-    assert "sh" in refusal(run(good, {"kind": "run", "argv": ["sh", "-c", "true"]}))
+    assert "/dev/sda" in refusal(run(good, {"kind": "zero_head", "device": "/dev/sda"}))
 
 
 def test_mdadm_conf_may_change_only_its_array_lines(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
@@ -473,11 +501,12 @@ def test_mdadm_conf_may_change_only_its_array_lines(tmp_path: Path, monkeypatch:
 
 
 def test_a_site_without_profiles_still_gets_the_closed_forms_with_any_block_device() -> None:
-    assert "runs only" in refusal(run({"kind": "run", "argv": ["bash"]}), None)
+    assert "not a step of the protocol" in refusal(run({"kind": "run", "argv": ["bash"]}), None)
+    assert "not a device path" in refusal(run({"kind": "zero_head", "device": "../etc/passwd"}), None)
     assert "not a block device" in refusal(
         run({"kind": "prove_blank", "device": "/dev/null", "timeout": 1}), None
     )
-    check_request(run({"kind": "run", "argv": ["mdadm", "--stop", "/dev/md/whatever"]}), None)
+    check_request(run({"kind": "md_stop", "md": "/dev/md/whatever"}), None)
 
 
 def test_a_profile_that_does_not_load_refuses_everything(tmp_path: Path) -> None:
@@ -561,7 +590,7 @@ def test_over_ssh_a_command_is_refused_and_nothing_runs(tmp_path: Path) -> None:
     answer = json.loads(done.stdout)
     assert answer["refused"] is True
     assert answer["commands"] == 0
-    assert answer["error"].startswith("refused: 'sh'")
+    assert answer["error"] == "refused: step 'run' is not a step of the protocol"
     assert not marker.exists()
 
 
@@ -680,9 +709,8 @@ def test_md_attributes_take_only_the_values_the_planner_writes() -> None:
 
 def test_a_node_record_takes_only_the_settings_the_sites_profiles_make_for_that_target() -> None:
     def update(*pairs: tuple[str, str]) -> dict[str, Any]:
-        settings = [word for key, value in pairs for word in ("-n", key, "-v", value)]
-        argv = ["iscsiadm", "-m", "node", "-T", IQN, "-p", "192.0.2.2:3260", "-o", "update", *settings]
-        return run({"kind": "run", "argv": argv})
+        step = {"kind": "iscsi_node_update", "target": IQN, "address": "192.0.2.2", "port": 3260}
+        return run({**step, "settings": dict(pairs)})
 
     # As remirror.plan.initiator makes them from the profile (lan timeouts, on_link_loss degrade).
     check_request(

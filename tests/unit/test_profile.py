@@ -382,6 +382,19 @@ def test_mirror_names_and_devices_are_unique() -> None:
     ]
 
 
+def test_a_primary_legs_target_name_is_no_other_targets() -> None:
+    # A promotion exports the primary's leg under its name: the export's, and the DR site's scope
+    # would merge the two targets (the export's initiators and CHAP on the leg's target).
+    text = BASE.replace(
+        "      disk: /dev/sda\n", "      disk: /dev/sda\n      iqn: iqn.2026-11.example.acme:hq.finance\n"
+    )
+    text += "    export: {iqn: iqn.2026-11.example.acme:hq.finance, portal: 0.0.0.0:3260, initiators: [iqn.2026-11.example.acme:app]}\n"
+    assert problems(text) == [
+        "p.yaml:20:14: mirrors[0].export.iqn: target name iqn.2026-11.example.acme:hq.finance is already used"
+        " by mirrors[0].primary.iqn"
+    ]
+
+
 def test_inline_secrets_are_refused_with_where_they_belong() -> None:
     text = BASE + "    iscsi:\n      chap:\n        username: finance\n        password: hunter2hunter2\n"
     assert problems(text) == [

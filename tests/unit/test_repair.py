@@ -15,7 +15,7 @@ from remirror.plan import Plan, make_plan
 from remirror.plan.repair import Repair, make_repair
 from remirror.profile import Profile
 from remirror.profile.names import by_path
-from tests.unit.simulated_sites import Sites, wire
+from tests.unit.simulated_sites import Sites, at_site, wire
 from tests.unit.test_plan_properties import PROFILES, SECRETS, bare_sites
 
 PROFILE = PROFILES["sync-mutual-1r-lan"]
@@ -89,8 +89,9 @@ def test_a_returning_leg_is_removed_and_re_added_with_its_bitmap() -> None:
     sites.facts = replica_leg_failed(sites.facts)
     result = repair(dict(sites.facts))
     assert verbs(result) == ["a ReAddLeg"]
-    assert [s.get("argv") for s in wire(result.actions[0])] == [
-        ["mdadm", "/dev/md/m0", "--fail", "detached", "--remove", "detached"],
+    assert [s.get("argv") for s in at_site(result.actions[0])] == [
+        ["mdadm", "/dev/md/m0", "--fail", "detached"],
+        ["mdadm", "/dev/md/m0", "--remove", "detached"],
         ["mdadm", "/dev/md/m0", "--remove", "failed"],
         None,  # wait for the by-path link
         ["mdadm", "/dev/md/m0", "--re-add", BY_PATH],
@@ -98,7 +99,7 @@ def test_a_returning_leg_is_removed_and_re_added_with_its_bitmap() -> None:
     ]
     assert wire(result.actions[0])[-1] == {"kind": "leg_record_join", "source": "/dev/a0", "device": BY_PATH}
     # Never a full rebuild by itself: only the explanation of a refusal names --add.
-    assert all("--add" not in s.get("argv", []) for s in wire(result.actions[0]))
+    assert all("--add" not in s.get("argv", []) for s in at_site(result.actions[0]))
     sites.run(Plan(result.actions))
     assert assess(PROFILE, MIRROR, sites.facts).state is State.MIRRORED
 
@@ -154,7 +155,7 @@ def test_a_resync_left_pending_in_an_auto_read_only_array_is_resumed() -> None:
     facts = primary(facts, arrays=(dataclasses.replace(array, array_state="read-auto"),))
     result = repair(dict(facts))
     assert verbs(result) == ["a ResumeResync"]
-    assert wire(result.actions[0])[0]["argv"] == ["mdadm", "--readwrite", "/dev/md/m0"]
+    assert at_site(result.actions[0])[0]["argv"] == ["mdadm", "--readwrite", "/dev/md/m0"]
 
 
 @pytest.mark.parametrize(
@@ -293,7 +294,10 @@ def test_a_restarted_dr_host_with_the_session_still_failing_gets_a_fresh_login()
     sites.facts = {**facts, "b": dataclasses.replace(facts["b"], targets={}, backstores={})}
     result = repair(dict(sites.facts))
     assert verbs(result)[-2:] == ["b SaveLioConfig", "a LoginAfresh"]
-    assert [s["argv"][-1] for s in wire(result.actions[-1]) if s["kind"] == "run"] == ["--logout", "--login"]
+    assert [s["argv"][-1] for s in at_site(result.actions[-1]) if s["kind"] == "run"] == [
+        "--logout",
+        "--login",
+    ]
     sites.run(Plan(result.actions))
     the_next_pass_re_adds_the_leg(sites)
 

@@ -18,7 +18,7 @@ from remirror.plan.resolve import make_resolution
 from remirror.profile import parse_profile
 from remirror.profile.names import array_uuid, by_path
 from remirror.roles import as_run, profile_as_run
-from tests.unit.simulated_sites import wire
+from tests.unit.simulated_sites import at_site, wire
 from tests.unit.test_cache import WRITECACHE, converged
 from tests.unit.test_failover import MIRROR, PROFILE, UUID, applied, split
 from tests.unit.test_plan_properties import SECRETS, bare_sites, profile_text
@@ -61,7 +61,7 @@ def test_a_blank_primary_disk_is_rebuilt_from_the_replica_never_created_over_it(
         "uuid": UUID,
         "devices": [REMOTE],
     }
-    assert wire(rebuild)[0]["argv"] == ["mdadm", "/dev/md/m0", "--add", "/dev/a0"]
+    assert at_site(rebuild)[0]["argv"] == ["mdadm", "/dev/md/m0", "--add", "/dev/a0"]
     assert wire(rebuild)[1] == {"kind": "leg_record_join", "source": REMOTE, "device": "/dev/a0"}
     assert "holds no copy of the mirror (a new disk?)" in assemble.line()
     assert "in full: every block copied from the replica leg" in rebuild.line()
@@ -159,7 +159,7 @@ def test_resolve_with_conflicting_generations_never_forgets_the_kept_leg() -> No
     for keep, other, leg in (("a", "b", "/dev/b0"), ("b", "a", "/dev/a0")):
         plan = make_resolution(PROFILE, "m0", keep, facts, None)
         forgotten = [a for a in plan.actions if a.verb == "ForgetArray"]
-        assert [(a.site, wire(a)[0]["argv"][-1]) for a in forgotten] == [(other, leg)], keep
+        assert [(a.site, at_site(a)[0]["argv"][-1]) for a in forgotten] == [(other, leg)], keep
 
 
 # --- 4. a cache added back after a drain ----------------------------------------------------
@@ -198,7 +198,7 @@ def test_node_records_are_manual_and_switching_an_old_one_needs_no_new_login() -
     facts["a"] = dataclasses.replace(facts["a"], nodes={key: {**node, "node.startup": "automatic"}})
     plan = make_plan(PROFILE, facts, SECRETS)
     assert [a.verb for a in plan.actions] == ["UpdateIscsiNode"]
-    assert wire(plan.actions[0])[0]["argv"][-4:] == ["-n", "node.startup", "-v", "manual"]
+    assert at_site(plan.actions[0])[0]["argv"][-4:] == ["-n", "node.startup", "-v", "manual"]
 
 
 # --- 8. the reconciler's policy: an allow-list decided where each action is built -----------

@@ -9,13 +9,13 @@ import pytest
 
 from remirror.agent.policy_steps import STEP_CHECKS
 from remirror.agent.steps import _STEPS
-from remirror.protocol import CATALOGUE, WireError, decode, steps
+from remirror.protocol import CATALOGUE, WireError, commands, decode, steps
+from remirror.protocol.commands import IscsiNode, IscsiNodeUpdate, MdBitmap, MdCreate, MdMember, MdStop
 from remirror.protocol.steps import (
     ISCSI_ERR_LOGIN_AUTH_FAILED,
     CdpStack,
     LegRecordPromote,
     Lio,
-    Run,
     Step,
     WaitPath,
     WireguardPeer,
@@ -24,22 +24,34 @@ from remirror.protocol.steps import (
 
 
 def test_the_catalogue_holds_every_step_with_its_check_and_its_handler() -> None:
-    classes = {cls for cls in vars(steps).values() if isinstance(cls, type) and issubclass(cls, Step)}
-    assert set(CATALOGUE.values()) == classes - {Step}
-    assert all(CATALOGUE[cls.kind] is cls for cls in classes - {Step})
+    classes = {
+        cls
+        for module in (steps, commands)
+        for cls in vars(module).values()
+        if isinstance(cls, type) and issubclass(cls, Step) and cls not in (Step, commands.Command)
+    }
+    assert set(CATALOGUE.values()) == classes
+    assert all(CATALOGUE[cls.kind] is cls for cls in classes)
     assert set(_STEPS) == set(CATALOGUE.values()) == set(STEP_CHECKS)
 
 
 def test_a_step_becomes_the_agents_json_with_defaults_left_to_the_agent() -> None:
-    assert Run(("mdadm", "--stop", "/dev/md/m0")).as_dict() == {
-        "kind": "run",
-        "argv": ["mdadm", "--stop", "/dev/md/m0"],
-    }
-    login = Run(("iscsiadm", "--login"), (0, 15), {ISCSI_ERR_LOGIN_AUTH_FAILED: "CHAP refused"})
-    # JSON object keys are strings: the agent looks the exit code up as str(returncode).
+    assert MdStop("/dev/md/m0").as_dict() == {"kind": "md_stop", "md": "/dev/md/m0"}
+    login = IscsiNode(
+        "iqn.t",
+        "192.0.2.2",
+        3260,
+        "login",
+        ok_codes=(0, 15),
+        explain={ISCSI_ERR_LOGIN_AUTH_FAILED: "CHAP refused"},
+    )
+    # JSON object keys are strings: the agent reads the exit code back as a number.
     assert login.as_dict() == {
-        "kind": "run",
-        "argv": ["iscsiadm", "--login"],
+        "kind": "iscsi_node",
+        "target": "iqn.t",
+        "address": "192.0.2.2",
+        "port": 3260,
+        "op": "login",
         "ok_codes": [0, 15],
         "explain": {"24": "CHAP refused"},
     }
@@ -65,9 +77,23 @@ def test_an_lio_step_carries_its_op_and_its_secrets_for_redaction() -> None:
     assert "secrets" not in Lio("delete_target", {"iqn": "t"}).as_dict()
 
 
+CREATE = MdCreate(
+    "/dev/md/m0",
+    "m0",
+    "0a1b2c3d:0a1b2c3d:0a1b2c3d:0a1b2c3d",
+    "1.2",
+    ("missing", "/dev/a0"),
+    64 << 20,
+    1 << 30,
+    256,
+)
 EXAMPLES: list[Step] = [
-    Run(("mdadm", "--stop", "/dev/md/m0")),
-    Run(("iscsiadm", "--login"), (0, 15), {ISCSI_ERR_LOGIN_AUTH_FAILED: "CHAP refused"}, 30.0, ("s",)),
+    MdStop("/dev/md/m0"),
+    CREATE,
+    MdBitmap("/dev/md/m0", None),
+    MdMember("/dev/md/m0", "remove", "detached", ok_codes=(0, 1)),
+    IscsiNode("iqn.t", "fe80::1", 3260, "login", ok_codes=(0, 15), explain={ISCSI_ERR_LOGIN_AUTH_FAILED: "CHAP refused"}),
+    IscsiNodeUpdate("iqn.t", "192.0.2.2", 3260, {"node.startup": "manual"}),
     WaitPath("/dev/md/m0", 5.0),
     LegRecordPromote(("/dev/a0",), "u", "b", 1, "resolve", 4),
     CdpStack("m0", "/dev/md/m0", 65536, 25, False, False),
@@ -86,14 +112,16 @@ def test_a_step_crosses_the_wire_as_itself(step: Step) -> None:
     ("obj", "says"),
     [
         ({"kind": "shell", "argv": ["sh"]}, "not a step of the protocol"),
-        (["run"], "not a step of the protocol"),
-        ({"kind": "run"}, "its argv is missing"),
-        ({"kind": "run", "argv": "mdadm --stop /dev/md0"}, "is not a list"),
-        ({"kind": "run", "argv": ["mdadm", 7]}, "is not a text"),
-        ({"kind": "run", "argv": ["mdadm"], "cwd": "/"}, "cwd is not a field of it"),
-        ({"kind": "run", "argv": ["mdadm"], "ok_codes": [True]}, "is not a whole number"),
-        ({"kind": "run", "argv": ["mdadm"], "explain": {"x": "y"}}, "is not a number"),
-        ({"kind": "run", "argv": ["mdadm"], "timeout": "60"}, "is not a number"),
+        ({"kind": "run", "argv": ["mdadm", "--stop", "/dev/md0"]}, "not a step of the protocol"),
+        (["md_stop"], "not a step of the protocol"),
+        ({"kind": "md_stop"}, "its md is missing"),
+        ({"kind": "md_stop", "md": ["/dev/md0"]}, "is not a text"),
+        ({"kind": "md_stop", "md": "/dev/md0", "argv": ["sh"]}, "argv is not a field of it"),
+        ({"kind": "md_stop", "md": "/dev/md0", "ok_codes": [True]}, "is not a whole number"),
+        ({"kind": "md_stop", "md": "/dev/md0", "explain": {"x": "y"}}, "is not a number"),
+        ({"kind": "md_member", "md": "/dev/md0", "op": "grow", "device": "/dev/a0"}, "is not one of add, re-add"),
+        ({"kind": "iscsi_node", "target": "t", "address": "a", "port": "3260", "op": "login"}, "not a whole"),
+        ({"kind": "wait_path", "path": "/dev/x", "timeout": "60"}, "is not a number"),
         ({"kind": "wait_path", "path": "/dev/x", "timeout": float("nan")}, "is not a number"),
         ({"kind": "cdp_stack", "mirror": "m", "md": "/dev/md0", "chunk": 1, "history": 1, "fresh": 0,
           "allow_data": False}, "fresh: 0 is not true or false"),
@@ -107,3 +135,27 @@ def test_a_step_crosses_the_wire_as_itself(step: Step) -> None:
 def test_what_is_not_a_step_of_the_catalogue_is_refused_whole(obj: Any, says: str) -> None:
     with pytest.raises(WireError, match=says):
         decode(obj)
+
+
+def test_each_command_builds_its_argv_at_the_site_from_its_fields() -> None:
+    assert CREATE.argv() == (
+        "mdadm", "--create", "/dev/md/m0", "--run", "--metadata=1.2", "--level=1", "--raid-devices=2",
+        "--uuid=0a1b2c3d:0a1b2c3d:0a1b2c3d:0a1b2c3d", "--name=m0", "--homehost=<none>", "--bitmap=internal",
+        "--bitmap-chunk=65536K", "--size=1024M", "--write-behind=256", "missing", "/dev/a0",
+    )  # fmt: skip
+    assert MdBitmap("/dev/md/m0", 1 << 20).argv()[-2:] == ("--bitmap=internal", "--bitmap-chunk=1024K")
+    assert MdMember("/dev/md/m0", "re-add", "/dev/a0").argv() == (
+        "mdadm",
+        "/dev/md/m0",
+        "--re-add",
+        "/dev/a0",
+    )
+    assert IscsiNode("iqn.t", "fe80::1", 3260, "new").argv() == (
+        "iscsiadm", "-m", "node", "-T", "iqn.t", "-p", "[fe80::1]:3260", "-o", "new",
+    )  # fmt: skip
+    update = IscsiNodeUpdate(
+        "iqn.t", "192.0.2.2", 3260, {"node.startup": "manual", "node.conn[0].timeo": "5"}
+    )
+    assert update.argv()[7:] == (
+        "-o", "update", "-n", "node.startup", "-v", "manual", "-n", "node.conn[0].timeo", "-v", "5",
+    )  # fmt: skip

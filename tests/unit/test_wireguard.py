@@ -25,7 +25,7 @@ from remirror.profile.wireguard import (
 )
 from remirror.protocol.steps import WireguardTunnel
 from tests.conftest import PROFILES
-from tests.unit.simulated_sites import Sites, wire
+from tests.unit.simulated_sites import Sites, at_site, wire
 from tests.unit.test_plan_properties import SECRETS as PROP_SECRETS
 from tests.unit.test_plan_properties import bare_sites, profile_text
 from tests.unit.test_planner import SECRETS, fresh
@@ -144,7 +144,7 @@ def test_with_the_keys_the_tunnel_comes_first_and_iscsi_goes_through_it() -> Non
     assert a_side.address == f"{address_a}/24"
     assert a_side.key_file == "/etc/remirror/wireguard/rmwg-lab.key"
     # Site B's target listens on its tunnel address only; site A logs in there.
-    steps = [s for a in plan.actions for s in wire(a)]
+    steps = [s for a in plan.actions for s in at_site(a)]
     portal = next(s for s in steps if s.get("op") == "create_portal")
     assert (portal["address"], portal["port"]) == (address_b, 3260)
     login = next(s for s in steps if s["kind"] == "run" and "--login" in s["argv"])

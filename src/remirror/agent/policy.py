@@ -4,10 +4,11 @@ Every request that arrives over SSH (`remirror agent [--serve]`) is checked
 whole before any of it runs; one that asks for anything else is refused with
 one line, runs nothing and writes nothing (the refusal goes to the system
 log, for the site's operator). The protocol is a fixed set of operations:
-the requests below, and the steps of remirror.agent.steps, each with its
-arguments checked (remirror.agent.policy_steps): a `run` step is one of a
-few command forms (mdadm, iscsiadm, dmsetup and a dd that zeroes a cache's
-first block), never a program of the sender's choosing. Files: mdadm.conf
+the requests below, and the steps of the protocol's catalogue
+(remirror.protocol), each read into its class and its fields checked
+(remirror.agent.policy_steps, policy_commands): no step carries a command
+line; a command's argv is built here from its checked fields, never a
+program or an option of the sender's. Files: mdadm.conf
 (only its ARRAY lines may change), LIO's saved configuration, remirror's
 WireGuard keys, `resolve --save`'s new files.
 

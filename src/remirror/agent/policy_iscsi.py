@@ -14,6 +14,7 @@ from remirror.agent.policy import Checker, Refused
 from remirror.agent.policy_lio import ONE_LINE
 
 if TYPE_CHECKING:
+    from remirror.protocol.commands import IscsiNode, IscsiNodeUpdate
     from remirror.protocol.steps import NodeSecrets
 
 # The only keys a node_secrets step writes: the CHAP passwords iscsiadm's argv would show in `ps`.
@@ -25,14 +26,7 @@ def node_secrets(check: Checker, step: NodeSecrets) -> None:
     address and a port that are each checked whole (an IP address or host name, a port number)
     and name a portal of the site's scope, so no `..` or `/` of the sender's reaches it; only the
     CHAP password keys, each value one line (a newline would add a setting of the sender's)."""
-    check.iqn(step.target)
-    address, port = step.address, step.port
-    if not 1 <= port <= 65535:
-        raise Refused(f"node_secrets: port {port!r} is not a port number")
-    if not _is_host(address):
-        raise Refused(f"node_secrets: {address[:60]!r} is not an IP address or host name")
-    if check.scope is not None and (address, port) not in check.scope.portals:
-        raise Refused(f"node_secrets: portal {address}:{port} is not one {check._sources()} name")
+    _record(check, step.target, step.address, step.port, "node_secrets")
     values = step.values
     if not values:
         raise Refused("node_secrets: its values are CHAP settings by name")
@@ -67,33 +61,43 @@ def _is_host(text: str) -> bool:
     return True
 
 
-def iscsiadm(check: Checker, args: list[str]) -> None:
-    if args[:3] != ["-m", "node", "-T"] or len(args) < 7 or args[4] != "-p":
-        raise Refused("iscsiadm: only `-m node -T IQN -p PORTAL` with one operation")
-    check.iqn(args[3])
-    check.portal(args[5])
-    rest = args[6:]
-    if rest in (["--login"], ["--logout"], ["-o", "new"], ["-o", "delete"]):
-        return
-    pairs = rest[2:]
-    if rest[:2] != ["-o", "update"] or not pairs or len(pairs) % 4:
-        raise Refused(f"iscsiadm {' '.join(rest[:2])}: not an operation remirror uses")
-    for i in range(0, len(pairs), 4):
-        n, key, v, value = pairs[i : i + 4]
-        if n != "-n" or v != "-v" or not _NODE_KEY.fullmatch(key) or "password" in key:
-            raise Refused(f"iscsiadm -o update {key[:80]!r}: not a node setting remirror makes")
+def _record(check: Checker, target: str, address: str, port: int, what: str) -> None:
+    """A node record of a target of the scope, at a portal of the scope, each field whole."""
+    check.iqn(target)
+    if not 1 <= port <= 65535:
+        raise Refused(f"{what}: port {port!r} is not a port number")
+    if not _is_host(address):
+        raise Refused(f"{what}: {address[:60]!r} is not an IP address or host name")
+    if check.scope is not None and (address, port) not in check.scope.portals:
+        raise Refused(f"{what}: portal {address}:{port} is not one {check._sources()} name")
+
+
+def node_command(check: Checker, step: IscsiNode) -> None:
+    """`iscsiadm -m node` making, deleting, logging in to or out of a record of the scope's."""
+    _record(check, step.target, step.address, step.port, f"iscsi_node {step.op}")
+
+
+def node_update(check: Checker, step: IscsiNodeUpdate) -> None:
+    """Node settings, each as the site's profiles make it for that target: not another portal's
+    address, CHAP off, a timeout that hangs its I/O, a discovery setting; its CHAP user names the
+    profiles'; never a password (NodeSecrets writes those, out of `ps`)."""
+    _record(check, step.target, step.address, step.port, "iscsi_node_update")
+    if not step.settings:
+        raise Refused("iscsi_node_update: no setting")
+    for key, value in step.settings.items():
+        if not _NODE_KEY.fullmatch(key) or "password" in key:
+            raise Refused(f"iscsi_node_update {key[:80]!r}: not a node setting remirror makes")
         if not _NODE_VALUES.get(key, _NODE_VALUE).fullmatch(value):
-            raise Refused(f"iscsiadm -o update {key}: {value[:40]!r} is not a value remirror sets")
+            raise Refused(f"iscsi_node_update {key}: {value[:40]!r} is not a value remirror sets")
         if check.scope is None:
             continue
         if key in _NODE_USERS:
             # The CHAP user names the site's profiles give that target, and none other.
-            names = {n[_NODE_USERS[key]] for n in check.scope.logins.get(args[3], frozenset()) if n}
+            names = {n[_NODE_USERS[key]] for n in check.scope.logins.get(step.target, frozenset()) if n}
             if value not in names:
-                raise Refused(f"iscsiadm -o update {key}: {value[:40]!r} is not {args[3]}'s CHAP user")
-        elif (key, value) not in check.scope.node_settings.get(args[3], frozenset()):
-            # Every other setting as the site's profiles make it for that target: not another
-            # portal's address, CHAP off, a timeout that hangs its I/O, a discovery setting.
+                raise Refused(f"iscsi_node_update {key}: {value[:40]!r} is not {step.target}'s CHAP user")
+        elif (key, value) not in check.scope.node_settings.get(step.target, frozenset()):
             raise Refused(
-                f"iscsiadm -o update {key}={value[:40]}: not a setting {check._sources()} make for {args[3]}"
+                f"iscsi_node_update {key}={value[:40]}: not a setting {check._sources()}"
+                f" make for {step.target}"
             )

@@ -32,6 +32,12 @@ _OP_FIELDS = {
     "create_lun": frozenset({"iqn", "backstore", "lun"}),
     "set_acl": frozenset({"iqn", "initiator", "lun", "chap"}),
 }
+# Those it must have (the others: `parameters` none, an ACL's `chap` none).
+_OP_REQUIRED = {
+    "create_target": frozenset({"iqn", "chap"}),
+    "set_parameters": frozenset({"iqn"}),
+    "set_acl": frozenset({"iqn", "initiator", "lun"}),
+}
 
 
 def lio(check: Checker, request: Lio) -> None:
@@ -41,6 +47,9 @@ def lio(check: Checker, request: Lio) -> None:
     known = _OP_FIELDS.get(op)
     if known is not None and set(step) - known:
         raise Refused(f"lio {op}: {', '.join(sorted(set(step) - known))[:80]} is not a field of it")
+    missing = sorted(_OP_REQUIRED.get(op, known or frozenset()) - set(step))
+    if missing:  # the handler reads each: none is left to a default the check did not see
+        raise Refused(f"lio {op}: its {', '.join(missing)} is missing")
     for key in ("port", "lun"):  # numbers the handler hands rtslib as numbers
         if key in step and type(step[key]) is not int:
             raise Refused(f"lio {op}: {key} {str(step[key])[:40]!r} is not a whole number")
@@ -103,7 +112,7 @@ def _acl(iqn: str, target: TargetScope, step: Mapping[str, Any]) -> None:
         raise Refused(
             f"lio set_acl: {initiator!r} is not an initiator the site's profiles let log in to {iqn}"
         )
-    if step.get("lun", 0) != 0:
+    if step.get("lun") != 0:
         raise Refused("lio set_acl: an ACL maps LUN 0")
     chap = step.get("chap")
     if chap is None:

@@ -16,7 +16,8 @@ from typing import Any
 
 from remirror.agent import policy
 from remirror.agent.policy import NAME, UUID, Checker, Refused
-from remirror.agent.policy_iscsi import iscsiadm, node_secrets
+from remirror.agent.policy_commands import COMMAND_CHECKS
+from remirror.agent.policy_iscsi import node_secrets
 from remirror.agent.policy_lio import lio
 from remirror.agent.policy_wireguard import wireguard, wireguard_tunnel
 from remirror.facts import parsers  # its MDADM_CONF read at each check: tests point it elsewhere
@@ -44,15 +45,6 @@ _SYSFS_VALUES = {
     "backlog": re.compile(r"\d{1,4}|1[0-5]\d{3}|16[0-2]\d\d|163[0-7]\d|1638[0-3]"),
     "state": re.compile("-?writemostly"),
 }
-
-
-def run(check: Checker, step: catalogue.Run) -> None:
-    if not step.argv:
-        raise Refused("a run step's argv is a list of strings")
-    if not all(0 <= code <= 255 for code in (*step.ok_codes, *step.explain)):
-        raise Refused("a run step's ok_codes are exit codes (0 to 255)")
-    _seconds(step.timeout)
-    check_argv(check, list(step.argv))
 
 
 MAX_STEP_TIMEOUT = 86400  # a command of remirror's that runs longer is hung
@@ -146,59 +138,6 @@ def points_down(check: Checker, step: catalogue.CdpDeactivate) -> None:
     ours = (f"remirror-{key}-cdp-at-", f"remirror-{key}-cdp-drill")  # a point's view, a drill's copy
     if not all(str(view).startswith(ours) and check.ours(str(view), points=True) for view in views):
         raise Refused(f"views {views!r} are not those of {key}'s points")
-
-
-def check_argv(check: Checker, argv: list[str]) -> None:
-    """Refused unless `argv` is one of the forms below, naming only what the site's scope allows."""
-    forms = {"mdadm": _mdadm, "iscsiadm": iscsiadm, "dmsetup": _dmsetup, "dd": _dd}
-    if argv[0] not in forms:
-        raise Refused(f"{argv[0]!r}: remirror's agent runs only mdadm, iscsiadm, dmsetup and dd")
-    forms[argv[0]](check, argv[1:])
-
-
-def _mdadm(check: Checker, args: list[str]) -> None:
-    values = {
-        "--metadata": r"1\.[02]",
-        "--level": "1",
-        "--raid-devices": r"\d{1,2}",
-        "--uuid": UUID.pattern,
-        "--name": NAME.pattern,
-        "--homehost": "<none>",
-        "--bitmap": "none|internal",
-        "--bitmap-chunk": r"\d+K",
-        "--size": r"\d+M",
-        "--write-behind": r"\d+",
-    }
-    flags = {"--stop", "--grow", "--add", "--re-add", "--fail", "--remove", "--zero-superblock"}
-    flags |= {"--readwrite", "--create", "--run", "--assume-clean"}
-    for arg in args:
-        option, equals, value = arg.partition("=")
-        if equals and option in values and re.fullmatch(values[option], value):
-            if option == "--name":
-                check.mirror(value)
-            continue
-        if arg in flags or arg in ("detached", "failed", "missing"):
-            continue
-        if arg.startswith("-"):
-            raise Refused(f"mdadm {arg}: not an option remirror uses")
-        check.device(arg)
-
-
-def _dmsetup(check: Checker, args: list[str]) -> None:
-    if len(args) == 2 and args[0] == "remove":
-        return check.dm_name(args[1])
-    if len(args) == 4 and args[0] == "create" and args[2] == "--table":
-        check.dm_name(args[1])
-        return check.table(args[3])
-    raise Refused(f"dmsetup {' '.join(args[:1])}: only `remove NAME` and `create NAME --table TABLE`")
-
-
-def _dd(check: Checker, args: list[str]) -> None:
-    # A cache's first block zeroed (remirror.plan.cache), so no old superblock is taken up.
-    shape = ["if=/dev/zero", "of=*", "bs=4096", "count=1", "oflag=direct", "status=none"]
-    if len(args) != len(shape) or any(a != s for a, s in zip(args, shape, strict=True) if s != "of=*"):
-        raise Refused("dd: only the zeroing of a cache's first 4KiB")
-    check.device(args[1].removeprefix("of="))
 
 
 def _fields(**checks: str) -> Callable[[Checker, Any], None]:
@@ -306,7 +245,7 @@ def _disk_sysfs(check: Checker, step: catalogue.WriteDiskSysfs) -> None:
 
 # Each step of the catalogue, its check (a unit test holds the two together).
 STEP_CHECKS: dict[type[catalogue.Step], Callable[[Checker, Any], None]] = {
-    catalogue.Run: run,
+    **COMMAND_CHECKS,  # remirror.agent.policy_commands
     catalogue.ProveBlank: prove_blank,
     catalogue.WaitPath: _fields(path="path", timeout="seconds"),
     catalogue.AssembleArray: _fields(md="device", uuid="uuid", devices="devices"),

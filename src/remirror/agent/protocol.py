@@ -3,9 +3,11 @@
 Bumped when a request or an answer changes meaning: 2 added the site locks
 (`lock`, `unlock`), without which a controller cannot keep another from
 changing a site under it; 3 made `save_ranges` take a name (`save`) where it
-took a directory (`dir`), and a remote controller's lock only the `site` one.
+took a directory (`dir`), and a remote controller's lock only the `site` one; 4 read every
+step by the typed catalogue (remirror.protocol), with no `run` step: each command a class whose
+argv the site builds.
 The controller refuses an agent of another version with one line naming both
 (remirror.agent.client).
 """
 
-PROTOCOL_VERSION = 3
+PROTOCOL_VERSION = 4

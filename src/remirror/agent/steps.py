@@ -37,6 +37,7 @@ from remirror.facts.model import CacheStatus
 from remirror.files import write_atomically
 from remirror.protocol import Step, decode
 from remirror.protocol import steps as catalogue
+from remirror.protocol.commands import COMMANDS, Command
 from remirror.runner.base import redact
 from remirror.runner.local import LocalRunner
 
@@ -62,9 +63,10 @@ def run_steps(steps: list[Any]) -> list[dict[str, Any]]:
     return results
 
 
-def _run(step: catalogue.Run) -> None:
+def _command(step: Command) -> None:
+    """A command of the catalogue, its argv built here from its checked fields."""
     try:
-        _runner.run(list(step.argv), secrets=step.secrets, timeout=step.timeout, ok_codes=step.ok_codes)
+        _runner.run(list(step.argv()), timeout=step.TIMEOUT, ok_codes=step.ok_codes)
     except CommandError as error:
         # A known exit code gets the planner's explanation in front of the tool's words.
         explanation = step.explain.get(error.returncode) if error.returncode is not None else None
@@ -303,7 +305,7 @@ def _prove_blank(step: catalogue.ProveBlank) -> None:
 
 # Each step of the catalogue, its handler (a unit test holds the two together).
 _STEPS: dict[type[Step], Callable[[Any], None]] = {
-    catalogue.Run: _run,
+    **dict.fromkeys(COMMANDS, _command),
     catalogue.ProveBlank: _prove_blank,
     catalogue.WaitPath: _wait_path,
     catalogue.AssembleArray: _assemble_array,

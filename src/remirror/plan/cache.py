@@ -22,7 +22,8 @@ from remirror.plan.actions import CHANGE, CREATE, DELETE, Action, Plan, Verb
 from remirror.profile.layers import Cache
 from remirror.profile.model import Mirror, PrimaryLeg, ReplicaLeg
 from remirror.profile.names import cache_name
-from remirror.protocol.steps import TOOL_FAILED, DmReload, DrainCache, Run, Step, WaitPath
+from remirror.protocol.commands import DmCreate, DmRemove, ZeroHead
+from remirror.protocol.steps import TOOL_FAILED, DmReload, DrainCache, Step, WaitPath
 
 SECTOR = 512
 CACHE_METADATA = 8 * 1024**2  # dm-cache metadata: ample for a fast disk of up to ~100 GiB of 64KiB blocks
@@ -263,10 +264,10 @@ def removal_actions(
             )
         )
     if remove:
-        steps = [Run(("dmsetup", "remove", name))]
+        steps: list[Step] = [DmRemove(name)]
         if table.target == "cache" or f"{name}-meta" in site.dm:
             steps += [
-                Run(("dmsetup", "remove", part), (0, TOOL_FAILED))  # gone already
+                DmRemove(part, ok_codes=(0, TOOL_FAILED))  # gone already
                 for part in (f"{name}-fast", f"{name}-meta")
             ]
         actions.append(
@@ -324,13 +325,13 @@ def _refuse_busy(site: SiteFacts, fast: DiskFacts, where: str) -> None:
         )
 
 
-def _zero_head(path: str) -> Run:
+def _zero_head(path: str) -> ZeroHead:
     # The first 4 KiB: what dm-writecache reads for a superblock, dm-cache for its metadata.
-    return Run(("dd", "if=/dev/zero", f"of={path}", "bs=4096", "count=1", "oflag=direct", "status=none"))
+    return ZeroHead(path)
 
 
-def _dmsetup_create(name: str, table: str) -> Run:
-    return Run(("dmsetup", "create", name, "--table", table))
+def _dmsetup_create(name: str, table: str) -> DmCreate:
+    return DmCreate(name, table)
 
 
 def _dmsetup_reload(name: str, table: str) -> DmReload:

@@ -18,12 +18,12 @@ from remirror.profile.names import by_path
 from remirror.profile.timeouts import REPLACEMENT_TIMEOUT, node_record
 from remirror.profile.types import Portal
 from remirror.profile.wireguard import replica_portal
+from remirror.protocol.commands import IscsiNode, IscsiNodeUpdate, NodeOp
 from remirror.protocol.steps import (
     ISCSI_ERR_LOGIN_AUTH_FAILED,
     ISCSI_ERR_NO_OBJS_FOUND,
     ISCSI_ERR_SESS_EXISTS,
     NodeSecrets,
-    Run,
     Step,
     WaitPath,
     WriteDiskSysfs,
@@ -31,14 +31,20 @@ from remirror.protocol.steps import (
 )
 
 
-def node_argv(iqn: str, portal: Portal) -> tuple[str, ...]:
-    """`iscsiadm` addressing the node record of `iqn` at `portal`."""
-    return ("iscsiadm", "-m", "node", "-T", iqn, "-p", str(portal))
+def node_step(
+    iqn: str,
+    portal: Portal,
+    op: NodeOp,
+    ok_codes: tuple[int, ...] = (0,),
+    explain: Mapping[int, str] | None = None,
+) -> IscsiNode:
+    """`iscsiadm` on the node record of `iqn` at `portal`: `op` (new, delete, login, logout)."""
+    return IscsiNode(iqn, portal.address, portal.port, op, ok_codes=ok_codes, explain=explain or {})
 
 
-def logout_step(iqn: str, portal: Portal) -> Run:
+def logout_step(iqn: str, portal: Portal) -> IscsiNode:
     """End the session to `iqn` at `portal`; none there is "already so"."""
-    return Run((*node_argv(iqn, portal), "--logout"), (0, ISCSI_ERR_NO_OBJS_FOUND))
+    return node_step(iqn, portal, "logout", ok_codes=(0, ISCSI_ERR_NO_OBJS_FOUND))
 
 
 def logout_actions(profile: Profile, mirror: Mirror, primary: SiteFacts) -> list[Action]:
@@ -59,7 +65,7 @@ def logout_actions(profile: Profile, mirror: Mirror, primary: SiteFacts) -> list
                 )
             )
         if primary.node_for(iqn, portal.address, portal.port) is not None:
-            delete = Run((*node_argv(iqn, portal), "-o", "delete"), (0, ISCSI_ERR_NO_OBJS_FOUND))
+            delete = node_step(iqn, portal, "delete", ok_codes=(0, ISCSI_ERR_NO_OBJS_FOUND))
             actions.append(
                 Action(
                     primary.name, Verb.DELETE_ISCSI_NODE, f"{iqn} at {portal}", DELETE, (delete,), target=iqn
@@ -111,7 +117,6 @@ def initiator_actions(
     as the profile wants it, and a session to it."""
     actions = []
     path = by_path(portal, iqn)
-    node_args = node_argv(iqn, portal)
     wanted, secret_values = _node_settings(mirror, chap, secrets)
     current = primary.node_for(iqn, portal.address, portal.port)
 
@@ -121,12 +126,12 @@ def initiator_actions(
     changed = {k: v for k, v in wanted.items() if current is None or current.get(k) != shown(k, v)}
     steps: list[Step] = []
     if current is None:
-        steps.append(Run((*node_args, "-o", "new")))
+        steps.append(node_step(iqn, portal, "new"))
     # One iscsiadm for every setting: it takes any number of -n/-v pairs (open-iscsi 2.1.8,
     # seen in the lab), and under emulation each iscsiadm costs a quarter of a second.
-    pairs = [arg for k, v in changed.items() if ".auth.password" not in k for arg in ("-n", k, "-v", v)]
-    if pairs:
-        steps.append(Run((*node_args, "-o", "update", *pairs)))
+    settings = {k: v for k, v in changed.items() if ".auth.password" not in k}
+    if settings:
+        steps.append(IscsiNodeUpdate(iqn, portal.address, portal.port, settings))
     passwords = {k: v for k, v in changed.items() if ".auth.password" in k}
     if passwords:
         # Not through iscsiadm's argv, which every user of the host can read in `ps`.
@@ -197,10 +202,12 @@ def initiator_actions(
             # Node settings take effect at the next login.
             login.append(logout_step(iqn, portal))
         login.append(
-            Run(
-                (*node_args, "--login"),
-                (0, ISCSI_ERR_SESS_EXISTS),
-                {
+            node_step(
+                iqn,
+                portal,
+                "login",
+                ok_codes=(0, ISCSI_ERR_SESS_EXISTS),
+                explain={
                     ISCSI_ERR_LOGIN_AUTH_FAILED: f"CHAP authentication to target {iqn} at {portal}"
                     " was refused (check the CHAP secrets on both sites)"
                 },

@@ -18,12 +18,12 @@ from remirror.plan.keep_data import kept_data
 from remirror.plan.md_create import create_actions
 from remirror.plan.resync_limit import resync_limit_actions, resync_limit_steps
 from remirror.profile.model import Mirror, Profile
+from remirror.protocol.commands import MdBitmap, MdMember, MdStop
 from remirror.protocol.steps import (
     AssembleArray,
     LegRecordCreate,
     LegRecordJoin,
     LocalLegLast,
-    Run,
     Step,
     WaitPath,
     WriteSysfs,
@@ -73,7 +73,7 @@ def release_partial_assembly(site: SiteFacts, leg: DiskFacts, uuid_: str) -> tup
 def stop_array_action(site: str, device: str, why: str) -> Action:
     """`mdadm --stop` of an array on `site`; `why` says what becomes of it (shown in the plan).
     md writes out its write-behind queue before the array stops."""
-    return Action(site, Verb.STOP_ARRAY, f"{device} ({why})", DELETE, (Run(("mdadm", "--stop", device)),))
+    return Action(site, Verb.STOP_ARRAY, f"{device} ({why})", DELETE, (MdStop(device),))
 
 
 def stand_down_former_primary(mirror: Mirror, site: SiteFacts, leg: DiskFacts, uuid_: str) -> list[Action]:
@@ -164,16 +164,8 @@ def array_actions(
         # No way to change a bitmap's chunk in place: drop it and add a new one.
         # Write-behind needs a bitmap, so the backlog is restored afterwards.
         steps = (
-            Run(("mdadm", "--grow", mirror.md_device, "--bitmap=none")),
-            Run(
-                (
-                    "mdadm",
-                    "--grow",
-                    mirror.md_device,
-                    "--bitmap=internal",
-                    f"--bitmap-chunk={replication.bitmap_chunk // 1024}K",
-                )
-            ),
+            MdBitmap(mirror.md_device, None),
+            MdBitmap(mirror.md_device, replication.bitmap_chunk),
         )
         actions.append(
             Action(
@@ -352,7 +344,7 @@ def _rebuild_primary_leg(
             Verb.REBUILD_LEG,
             f"{local.path} into {mirror.md_device} (in full: every block copied from the replica leg)",
             CHANGE,
-            (Run(("mdadm", mirror.md_device, "--add", local.path)), LegRecordJoin(sources[0], local.path)),
+            (MdMember(mirror.md_device, "add", local.path), LegRecordJoin(sources[0], local.path)),
             destructive=destroys(primary.name, local, ""),
         ),
     ]

@@ -8,17 +8,19 @@ skip`'s, for legs each site proves blank.
 
 from __future__ import annotations
 
+import dataclasses
+
 from remirror.facts.site import DiskFacts, SiteFacts
 from remirror.plan.actions import CREATE, Action, Verb
 from remirror.plan.keep_data import KeptData
 from remirror.plan.resync_limit import resync_limit_steps
 from remirror.profile.model import Mirror
+from remirror.protocol.commands import MdCreate
 from remirror.protocol.steps import (
     AddReplicaLegs,
     DropBadBlockLog,
     LegRecordCreate,
     ProveBlank,
-    Run,
     SetMemberState,
     WaitPath,
 )
@@ -47,27 +49,20 @@ def create_actions(
     # 1.2 keeps md's superblock and bitmap at a leg's start and its data after them; 1.0 keeps
     # them at the end, so that a kept file system stays at byte 0 of the leg and of the array.
     size = kept.array_size if kept else md_size([local.size, *(r.size for r in replica_disks)])
-    argv = [
-        "mdadm",
-        "--create",
+    create = MdCreate(
         mirror.md_device,
-        "--run",
-        f"--metadata={'1.0' if kept else '1.2'}",
-        "--level=1",
-        f"--raid-devices={1 + len(remote_paths)}",
-        f"--uuid={uuid_}",
-        f"--name={mirror.name}",
-        "--homehost=<none>",
-        "--bitmap=internal",
-        f"--bitmap-chunk={replication.bitmap_chunk // 1024}K",
+        mirror.name,
+        uuid_,
+        "1.0" if kept else "1.2",
+        (),
+        replication.bitmap_chunk,
         # Short of each leg's last MiB, the leg record's place (docs/failover.md).
-        f"--size={size // MiB}M",
-    ]
-    if replication.mode == "async":
-        argv.append(f"--write-behind={replication.effective_write_behind}")
+        size // MiB * MiB,
+        replication.effective_write_behind if replication.mode == "async" else None,
+    )
     if replication.initial_sync == "skip":
         return _create_without_sync(
-            mirror, primary, local, replica_disks, remote_paths, uuid_, argv, destroyed
+            mirror, primary, local, replica_disks, remote_paths, uuid_, create, destroyed
         )
     # The replica legs take the array's first slots: md (raid1.c of Debian 12's 6.1) decides
     # whether a write goes behind on the first leg it writes to, so write-behind only works
@@ -79,7 +74,7 @@ def create_actions(
     # local leg, as a create's initial sync would, reading the local leg only. Then it is
     # made write-mostly through sysfs: `mdadm --add --write-mostly` leaves the new leg faulty
     # (mdadm 4.2, kernel 6.1: seen in the lab).
-    argv += [*["missing"] * len(remote_paths), local.path]
+    create = dataclasses.replace(create, legs=(*["missing"] * len(remote_paths), local.path))
     mode = (
         f"async, write-behind {replication.effective_write_behind}" if replication.mode == "async" else "sync"
     )
@@ -95,7 +90,7 @@ def create_actions(
             f" first slot(s), {mode}" + (f"; {kept.describe()}" if kept else ""),
             CREATE,
             (
-                Run(tuple(argv)),
+                create,
                 WaitPath(mirror.md_device, 30),
                 # Before the adds: each starts a recovery, the initial sync, over the link.
                 *resync_limit_steps(mirror),
@@ -114,7 +109,7 @@ def _create_without_sync(
     replica_disks: list[DiskFacts],
     remote_paths: list[str],
     uuid_: str,
-    argv: list[str],
+    create: MdCreate,
     destroyed: str,
 ) -> list[Action]:
     """`initial_sync: skip`: once each site has proved its leg all zeros (`prove_blank_actions`,
@@ -122,7 +117,7 @@ def _create_without_sync(
     `--assume-clean`: blank legs are equal legs, so nothing is copied. The replica legs take
     the first slots, as an added leg would (write-behind needs one in slot 0), lose the bad
     block log mdadm gave them (re-added without it) and are made write-mostly through sysfs."""
-    create = (*argv, "--assume-clean", *remote_paths, local.path)
+    create = dataclasses.replace(create, legs=(*remote_paths, local.path), assume_clean=True)
     return [
         Action(
             primary.name,
@@ -131,7 +126,7 @@ def _create_without_sync(
             " first slot(s), no initial sync (the legs are blank)",
             CREATE,
             (
-                Run(create),
+                create,
                 WaitPath(mirror.md_device, 30),
                 # Each made with a bad block log: dropped in place, nothing to resync.
                 *(DropBadBlockLog(mirror.md_device, path) for path in remote_paths),

@@ -25,7 +25,8 @@ from remirror.profile.model import Mirror, Profile, ReplicaLeg
 from remirror.profile.names import array_uuid, leg_device, replica_path
 from remirror.profile.types import Portal
 from remirror.profile.wireguard import replica_portal
-from remirror.protocol.steps import TOOL_FAILED, LegRecordJoin, Run, Step, WaitPath
+from remirror.protocol.commands import MdMember, MdReadWrite
+from remirror.protocol.steps import TOOL_FAILED, LegRecordJoin, Step, WaitPath
 from remirror.roles import points_pool
 
 # States in which nothing is touched: a person decides.
@@ -156,7 +157,7 @@ def make_repair(
                 Verb.RESUME_RESYNC,
                 f"{mirror.md_device} (auto-read-only: its pending resync starts)",
                 CHANGE,
-                (Run(("mdadm", "--readwrite", mirror.md_device)),),
+                (MdReadWrite(mirror.md_device),),
                 repair=True,
             )
         )
@@ -179,12 +180,17 @@ def _readd(profile: Profile, mirror: Mirror, replica: ReplicaLeg, faulty: str, p
         # md keeps a failed member, or one whose disk went away with its
         # session, until it is removed; only then can the disk that came
         # back (often under another name) be re-added.
-        for words in (["--fail", "detached", "--remove", "detached"], ["--remove", "failed"]):
-            steps.append(Run(("mdadm", mirror.md_device, *words), (0, TOOL_FAILED)))
+        steps += [
+            MdMember(mirror.md_device, "fail", "detached", ok_codes=(0, TOOL_FAILED)),
+            MdMember(mirror.md_device, "remove", "detached", ok_codes=(0, TOOL_FAILED)),
+            MdMember(mirror.md_device, "remove", "failed", ok_codes=(0, TOOL_FAILED)),
+        ]
     steps += [
         WaitPath(path, 60),
-        Run(
-            ("mdadm", mirror.md_device, "--re-add", path),
+        MdMember(
+            mirror.md_device,
+            "re-add",
+            path,
             explain={
                 TOOL_FAILED: f"md refused to re-add the replica leg on {replica.site}: its bitmap cannot"
                 " say what it missed, so only a full rebuild would do, and remirror does not start one by"

@@ -31,7 +31,8 @@ from remirror.plan.mdadm_conf import mdadm_conf_actions, with_mdadm_conf
 from remirror.plan.promote import assemble_action, record_action, stand_down
 from remirror.profile.model import Mirror, Profile, ReplicaLeg
 from remirror.profile.names import array_uuid, leg_device, replica_path
-from remirror.protocol.steps import AddReplicaLegs, LegRecordJoin, Run, SaveRanges
+from remirror.protocol.commands import MdZeroSuperblock
+from remirror.protocol.steps import AddReplicaLegs, LegRecordJoin, SaveRanges
 from remirror.roles import as_run, leg_records, profile_as_run, roles
 
 
@@ -97,7 +98,7 @@ def make_resolution(
                 f"{own} (mdadm --zero-superblock: {leg.site}'s writes since the split are discarded;"
                 f" {keep} copies the whole leg back)",
                 DELETE,
-                (Run(("mdadm", "--zero-superblock", own)),),
+                (MdZeroSuperblock(own),),
                 destructive=f"the writes on {leg.site}'s leg {own} since the split brain",
             )
         )

@@ -105,9 +105,15 @@ def _disks_used_once(profile: Profile) -> Iterator[Violation]:
 def _unique_target_names(profile: Profile) -> Iterator[Violation]:
     seen: dict[str, Path] = {}
     for m, mirror in enumerate(profile.mirrors):
+        # The primary's leg too when it names one: a promotion exports it under that name (derived
+        # names differ by mirror and site, which the rules above keep apart already).
+        given = [mirror.primary.iqn] if mirror.primary.iqn else []
         targets: list[tuple[Path, str]] = [
-            (("mirrors", m, "replicas", r, "iqn"), profile.replica_iqn(mirror, replica))
-            for r, replica in enumerate(mirror.replicas)
+            *((("mirrors", m, "primary", "iqn"), iqn) for iqn in given),
+            *(
+                (("mirrors", m, "replicas", r, "iqn"), profile.replica_iqn(mirror, replica))
+                for r, replica in enumerate(mirror.replicas)
+            ),
         ]
         if mirror.export is not None:
             targets.append((("mirrors", m, "export", "iqn"), mirror.export.iqn))

@@ -19,6 +19,7 @@ from collections.abc import Mapping
 from dataclasses import dataclass, field
 from typing import Any, ClassVar
 
+from remirror.protocol.commands import COMMANDS
 from remirror.protocol.wire import Step as Step  # re-exported: every step is one
 from remirror.protocol.wire import WireError, plain
 
@@ -28,18 +29,6 @@ ISCSI_ERR_NO_OBJS_FOUND = 21  # no session (a logout) or no node record (a delet
 ISCSI_ERR_LOGIN_AUTH_FAILED = 24  # the target refused the CHAP credentials
 # mdadm and dmsetup: 1 for "it failed" (nothing to remove, no such device).
 TOOL_FAILED = 1
-
-
-@dataclass(frozen=True)
-class Run(Step):
-    """A command; `ok_codes` besides 0 mean "already so"; `explain`: a person's words for a code."""
-
-    kind: ClassVar[str] = "run"
-    argv: tuple[str, ...]
-    ok_codes: tuple[int, ...] = (0,)
-    explain: Mapping[int, str] = field(default_factory=dict)
-    timeout: float = 120
-    secrets: tuple[str, ...] = ()  # redacted from what the command prints
 
 
 @dataclass(frozen=True)
@@ -303,15 +292,13 @@ class SaveRanges(Step):
     site: str
 
 
-CATALOGUE: dict[str, type[Step]] = {
-    cls.kind: cls
-    for cls in (
-        Run, WaitPath, WriteFile, WriteSysfs, WriteDiskSysfs, SetMemberState, LocalLegLast,
-        AddReplicaLegs, DropBadBlockLog, NodeSecrets, Lio, DmReload, DrainCache, AssembleArray,
-        CdpStack, CdpDeactivate, ProveBlank, WireguardKey, WireguardTunnel, LegRecordCreate,
-        LegRecordPromote, LegRecordJoin, SaveRanges,
-    )
-}  # fmt: skip
+_EVERY_STEP: tuple[type[Step], ...] = (
+    *COMMANDS, WaitPath, WriteFile, WriteSysfs, WriteDiskSysfs, SetMemberState, LocalLegLast,
+    AddReplicaLegs, DropBadBlockLog, NodeSecrets, Lio, DmReload, DrainCache, AssembleArray,
+    CdpStack, CdpDeactivate, ProveBlank, WireguardKey, WireguardTunnel, LegRecordCreate,
+    LegRecordPromote, LegRecordJoin, SaveRanges,
+)  # fmt: skip
+CATALOGUE: dict[str, type[Step]] = {cls.kind: cls for cls in _EVERY_STEP}
 
 
 def decode(obj: Any) -> Step:

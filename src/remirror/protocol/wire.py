@@ -21,6 +21,8 @@ from typing import Any, ClassVar, TypeVar
 # A JSON document a controller sends is small; a list or text past these is not one of ours.
 MAX_ITEMS = 4096
 MAX_TEXT = 1 << 20
+MAX_NUMBER = 1 << 63  # no count, size or offset of a disk's is larger
+MAX_REAL = 1 << 53
 
 
 class WireError(ValueError):
@@ -100,16 +102,21 @@ def _typed(hint: Any, value: Any, where: str) -> Any:
             return None
         (inner,) = [a for a in args if a is not type(None)]
         return _typed(inner, value, where)
+    if origin is typing.Literal:
+        if not any(type(value) is type(choice) and value == choice for choice in args):
+            raise WireError(f"{where}: {_shown(value)} is not one of {', '.join(map(str, args))}")
+        return value
     if hint is bool:
         if not isinstance(value, bool):
             raise WireError(f"{where}: {_shown(value)} is not true or false")
         return value
     if hint is int:
-        if type(value) is not int:
+        if type(value) is not int or abs(value) > MAX_NUMBER:
             raise WireError(f"{where}: {_shown(value)} is not a whole number")
         return value
     if hint is float:
-        if type(value) not in (int, float) or value != value:  # NaN is not a number of seconds
+        # No NaN or infinity, and no number a float cannot hold exactly (past 2**53).
+        if type(value) not in (int, float) or not abs(value) <= MAX_REAL:
             raise WireError(f"{where}: {_shown(value)} is not a number")
         return float(value)
     if hint is str:
