@@ -563,6 +563,39 @@ def test_an_agent_that_lives_on_reads_the_sites_profiles_again_when_they_change(
     assert gate.scope is None
 
 
+def test_the_refusals_log_line_says_what_was_tried_whatever_the_sender_asks_to_hide(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    from remirror.agent import serve
+
+    logged: list[str] = []
+    monkeypatch.setattr(serve, "_refuse", logged.append)
+    monkeypatch.setattr(policy, "PROFILE_DIR", tmp_path)
+    (tmp_path / "lab.yaml").write_text(LAB)
+    gate = serve._Gate(checked=True)
+    acl = {
+        "kind": "lio",
+        "op": "set_acl",
+        "iqn": IQN,
+        "initiator": "iqn.2026-11.org.example:intruder",
+        "lun": 0,
+    }
+    hidden = {**acl, "secrets": ["iqn.2026-11.org.example:intruder", "set_acl", "a"]}
+    hidden["chap"] = {"username": "u", "password": "set_acl-intruder"}
+    refusal_of(gate, run(hidden))
+    assert "set_acl" in logged[-1]  # a secret the sender lists is not one: the line says what it was
+    assert "set_acl-intruder" not in logged[-1]  # a CHAP password the step carries is kept out
+    # Whatever breaks the check is refused, and logged: a number past what a float holds, a list
+    # of secrets that is not one, steps that are not a list.
+    for broken in (
+        run({"kind": "wait_path", "path": "/dev/b0", "timeout": 10**400}),
+        run({"kind": "md_stop", "md": "/dev/md/m0", "secrets": 5}),
+        {"op": "run", "steps": 5},
+    ):
+        assert refusal_of(gate, broken).startswith("refused: ")
+    assert len(logged) == 4
+
+
 def refusal_of(gate: object, request: dict[str, object]) -> str:
     answer = gate.refusal(request)  # type: ignore[attr-defined]
     assert answer is not None, f"not refused: {request}"
