@@ -130,39 +130,43 @@ def _write_file(sites: dict[str, SiteFacts], name: str, step: dict[str, Any]) ->
     return _replace(sites, name, mdadm_conf=step["content"])
 
 
-def _write_sysfs(sites: dict[str, SiteFacts], name: str, step: dict[str, Any]) -> dict[str, SiteFacts]:
-    session = re.fullmatch(r"/sys/class/iscsi_session/session(\d+)/recovery_tmo", step["path"])
-    if session:
-        sid = int(session.group(1))
-        sessions = tuple(
-            dataclasses.replace(s, recovery_tmo=int(step["value"])) if s.sid == sid else s
-            for s in sites[name].sessions
-        )
-        return _replace(sites, name, sessions=sessions)
-    match = re.fullmatch(r"/sys/block/(md\d+)/md/(.+)", step["path"])
-    assert match, step["path"]
-    kernel, attribute = match.groups()
-    arrays = []
-    for array in sites[name].arrays:
-        if array.kernel_name == kernel:
-            if attribute == "bitmap/backlog":
-                array = dataclasses.replace(array, backlog=int(step["value"]))
-            elif attribute in ("sync_speed_max", "sync_speed_min"):
-                array = _speed_limited(array, attribute, step["value"])
-            elif attribute == "suspend_hi":  # at or below suspend_lo (0): no write is held
-                array = dataclasses.replace(array, writes_suspended=int(step["value"]) > 0)
-            else:
-                member = attribute.removeprefix("dev-").removesuffix("/state")
-                assert step["value"] == "writemostly"
-                array = dataclasses.replace(
-                    array,
-                    members=tuple(
-                        dataclasses.replace(m, state=m.state | {"write_mostly"}) if m.device == member else m
-                        for m in array.members
-                    ),
-                )
-        arrays.append(array)
-    return _replace(sites, name, arrays=tuple(arrays))
+def _array_named(site: SiteFacts, md: str) -> MdArray:
+    """The array a step names: by its kernel node (`/dev/md127`) or its link (`/dev/md/NAME`)."""
+    kernel = md.removeprefix("/dev/")
+    (array,) = [
+        a
+        for a in site.arrays
+        if a.kernel_name == kernel or md.removeprefix("/dev/md/") in site.array_links[a.kernel_name]
+    ]
+    return array
+
+
+def _md_attribute(sites: dict[str, SiteFacts], name: str, step: dict[str, Any]) -> dict[str, SiteFacts]:
+    """The agent's `md_attribute`: one of an array's settings, or a repair of one."""
+    site = sites[name]
+    array = _array_named(site, step["md"])
+    attribute, value = step["attribute"], step["value"]
+    if attribute == "bitmap/backlog":
+        changed = dataclasses.replace(array, backlog=int(value))
+    elif attribute in ("sync_speed_max", "sync_speed_min"):
+        changed = _speed_limited(array, attribute, value)
+    elif attribute == "suspend_hi":  # at or below suspend_lo (0): no write is held
+        changed = dataclasses.replace(array, writes_suspended=int(value) > 0)
+    elif attribute == "sync_max":
+        changed = dataclasses.replace(array, syncs_held=False)
+    else:
+        assert (attribute, value) == ("sync_action", "idle"), step
+        changed = dataclasses.replace(array, sync_action="idle")
+    return _replace(sites, name, arrays=tuple(changed if a is array else a for a in site.arrays))
+
+
+def _session_timeout(sites: dict[str, SiteFacts], name: str, step: dict[str, Any]) -> dict[str, SiteFacts]:
+    sessions = tuple(
+        dataclasses.replace(s, recovery_tmo=step["seconds"]) if s.sid == step["session"] else s
+        for s in sites[name].sessions
+    )
+    assert any(s.sid == step["session"] and s.target == step["target"] for s in sessions), step
+    return _replace(sites, name, sessions=sessions)
 
 
 def _lio(sites: dict[str, SiteFacts], name: str, step: dict[str, Any]) -> dict[str, SiteFacts]:
@@ -289,16 +293,7 @@ def _speed_limited(array: MdArray, attribute: str, value: str) -> MdArray:
 
 
 def _disk_sysfs(sites: dict[str, SiteFacts], name: str, step: dict[str, Any]) -> dict[str, SiteFacts]:
-    """The agent's `disk_sysfs`: a replica leg's disk (by its by-path link) gets another scheduler;
-    an array just created (by its /dev/md/NAME) its resync limit."""
-    if step["attribute"] in ("md/sync_speed_max", "md/sync_speed_min"):
-        links, md_name = sites[name].array_links, step["device"].removeprefix("/dev/md/")
-        attribute = step["attribute"].removeprefix("md/")
-        arrays = tuple(
-            _speed_limited(a, attribute, step["value"]) if md_name in links.get(a.kernel_name, ()) else a
-            for a in sites[name].arrays
-        )
-        return _replace(sites, name, arrays=arrays)
+    """The agent's `disk_sysfs`: a replica leg's disk (by its by-path link) gets another scheduler."""
     remote = _BY_PATH.match(step["device"])
     assert remote is not None, step
     assert step["attribute"] == "queue/scheduler", step
@@ -467,12 +462,21 @@ def _drop_bad_block_log(sites: dict[str, SiteFacts], name: str, step: dict[str, 
 
 
 def _member_state(sites: dict[str, SiteFacts], name: str, step: dict[str, Any]) -> dict[str, SiteFacts]:
-    """The agent's `member_state`: a replica leg (by its by-path link) made write-mostly."""
+    """The agent's `member_state`: a leg made write-mostly or not, named by its by-path link (a
+    replica's, at a create) or its kernel node (`/dev/sdb`, a repair)."""
     site = sites[name]
-    assert step["value"] == "writemostly", step
-    array, member = _replica_member(site, step)
+    array = _array_named(site, step["md"])
+    remote = _BY_PATH.match(step["device"])
+    member = (
+        next(s.disk or "" for s in site.sessions if s.target == remote["iqn"])
+        if remote
+        else step["device"].removeprefix("/dev/")
+    )
+    flag = {"write_mostly"}
     members = tuple(
-        dataclasses.replace(m, state=m.state | {"write_mostly"}) if m.device == member else m
+        dataclasses.replace(m, state=m.state | flag if step["value"] == "writemostly" else m.state - flag)
+        if m.device == member
+        else m
         for m in array.members
     )
     changed = dataclasses.replace(array, members=members)
@@ -689,7 +693,8 @@ _STEPS = {
     "run": _iscsiadm,  # mdadm is handled by Sites.run: it needs the disks' memory
     "lio": _lio,
     "write_file": _write_file,
-    "write_sysfs": _write_sysfs,
+    "md_attribute": _md_attribute,
+    "session_timeout": _session_timeout,
     "member_state": _member_state,
     "disk_sysfs": _disk_sysfs,
     "wait_path": _nothing,

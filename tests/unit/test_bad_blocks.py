@@ -444,7 +444,9 @@ def test_resyncs_an_add_left_held_are_critical_and_let_go_by_a_repair() -> None:
     (release,) = make_plan(PROFILE, held, SECRETS).actions
     assert release.verb == "ReleaseResyncs"
     assert release.repair
-    assert wire(release) == [{"kind": "write_sysfs", "path": "/sys/block/md127/md/sync_max", "value": "max"}]
+    assert wire(release) == [
+        {"kind": "md_attribute", "md": "/dev/md127", "attribute": "sync_max", "value": "max"}
+    ]
     (found,) = report(PROFILE, held, Seen({}), NOW)
     verdict = judge([found], DEFAULT_WARNING, DEFAULT_CRITICAL)
     assert verdict.status is Status.CRITICAL

@@ -197,7 +197,9 @@ def test_writes_left_held_by_an_unfinished_move_are_let_go_by_a_repair() -> None
     (resume,) = plan.actions
     assert resume.verb == "ResumeWrites"
     assert resume.repair
-    assert wire(resume) == [{"kind": "write_sysfs", "path": "/sys/block/md127/md/suspend_hi", "value": "0"}]
+    assert wire(resume) == [
+        {"kind": "md_attribute", "md": "/dev/md127", "attribute": "suspend_hi", "value": "0"}
+    ]
 
 
 def test_a_check_debian_started_on_the_mirror_is_stopped_as_a_repair() -> None:
@@ -207,7 +209,9 @@ def test_a_check_debian_started_on_the_mirror_is_stopped_as_a_repair() -> None:
     # checkarray or mdcheck, the first Sunday of the month: md would read the replica leg whole.
     (stop,) = make_plan(PROFILE, with_array(converged(), sync_action="check"), SECRETS).actions
     assert (stop.verb, stop.repair) == ("StopCheck", True)
-    assert wire(stop) == [{"kind": "write_sysfs", "path": "/sys/block/md127/md/sync_action", "value": "idle"}]
+    assert wire(stop) == [
+        {"kind": "md_attribute", "md": "/dev/md127", "attribute": "sync_action", "value": "idle"}
+    ]
     checking = with_array(converged(), sync_action="check")
     repair = make_repair(PROFILE, MIRROR, checking, SECRETS, assess(PROFILE, MIRROR, checking))
     assert [a.verb for a in repair.actions] == ["StopCheck"]  # the reconciler's too
@@ -290,7 +294,7 @@ def test_a_new_write_behind_changes_the_live_array() -> None:
     plan = make_plan(changed, converged(), SECRETS)
     assert [a.verb for a in plan.actions] == ["SetWriteBehind"]
     (step,) = wire(plan.actions[0])
-    assert step == {"kind": "write_sysfs", "path": "/sys/block/md127/md/bitmap/backlog", "value": "64"}
+    assert step == {"kind": "md_attribute", "md": "/dev/md127", "attribute": "bitmap/backlog", "value": "64"}
     assert profile.mirrors[0].replication.write_behind == 1024
 
 
@@ -487,13 +491,13 @@ def test_a_resync_limit_is_set_before_the_initial_sync_and_changed_live() -> Non
     create = next(a for a in make_plan(limited, fresh(), SECRETS).actions if a.verb == "CreateArray")
     kinds = [s["kind"] for s in wire(create)]
     # Right after the array exists, before the replica legs are added (each add starts the sync).
-    assert kinds.index("disk_sysfs") < kinds.index("add_replica_legs")
-    limits = [(s["device"], s["attribute"], s["value"]) for s in wire(create) if s["kind"] == "disk_sysfs"]
+    assert kinds.index("md_attribute") < kinds.index("add_replica_legs")
+    limits = [(s["md"], s["attribute"], s["value"]) for s in wire(create) if s["kind"] == "md_attribute"]
     # The limit, and the array's floor at md's default (1000 KiB/s), whatever the system's is:
     # md holds a resync to its limit only above its floor.
     assert limits == [
-        ("/dev/md/lab0", "md/sync_speed_min", "1000"),
-        ("/dev/md/lab0", "md/sync_speed_max", "40960"),
+        ("/dev/md/lab0", "sync_speed_min", "1000"),
+        ("/dev/md/lab0", "sync_speed_max", "40960"),
     ]
     # A running array without them (assembled: md forgets them), or with others: sysfs writes, live.
     plan = make_plan(limited, converged(), SECRETS)
@@ -503,8 +507,8 @@ def test_a_resync_limit_is_set_before_the_initial_sync_and_changed_live() -> Non
         "/dev/md/lab0 resync limit the system's -> 40MiB/s (floor the system's -> 1000KiB/s)"
     )
     assert wire(plan.actions[0]) == [
-        {"kind": "write_sysfs", "path": "/sys/block/md127/md/sync_speed_min", "value": "1000"},
-        {"kind": "write_sysfs", "path": "/sys/block/md127/md/sync_speed_max", "value": "40960"},
+        {"kind": "md_attribute", "md": "/dev/md127", "attribute": "sync_speed_min", "value": "1000"},
+        {"kind": "md_attribute", "md": "/dev/md127", "attribute": "sync_speed_max", "value": "40960"},
     ]
     limited_array = with_array(converged(), sync_speed_max=40 << 20, sync_speed_min=1000 << 10)
     assert make_plan(limited, limited_array, SECRETS).is_empty
@@ -513,7 +517,7 @@ def test_a_resync_limit_is_set_before_the_initial_sync_and_changed_live() -> Non
         limited, with_array(converged(), sync_speed_max=8 << 20, sync_speed_min=1000 << 10), SECRETS
     )
     assert only_max.actions[0].subject == "/dev/md/lab0 resync limit 8MiB/s -> 40MiB/s"
-    assert [s["path"] for s in wire(only_max.actions[0])] == ["/sys/block/md127/md/sync_speed_max"]
+    assert [s["attribute"] for s in wire(only_max.actions[0])] == ["sync_speed_max"]
     # A profile without one leaves md's limits alone, an operator's own included.
     assert make_plan(PROFILE, limited_array, SECRETS).is_empty
 
@@ -522,8 +526,8 @@ def test_a_resync_limit_under_mds_floor_takes_the_floor_down_with_it() -> None:
     """A 10 Mbit/s link carries 1.2 MB/s: a limit of 256 KiB/s holds only with a floor under it."""
     plan = make_plan(limited_profile("256KiB"), converged(), SECRETS)
     assert wire(plan.actions[0]) == [
-        {"kind": "write_sysfs", "path": "/sys/block/md127/md/sync_speed_min", "value": "256"},
-        {"kind": "write_sysfs", "path": "/sys/block/md127/md/sync_speed_max", "value": "256"},
+        {"kind": "md_attribute", "md": "/dev/md127", "attribute": "sync_speed_min", "value": "256"},
+        {"kind": "md_attribute", "md": "/dev/md127", "attribute": "sync_speed_max", "value": "256"},
     ]
     # md counts in KiB/s: a limit in other units is what md will hold to.
     assert limited_profile("1MB").mirrors[0].replication.resync_max == 976 * 1024

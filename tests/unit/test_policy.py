@@ -173,7 +173,21 @@ def test_the_scope_is_the_sites_own_disks_and_every_name_of_its_mirrors() -> Non
         ),
         (run({"kind": "md_stop", "md": "/dev/md/m0", "argv": ["sh"]}), "argv is not a field of it"),
         (run({"kind": "write_file", "path": "/root/.ssh/authorized_keys", "content": "k"}), "writes only"),
-        (run({"kind": "write_sysfs", "path": "/proc/sys/kernel/sysrq", "value": "1"}), "not an md or iSCSI"),
+        (
+            run({"kind": "write_sysfs", "path": "/proc/sys/kernel/sysrq", "value": "1"}),
+            "not a step of the protocol",
+        ),
+        (
+            run(
+                {
+                    "kind": "md_attribute",
+                    "md": "/dev/md/m0",
+                    "attribute": "../../../proc/sys/kernel/sysrq",
+                    "value": "1",
+                }
+            ),
+            "is not one of sync_speed_min",
+        ),
         (
             run({"kind": "md_zero_superblock", "device": "/dev/sda"}),
             "/dev/sda is not a device",
@@ -260,7 +274,7 @@ def test_the_scope_is_the_sites_own_disks_and_every_name_of_its_mirrors() -> Non
         ),
         (
             run({"kind": "member_state", "md": "/dev/md/m0", "device": "/dev/b0", "value": "faulty"}),
-            "write-mostly",
+            "is not one of writemostly, -writemostly",
         ),
         (run({"kind": "cdp_deactivate", "mirror": "other", "views": []}), "mirror 'other'"),
         (run({"kind": "add_replica_legs", "md": "/dev/md/m0", "devices": ["/dev/sda"]}), "/dev/sda"),
@@ -727,7 +741,7 @@ def test_md_attributes_take_only_the_values_the_planner_writes() -> None:
         ("sync_speed_max", "10240"),
     ):
         check_request(
-            run({"kind": "write_sysfs", "path": f"/sys/block/md127/md/{attribute}", "value": value}), None
+            run({"kind": "md_attribute", "md": "/dev/md127", "attribute": attribute, "value": value}), None
         )
     for attribute, value in (
         ("suspend_hi", "2097152"),  # every write below it waits: the array stops
@@ -736,8 +750,8 @@ def test_md_attributes_take_only_the_values_the_planner_writes() -> None:
         ("bitmap/backlog", "16384"),
         ("sync_speed_max", "../x"),
     ):
-        request = run({"kind": "write_sysfs", "path": f"/sys/block/md127/md/{attribute}", "value": value})
-        assert "write_sysfs" in refusal(request, None)
+        request = run({"kind": "md_attribute", "md": "/dev/md127", "attribute": attribute, "value": value})
+        assert f"md_attribute {attribute}: " in refusal(request, None)
 
 
 def test_a_node_record_takes_only_the_settings_the_sites_profiles_make_for_that_target() -> None:
@@ -773,20 +787,14 @@ def test_a_sessions_live_replacement_time_out_is_only_the_one_the_profiles_give_
 
     monkeypatch.setattr(policy_steps, "session_target", lambda session: IQN if session == "session3" else "")
 
-    def write(value: str, session: str = "session3") -> dict[str, Any]:
-        return run(
-            {
-                "kind": "write_sysfs",
-                "path": f"/sys/class/iscsi_session/{session}/recovery_tmo",
-                "value": value,
-            }
-        )
+    def write(seconds: int, session: int = 3) -> dict[str, Any]:
+        return run({"kind": "session_timeout", "session": session, "target": IQN, "seconds": seconds})
 
-    check_request(write("5"), SCOPE)  # on_link_loss: degrade
+    check_request(write(5), SCOPE)  # on_link_loss: degrade
     assert "86400 s is not iqn.2026-11.org.remirror:lab.m0.b's replacement time-out here" in refusal(
-        write("86400")
+        write(86400)
     )
-    assert "'' is not an iSCSI name" in refusal(write("5", "session9"))  # no such session
+    assert "session 9 is not logged in to" in refusal(write(5, 9))  # no such session, or another's
 
 
 # --- the initiators the profile names (`sites.NAME.initiator`, issue 44) -------------------------

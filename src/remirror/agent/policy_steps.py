@@ -25,16 +25,10 @@ from remirror.facts.cdp import is_leg_points
 from remirror.facts.generations import HOW, SAVE_NAME
 from remirror.protocol import steps as catalogue
 
-# What the planner writes to sysfs, each attribute with the values it writes there: a resync's
-# limits (KiB/s), a leg's write-mostly flag, write-behind's count (at most md's 16383), a
-# session's recovery time-out (seconds), and its repairs of a move or an add cut short: writes
-# resumed (suspend_hi 0: never a suspension), resyncs released (sync_max max: never held), a
-# check stopped (sync_action idle: never a resync started). Nothing else.
-_MD_SYSFS = re.compile(
-    r"/sys/block/(md\d+)/md/(sync_speed_min|sync_speed_max|suspend_hi|sync_max|sync_action"
-    r"|bitmap/backlog|dev-([A-Za-z0-9!_-]+)/state)"
-)
-_SESSION_SYSFS = re.compile(r"/sys/class/iscsi_session/(session\d+)/recovery_tmo")
+# What the planner writes to an md array's attributes, each with the values it writes there: a
+# resync's limits (KiB/s), write-behind's count (at most md's 16383), and its repairs of a move or
+# an add cut short: writes resumed (suspend_hi 0: never a suspension), resyncs released (sync_max
+# max: never held), a check stopped (sync_action idle: never a resync started). Nothing else.
 _NUMBER = re.compile(r"\d{1,12}")
 _SYSFS_VALUES = {
     "sync_speed_min": _NUMBER,
@@ -43,7 +37,6 @@ _SYSFS_VALUES = {
     "sync_action": re.compile("idle"),
     "sync_max": re.compile("max"),
     "backlog": re.compile(r"\d{1,4}|1[0-5]\d{3}|16[0-2]\d\d|163[0-7]\d|1638[0-3]"),
-    "state": re.compile("-?writemostly"),
 }
 
 
@@ -62,27 +55,33 @@ def write_file(check: Checker, step: catalogue.WriteFile) -> None:
         raise Refused(f"write_file {conf}: only its ARRAY lines may change, not {other[0]!r}")
 
 
-def write_sysfs(check: Checker, step: catalogue.WriteSysfs) -> None:
-    path, value = step.path, step.value
-    md, session = _MD_SYSFS.fullmatch(path), _SESSION_SYSFS.fullmatch(path)
-    shape = _SYSFS_VALUES[path.rsplit("/", 1)[-1]] if md else _NUMBER
-    if (md or session) and not (isinstance(value, str) and shape.fullmatch(value)):
-        raise Refused(f"write_sysfs {path}: {str(value)[:40]!r} is not a value remirror writes there")
-    if md:
-        check.device(f"/dev/{md.group(1)}")
-    elif session:
-        iqn = session_target(session.group(1))
-        check.iqn(iqn)
-        if check.scope is not None:
-            # The node record's replacement time-out, live: the one the site's profiles make for
-            # that target (a day's would hang the leg's I/O where the profile says degrade). The
-            # profile layer is loaded already: the scope was made from it.
-            from remirror.profile.timeouts import REPLACEMENT_TIMEOUT
+def md_attribute(check: Checker, step: catalogue.SetMdAttribute) -> None:
+    """An md attribute of an array of the scope, with a value the planner writes there."""
+    check.device(step.md)
+    if not _SYSFS_VALUES[step.attribute.rsplit("/", 1)[-1]].fullmatch(step.value):
+        raise Refused(
+            f"md_attribute {step.attribute}: {step.value[:40]!r} is not a value remirror writes there"
+        )
 
-            if (REPLACEMENT_TIMEOUT, value) not in check.scope.node_settings.get(iqn, frozenset()):
-                raise Refused(f"write_sysfs {path}: {value} s is not {iqn}'s replacement time-out here")
-    else:
-        raise Refused(f"write_sysfs {path!r}: not an md or iSCSI session attribute remirror sets")
+
+def session_timeout(check: Checker, step: catalogue.SetSessionTimeout) -> None:
+    """The replacement time-out of a live session to a target of the scope: the one the site's
+    profiles make for that target (a day's would hang the leg's I/O where the profile says
+    degrade), and only once the session is seen logged in to it (its handler looks again)."""
+    check.iqn(step.target)
+    if not 0 <= step.seconds < 1 << 31:
+        raise Refused(f"session_timeout: {step.seconds} s")
+    if session_target(f"session{step.session}") != step.target:
+        raise Refused(f"session_timeout: iSCSI session {step.session} is not logged in to {step.target}")
+    if check.scope is not None:
+        # The profile layer is loaded already: the scope was made from it.
+        from remirror.profile.timeouts import REPLACEMENT_TIMEOUT
+
+        wanted = (REPLACEMENT_TIMEOUT, str(step.seconds))
+        if wanted not in check.scope.node_settings.get(step.target, frozenset()):
+            raise Refused(
+                f"session_timeout: {step.seconds} s is not {step.target}'s replacement time-out here"
+            )
 
 
 def session_target(session: str) -> str:
@@ -227,11 +226,7 @@ def _member_state(check: Checker, step: catalogue.SetMemberState) -> None:
         raise Refused(f"member state {step.value[:40]!r}: remirror sets only write-mostly")
 
 
-_DISK_SYSFS_VALUES = {
-    "queue/scheduler": re.compile("none"),
-    "md/sync_speed_min": _NUMBER,
-    "md/sync_speed_max": _NUMBER,
-}
+_DISK_SYSFS_VALUES = {"queue/scheduler": re.compile("none")}  # a replica leg's: no scheduler
 
 
 def _disk_sysfs(check: Checker, step: catalogue.WriteDiskSysfs) -> None:
@@ -251,7 +246,8 @@ STEP_CHECKS: dict[type[catalogue.Step], Callable[[Checker, Any], None]] = {
     catalogue.AssembleArray: _fields(md="device", uuid="uuid", devices="devices"),
     catalogue.NodeSecrets: node_secrets,  # remirror.agent.policy_iscsi
     catalogue.WriteFile: write_file,
-    catalogue.WriteSysfs: write_sysfs,
+    catalogue.SetMdAttribute: md_attribute,
+    catalogue.SetSessionTimeout: session_timeout,
     catalogue.SetMemberState: _member_state,
     catalogue.WriteDiskSysfs: _disk_sysfs,
     catalogue.LocalLegLast: _fields(md="device", device="device"),

@@ -3,10 +3,12 @@
 A step arrives as a small JSON object and is read back into its class of the
 protocol's catalogue (remirror.protocol.steps) before anything runs; each
 handler here builds its argv, table and paths from the typed fields. The steps:
-`run` (an argv), `wait_path` (for a udev link), `write_file` (atomic),
-`write_sysfs`, `member_state` (an md member's sysfs state, the member named by its
-device path), `disk_sysfs` (a block device's attribute, the device named by a
-path), `local_leg_last` (the local leg of an array into its last slot,
+the commands (remirror.protocol.commands: mdadm, iscsiadm, dmsetup, the cache-head dd,
+each argv built here), `wait_path` (for a udev link), `write_file` (atomic),
+`md_attribute` (an array's sysfs attribute, the array named by its device),
+`session_timeout` (a live session's replacement time-out), `member_state` (an md
+member's sysfs state, the member named by its device path), `disk_sysfs` (a block
+device's scheduler, the device named by a path), `local_leg_last` (the local leg of an array into its last slot,
 remirror.agent.md_slots), `add_replica_legs` and `drop_bad_block_log` (replica legs
 without md's bad block log, remirror.agent.md_legs), `node_secrets` (CHAP secrets into an iSCSI node record),
 `lio` (an rtslib operation), `dm_reload` (a live table swap) and
@@ -78,17 +80,34 @@ def _command(step: Command) -> None:
 def _member_state(step: catalogue.SetMemberState) -> None:
     md = Path(os.path.realpath(step.md)).name
     member = Path(os.path.realpath(step.device)).name
-    _write_sysfs(catalogue.WriteSysfs(f"/sys/block/{md}/md/dev-{member}/state", step.value))
+    _write_attribute(Path(f"/sys/block/{md}/md/dev-{member}/state"), step.value)
 
 
 def _disk_sysfs(step: catalogue.WriteDiskSysfs) -> None:
     disk = Path(os.path.realpath(step.device)).name
-    _write_sysfs(catalogue.WriteSysfs(f"/sys/class/block/{disk}/{step.attribute}", step.value))
+    _write_attribute(Path(f"/sys/class/block/{disk}/{step.attribute}"), step.value)
 
 
-def _write_sysfs(step: catalogue.WriteSysfs) -> None:
+def _md_attribute(step: catalogue.SetMdAttribute) -> None:
+    md = Path(os.path.realpath(step.md)).name
+    if not md.startswith("md"):
+        raise RemirrorError(f"{step.md} is not an md array")
+    _write_attribute(Path(f"/sys/block/{md}/md/{step.attribute}"), step.value)
+
+
+def _session_timeout(step: catalogue.SetSessionTimeout) -> None:
+    """The session's replacement time-out, once it is seen logged in to the target named: a
+    session number is the kernel's, and another login may have taken it since the plan."""
+    session = Path(f"/sys/class/iscsi_session/session{step.session}")
+    target = (session / "targetname").read_text().strip() if (session / "targetname").exists() else ""
+    if target != step.target:
+        raise RemirrorError(f"iSCSI session {step.session} is not logged in to {step.target}: plan again")
+    _write_attribute(session / "recovery_tmo", str(step.seconds))
+
+
+def _write_attribute(path: Path, value: str) -> None:
     # sysfs attributes take one write of the whole value: no temp file, no rename.
-    Path(step.path).write_text(step.value)
+    path.write_text(value)
 
 
 def _node_secrets(step: catalogue.NodeSecrets) -> None:
@@ -311,7 +330,8 @@ _STEPS: dict[type[Step], Callable[[Any], None]] = {
     catalogue.AssembleArray: _assemble_array,
     catalogue.NodeSecrets: _node_secrets,
     catalogue.WriteFile: _write_file,
-    catalogue.WriteSysfs: _write_sysfs,
+    catalogue.SetMdAttribute: _md_attribute,
+    catalogue.SetSessionTimeout: _session_timeout,
     catalogue.SetMemberState: _member_state,
     catalogue.WriteDiskSysfs: _disk_sysfs,
     catalogue.LocalLegLast: md_slots.local_leg_last,

@@ -24,10 +24,10 @@ from remirror.protocol.steps import (
     ISCSI_ERR_NO_OBJS_FOUND,
     ISCSI_ERR_SESS_EXISTS,
     NodeSecrets,
+    SetSessionTimeout,
     Step,
     WaitPath,
     WriteDiskSysfs,
-    WriteSysfs,
 )
 
 
@@ -179,7 +179,7 @@ def initiator_actions(
                     f"session {session.sid} to {iqn}: replacement timeout {session.recovery_tmo}s"
                     f" -> {timeout}s, live",
                     CHANGE,
-                    (WriteSysfs(f"/sys/class/iscsi_session/session{session.sid}/recovery_tmo", timeout),),
+                    (SetSessionTimeout(session.sid, iqn, int(timeout)),),
                     repair=True,
                     target=iqn,
                 )

@@ -24,9 +24,10 @@ from remirror.protocol.steps import (
     LegRecordCreate,
     LegRecordJoin,
     LocalLegLast,
+    SetMdAttribute,
+    SetMemberState,
     Step,
     WaitPath,
-    WriteSysfs,
 )
 from remirror.roles import has_room_for_record, replica_session
 
@@ -147,19 +148,24 @@ def array_actions(
             mirror, primary, local, replica_disks, remote_paths, uuid_, "; ".join(destroyed), kept
         )
     actions: list[Action] = []
-    base = f"/sys/block/{array.kernel_name}/md"
+    md = f"/dev/{array.kernel_name}"  # the array's own node: the site resolves it
     resume: list[Action] = []
     if array.writes_suspended:
         why = "md holds every write to it: a move of its legs that did not finish"
         resume.append(
             _sysfs_repair(
-                primary, Verb.RESUME_WRITES, f"{mirror.md_device} ({why})", f"{base}/suspend_hi", "0"
+                primary,
+                Verb.RESUME_WRITES,
+                f"{mirror.md_device} ({why})",
+                SetMdAttribute(md, "suspend_hi", "0"),
             )
         )
     if array.syncs_held:
         why = "md holds its resyncs at a sector: an add of a leg that did not finish"
         subject = f"{mirror.md_device} ({why})"
-        resume.append(_sysfs_repair(primary, Verb.RELEASE_RESYNCS, subject, f"{base}/sync_max", "max"))
+        resume.append(
+            _sysfs_repair(primary, Verb.RELEASE_RESYNCS, subject, SetMdAttribute(md, "sync_max", "max"))
+        )
     if array.bitmap_chunk != replication.bitmap_chunk:
         # No way to change a bitmap's chunk in place: drop it and add a new one.
         # Write-behind needs a bitmap, so the backlog is restored afterwards.
@@ -180,7 +186,9 @@ def array_actions(
         subject = f"{mirror.md_device} backlog {array.backlog} -> {replication.effective_write_behind}"
         backlog = str(replication.effective_write_behind)
         actions.append(
-            _sysfs_repair(primary, Verb.SET_WRITE_BEHIND, subject, f"{base}/bitmap/backlog", backlog)
+            _sysfs_repair(
+                primary, Verb.SET_WRITE_BEHIND, subject, SetMdAttribute(md, "bitmap/backlog", backlog)
+            )
         )
     actions += resync_limit_actions(primary, mirror, array)
     if array.sync_action == "check":
@@ -190,7 +198,9 @@ def array_actions(
         subject = (
             f"{mirror.md_device} (md's check reads the replica legs over the link: `remirror verify` instead)"
         )
-        actions.append(_sysfs_repair(primary, Verb.STOP_CHECK, subject, f"{base}/sync_action", "idle"))
+        actions.append(
+            _sysfs_repair(primary, Verb.STOP_CHECK, subject, SetMdAttribute(md, "sync_action", "idle"))
+        )
     actions += _missing_leg_records(
         profile, mirror, primary, array, local, replica_disks, remote_paths, uuid_
     )
@@ -199,19 +209,22 @@ def array_actions(
             # The primary's own leg, write-mostly from when it was a replica (before a promotion):
             # reads would go over the link.
             subject = f"{mirror.md_device} member {member.device} (the local leg: reads stay here)"
-            state = f"{base}/dev-{member.device}/state"
-            actions.append(_sysfs_repair(primary, Verb.CLEAR_WRITE_MOSTLY, subject, state, "-writemostly"))
+            state = SetMemberState(md, f"/dev/{member.device}", "-writemostly")
+            actions.append(_sysfs_repair(primary, Verb.CLEAR_WRITE_MOSTLY, subject, state))
         if member.device != local.kernel_name and not member.is_write_mostly and not member.is_faulty:
-            subject, state = f"{mirror.md_device} member {member.device}", f"{base}/dev-{member.device}/state"
-            actions.append(_sysfs_repair(primary, Verb.SET_WRITE_MOSTLY, subject, state, "writemostly"))
+            subject = f"{mirror.md_device} member {member.device}"
+            state = SetMemberState(md, f"/dev/{member.device}", "writemostly")
+            actions.append(_sysfs_repair(primary, Verb.SET_WRITE_MOSTLY, subject, state))
     # A leg re-added without its log is out for a moment: the legs move at the next plan.
     drops = bad_block_actions(profile, mirror, primary, array)
     return resume + actions + drops + ([] if drops else _local_leg_last(mirror, primary, array, local))
 
 
-def _sysfs_repair(site: SiteFacts, verb: Verb, subject: str, path: str, value: str) -> Action:
+def _sysfs_repair(
+    site: SiteFacts, verb: Verb, subject: str, write: SetMdAttribute | SetMemberState
+) -> Action:
     """A setting md forgot (or was left with), put back by one sysfs write: the reconciler's too."""
-    return Action(site.name, verb, subject, CHANGE, (WriteSysfs(path, value),), repair=True)
+    return Action(site.name, verb, subject, CHANGE, (write,), repair=True)
 
 
 def _local_leg_last(mirror: Mirror, primary: SiteFacts, array: MdArray, local: DiskFacts) -> list[Action]:

@@ -20,11 +20,13 @@ reconciler must not undo it.
 
 from __future__ import annotations
 
+from typing import Literal
+
 from remirror.facts.model import MdArray
 from remirror.facts.site import SiteFacts
 from remirror.plan.actions import CHANGE, Action, Verb
 from remirror.profile.model import Mirror
-from remirror.protocol.steps import Step, WriteDiskSysfs, WriteSysfs
+from remirror.protocol.steps import SetMdAttribute, Step
 from remirror.units import format_size
 
 # md's own floor (drivers/md/md.c, sysctl_speed_limit_min), bytes/s.
@@ -36,9 +38,7 @@ def resync_limit_steps(mirror: Mirror) -> tuple[Step, ...]:
     wanted = _wanted(mirror)
     if wanted is None:
         return ()
-    return tuple(
-        WriteDiskSysfs(mirror.md_device, f"md/{name}", _kib(value)) for name, value in wanted.items()
-    )
+    return tuple(SetMdAttribute(mirror.md_device, name, _kib(value)) for name, value in wanted.items())
 
 
 def resync_limit_actions(primary: SiteFacts, mirror: Mirror, array: MdArray) -> list[Action]:
@@ -54,14 +54,14 @@ def resync_limit_actions(primary: SiteFacts, mirror: Mirror, array: MdArray) -> 
     if array.sync_speed_min != wanted["sync_speed_min"]:
         subject += f" (floor {_shown(array.sync_speed_min)} -> {_shown(wanted['sync_speed_min'])})"
     steps = tuple(
-        WriteSysfs(f"/sys/block/{array.kernel_name}/md/{name}", _kib(value))
+        SetMdAttribute(f"/dev/{array.kernel_name}", name, _kib(value))
         for name, value in wanted.items()
         if found[name] != value
     )
     return [Action(primary.name, Verb.SET_RESYNC_LIMIT, subject, CHANGE, steps, repair=True)]
 
 
-def _wanted(mirror: Mirror) -> dict[str, int] | None:
+def _wanted(mirror: Mirror) -> dict[Literal["sync_speed_min", "sync_speed_max"], int] | None:
     """The array's limits the profile asks for, bytes/s (the floor first: md reads both anyway)."""
     limit = mirror.replication.resync_max
     if limit is None:

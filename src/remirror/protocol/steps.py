@@ -17,7 +17,7 @@ from __future__ import annotations
 
 from collections.abc import Mapping
 from dataclasses import dataclass, field
-from typing import Any, ClassVar
+from typing import Any, ClassVar, Literal
 
 from remirror.protocol.commands import COMMANDS
 from remirror.protocol.wire import Step as Step  # re-exported: every step is one
@@ -50,13 +50,32 @@ class WriteFile(Step):
     mode: int = 0o644
 
 
-@dataclass(frozen=True)
-class WriteSysfs(Step):
-    """One write of a sysfs attribute."""
+MdAttributeName = Literal[
+    "sync_speed_min", "sync_speed_max", "suspend_hi", "sync_max", "sync_action", "bitmap/backlog"
+]
 
-    kind: ClassVar[str] = "write_sysfs"
-    path: str
+
+@dataclass(frozen=True)
+class SetMdAttribute(Step):
+    """One write of an md array's sysfs attribute (`/sys/block/MD/md/ATTRIBUTE`), the array named
+    by its device, resolved at the site: a resync's limits, write-behind's count, and the repairs of
+    a move or an add cut short (writes resumed, resyncs released, a check stopped)."""
+
+    kind: ClassVar[str] = "md_attribute"
+    md: str
+    attribute: MdAttributeName
     value: str
+
+
+@dataclass(frozen=True)
+class SetSessionTimeout(Step):
+    """A live iSCSI session's replacement time-out (`recovery_tmo`): session `session`, which the
+    site finds logged in to `target`, or the step fails."""
+
+    kind: ClassVar[str] = "session_timeout"
+    session: int
+    target: str
+    seconds: int
 
 
 @dataclass(frozen=True)
@@ -78,7 +97,7 @@ class SetMemberState(Step):
     kind: ClassVar[str] = "member_state"
     md: str
     device: str
-    value: str
+    value: Literal["writemostly", "-writemostly"]
 
 
 @dataclass(frozen=True)
@@ -293,8 +312,8 @@ class SaveRanges(Step):
 
 
 _EVERY_STEP: tuple[type[Step], ...] = (
-    *COMMANDS, WaitPath, WriteFile, WriteSysfs, WriteDiskSysfs, SetMemberState, LocalLegLast,
-    AddReplicaLegs, DropBadBlockLog, NodeSecrets, Lio, DmReload, DrainCache, AssembleArray,
+    *COMMANDS, WaitPath, WriteFile, SetMdAttribute, SetSessionTimeout, WriteDiskSysfs, SetMemberState,
+    LocalLegLast, AddReplicaLegs, DropBadBlockLog, NodeSecrets, Lio, DmReload, DrainCache, AssembleArray,
     CdpStack, CdpDeactivate, ProveBlank, WireguardKey, WireguardTunnel, LegRecordCreate,
     LegRecordPromote, LegRecordJoin, SaveRanges,
 )  # fmt: skip
