@@ -174,13 +174,13 @@ ATTACKS: dict[str, dict[str, Any]] = {
     "zeroes over a disk it does not name": {
         "op": "run",
         "steps": [
-            {"kind": "lio", "op": "save", "path": "/etc/target/saveconfig.json"},  # allowed, and not run
+            {"kind": "lio_save", "path": "/etc/target/saveconfig.json"},  # allowed, and not run
             {"kind": "zero_head", "device": OTHER_DISK},
         ],
     },
     "an export of a disk it does not name": {
         "op": "run",
-        "steps": [{"kind": "lio", "op": "create_backstore", "name": "sec0-evil", "dev": OTHER_DISK}],
+        "steps": [{"kind": "lio_create_backstore", "name": "sec0-evil", "dev": OTHER_DISK}],
     },
     "a read of a disk it does not name": {"op": "digest", "disk": OTHER_DISK, "spans": [[0, 4096]]},
     # Issue 44. A relative path in a table of a device the scope names (sec0's cache at site B),
@@ -206,8 +206,7 @@ ATTACKS: dict[str, dict[str, Any]] = {
         "op": "run",
         "steps": [
             {
-                "kind": "lio",
-                "op": "set_parameters",
+                "kind": "lio_set_parameters",
                 "iqn": IQN_B,
                 "parameters": {"/etc/cron.d/remirror-evil": f"* * * * * root touch {MARKER}\n"},
             }
@@ -275,20 +274,19 @@ ATTACKS: dict[str, dict[str, Any]] = {
     # another CHAP user, a portal on every address; `lio save` would make each permanent.
     "site B's target made again without CHAP": {
         "op": "run",
-        "steps": [{"kind": "lio", "op": "create_target", "iqn": IQN_B, "chap": False, "parameters": {}}],
+        "steps": [{"kind": "lio_create_target", "iqn": IQN_B, "chap": False, "parameters": {}}],
     },
     "an ACL on site B's target for another initiator and CHAP user": {
         "op": "run",
         "steps": [
             {
-                "kind": "lio",
-                "op": "set_acl",
+                "kind": "lio_set_acl",
                 "iqn": IQN_B,
                 "initiator": "iqn.2026-11.org.example:intruder",
                 "lun": 0,
                 "chap": {"username": "intruder", "password": "intruder-secret"},
             },
-            {"kind": "lio", "op": "save", "path": "/etc/target/saveconfig.json"},
+            {"kind": "lio_save", "path": "/etc/target/saveconfig.json"},
         ],
     },
     # The profile names site A's initiator (`sites.site-a.initiator`): no ACL for another one, even
@@ -297,8 +295,7 @@ ATTACKS: dict[str, dict[str, Any]] = {
         "op": "run",
         "steps": [
             {
-                "kind": "lio",
-                "op": "set_acl",
+                "kind": "lio_set_acl",
                 "iqn": IQN_B,
                 "initiator": "iqn.2026-11.org.example:intruder",
                 "lun": 0,
@@ -313,7 +310,7 @@ ATTACKS: dict[str, dict[str, Any]] = {
     },
     "site B's target on every address": {
         "op": "run",
-        "steps": [{"kind": "lio", "op": "create_portal", "iqn": IQN_B, "address": "0.0.0.0", "port": 3260}],  # noqa: S104
+        "steps": [{"kind": "lio_create_portal", "iqn": IQN_B, "address": "0.0.0.0", "port": 3260}],  # noqa: S104
     },
     # A name that shares a mirror's prefix: mirror sec0's scope does not reach a mirror sec0-2's.
     "another mirror's device under a shared prefix": {

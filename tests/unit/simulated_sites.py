@@ -33,6 +33,7 @@ from remirror.plan import Action, Plan
 from remirror.profile.timeouts import REPLACEMENT_TIMEOUT
 from remirror.protocol import decode
 from remirror.protocol.commands import Command
+from remirror.protocol.lio import LIO_STEPS
 
 _BY_PATH = re.compile(r"^/dev/disk/by-path/ip-(?P<portal>.+)-iscsi-(?P<iqn>.+)-lun-0$")
 
@@ -170,10 +171,11 @@ def _session_timeout(sites: dict[str, SiteFacts], name: str, step: dict[str, Any
 
 
 def _lio(sites: dict[str, SiteFacts], name: str, step: dict[str, Any]) -> dict[str, SiteFacts]:
+    """The LIO operations (`lio_OP`)."""
     site = sites[name]
     targets = dict(site.targets)
     backstores = dict(site.backstores)
-    op = step["op"]
+    op = step["kind"].removeprefix("lio_")
     if op == "create_backstore":
         assert step["name"] not in backstores
         backstores[step["name"]] = step["dev"]
@@ -204,12 +206,12 @@ def _lio(sites: dict[str, SiteFacts], name: str, step: dict[str, Any]) -> dict[s
         )
     elif op == "set_acl":
         target = targets[step["iqn"]]
-        chap = step.get("chap", {})
+        chap = step.get("chap") or {}
         acl = LioAcl(
             chap.get("username", ""),
-            secret_digest(chap["password"]) if "password" in chap else "",
+            secret_digest(chap["password"]) if chap.get("password") else "",
             chap.get("mutual_username", ""),
-            secret_digest(chap["mutual_password"]) if "mutual_password" in chap else "",
+            secret_digest(chap["mutual_password"]) if chap.get("mutual_password") else "",
             (0,),
         )
         targets[step["iqn"]] = dataclasses.replace(target, acls={**target.acls, step["initiator"]: acl})
@@ -691,7 +693,7 @@ _STEPS = {
     "wireguard_key": _wireguard_key,
     "wireguard_tunnel": _wireguard_tunnel,
     "run": _iscsiadm,  # mdadm is handled by Sites.run: it needs the disks' memory
-    "lio": _lio,
+    **{cls.kind: _lio for cls in LIO_STEPS},
     "write_file": _write_file,
     "md_attribute": _md_attribute,
     "session_timeout": _session_timeout,

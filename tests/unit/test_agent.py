@@ -19,7 +19,7 @@ from remirror.agent.protocol import PROTOCOL_VERSION
 from remirror.agent.steps import run_steps
 from remirror.errors import RemirrorError
 from remirror.protocol.commands import MdReadWrite, MdStop
-from remirror.protocol.steps import Lio
+from remirror.protocol.lio import LioSetAcl
 
 # The agent's loop is the subject here, not mdadm: the commands' argv are shell scripts.
 STOP = {"kind": "md_stop", "md": "/dev/md/unit-test"}
@@ -56,12 +56,22 @@ def test_a_known_exit_code_is_explained(monkeypatch: pytest.MonkeyPatch) -> None
 def test_secrets_a_step_carries_stay_out_of_its_error(monkeypatch: pytest.MonkeyPatch) -> None:
     from remirror.agent import steps
 
-    def fails(step: Lio) -> None:
-        raise RemirrorError(f"rtslib refused password {step.fields['password']}")
+    def fails(step: LioSetAcl) -> None:
+        assert step.chap is not None
+        raise RemirrorError(f"rtslib refused password {step.chap.password}")
 
-    monkeypatch.setitem(steps._STEPS, Lio, fails)
+    monkeypatch.setitem(steps._STEPS, LioSetAcl, fails)
     (result,) = run_steps(
-        [{"kind": "lio", "op": "set_acl", "password": "hunter2hunter2", "secrets": ["hunter2hunter2"]}]
+        [
+            {
+                "kind": "lio_set_acl",
+                "iqn": "iqn.2026-11.org.example:t",
+                "initiator": "iqn.2026-11.org.example:i",
+                "lun": 0,
+                "chap": {"username": "u", "password": "hunter2hunter2"},
+                "secrets": ["hunter2hunter2"],
+            }
+        ]
     )
     assert result == {"ok": False, "error": "rtslib refused password <redacted>"}
 

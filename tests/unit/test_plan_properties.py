@@ -362,7 +362,12 @@ def test_the_export_is_served_from_the_primary_after_the_array() -> None:
         "a SaveLioConfig /etc/rtslib-fb-target/saveconfig.json",
     ]
     acl = next(a for a in plan.actions if a.verb == "CreateNodeAcl" and a.site == "a")
-    assert wire(acl)[0]["chap"] == {"username": "app", "password": "application-secret-3"}
+    assert wire(acl)[0]["chap"] == {
+        "username": "app",
+        "password": "application-secret-3",
+        "mutual_username": "",
+        "mutual_password": "",
+    }
     assert wire(acl)[0]["secrets"] == ["application-secret-3"]
 
 

@@ -233,7 +233,7 @@ def test_the_planner_may_build_them_on_a_blank_disk_activate_and_read_them() -> 
     check_request({"op": "run", "steps": [{**STACK, "fresh": False, "allow_data": False}]}, scope)
     check_request({"op": "observe", "disks": ["/dev/b0", VOLUME], "probe": ["/dev/b0"]}, scope)
     check_request(
-        {"op": "run", "steps": [{"kind": "lio", "op": "create_backstore", "name": "m0-b", "dev": VOLUME}]},
+        {"op": "run", "steps": [{"kind": "lio_create_backstore", "name": "m0-b", "dev": VOLUME}]},
         scope,
     )
 

@@ -25,7 +25,9 @@ from remirror.facts.site import SiteFacts
 from remirror.plan import Action, make_plan, make_teardown
 from remirror.profile import Profile, parse_profile
 from remirror.profile.model import Site
+from remirror.profile.names import array_uuid
 from remirror.profile.scope import SiteScope, site_scope
+from remirror.protocol import decode
 from tests.unit.simulated_sites import Sites, wire
 from tests.unit.test_plan_properties import PROFILES, SECRETS, bare_sites
 
@@ -114,7 +116,7 @@ def test_with_named_initiators_every_step_is_still_inside_the_scope_and_acls_nam
         acls |= {
             (action.site, s["initiator"])
             for s in wire(action)
-            if s.get("op") == "set_acl" and s["iqn"] in {t for t in scope.iqns if ".export" not in t}
+            if s["kind"] == "lio_set_acl" and s["iqn"] in {t for t in scope.iqns if ".export" not in t}
         }
     replicas = {leg.site for leg in profile.mirrors[0].replicas}
     assert acls == {(site, profile.sites["a"].initiator) for site in replicas}
@@ -138,7 +140,7 @@ CREATE = {
     "kind": "md_create",
     "md": "/dev/md/m0",
     "name": "m0",
-    "uuid": "0a1b2c3d:0a1b2c3d:0a1b2c3d:0a1b2c3d",
+    "uuid": array_uuid(parse_profile(LAB), parse_profile(LAB).mirrors[0]),
     "metadata": "1.2",
     "legs": ["missing", "/dev/b0"],
     "bitmap_chunk": 64 << 20,
@@ -161,7 +163,7 @@ def test_the_scope_is_the_sites_own_disks_and_every_name_of_its_mirrors() -> Non
     assert SCOPE.arrays == {"/dev/md/m0"}
     assert SCOPE.iqns == {IQN, "iqn.2026-11.org.remirror:lab.m0.a"}
     assert SCOPE.portals == {("192.0.2.2", 3260)}
-    check_request(run({"kind": "lio", "op": "create_backstore", "name": "m0-b", "dev": "/dev/b0"}), SCOPE)
+    check_request(run({"kind": "lio_create_backstore", "name": "m0-b", "dev": "/dev/b0"}), SCOPE)
 
 
 @pytest.mark.parametrize(
@@ -190,7 +192,7 @@ def test_the_scope_is_the_sites_own_disks_and_every_name_of_its_mirrors() -> Non
         ),
         (
             run({"kind": "md_zero_superblock", "device": "/dev/sda"}),
-            "/dev/sda is not a device",
+            "'/dev/sda' is not a device",
         ),
         (
             run({"kind": "md_member", "md": "/dev/md/m0", "op": "add", "device": "--config=/tmp/c"}),
@@ -202,22 +204,24 @@ def test_the_scope_is_the_sites_own_disks_and_every_name_of_its_mirrors() -> Non
         ),
         (
             run({**CREATE, "legs": ["/dev/b0", "/dev/sda"]}),
-            "/dev/sda is not a device",
+            "'/dev/sda' is not a device",
         ),
         (run({**CREATE, "name": "m0-2"}), "mirror 'm0-2' is not one of"),
+        (run({**CREATE, "uuid": "0a1b2c3d:0a1b2c3d:0a1b2c3d:0a1b2c3d"}), "is not mirror m0's array here"),
+        (run({**CREATE, "md": "/dev/md/other"}), "'/dev/md/other' is not a device"),
         (run({**CREATE, "size": 1000}), "is not a size in MiB"),
         (run({**CREATE, "write_behind": 1 << 20}), "write-behind"),
         (run({**CREATE, "bitmap_chunk": 1}), "bitmap chunk of 1 bytes"),
         (run({"kind": "zero_head", "device": "/dev/sda"}), "/dev/sda"),
         (run({"kind": "md_stop", "md": "/dev/md/m0", "ok_codes": [0, 256]}), "exit codes are 0 to 255"),
-        (run({"kind": "lio", "op": "create_backstore", "name": "m0-b", "dev": "/dev/sda"}), "/dev/sda"),
+        (run({"kind": "lio_create_backstore", "name": "m0-b", "dev": "/dev/sda"}), "/dev/sda"),
         (
-            run({"kind": "lio", "op": "delete_target", "iqn": "iqn.2026-11.other:x"}),
+            run({"kind": "lio_delete_target", "iqn": "iqn.2026-11.other:x"}),
             "target iqn.2026-11.other:x",
         ),
-        (run({"kind": "lio", "op": "save", "path": "/etc/cron.d/x"}), "not where LIO"),
+        (run({"kind": "lio_save", "path": "/etc/cron.d/x"}), "not where LIO"),
         (
-            run({"kind": "lio", "op": "create_portal", "iqn": IQN, "address": "203.0.113.9", "port": 3260}),
+            run({"kind": "lio_create_portal", "iqn": IQN, "address": "203.0.113.9", "port": 3260}),
             "portal",
         ),
         (
@@ -427,7 +431,7 @@ def test_the_scope_is_the_sites_own_disks_and_every_name_of_its_mirrors() -> Non
             run({"kind": "dm_remove", "name": "remirror-m0-cdp-at-1x"}),
             "remirror-m0-cdp-at-1x",
         ),
-        (run({"kind": "lio", "op": "delete_backstore", "name": "m0-2-b"}), "backstore 'm0-2-b'"),
+        (run({"kind": "lio_delete_backstore", "name": "m0-2-b"}), "backstore 'm0-2-b'"),
         (
             {"op": "digest", "disk": "/dev/mapper/remirror-m0-2-cdp", "spans": [[0, 4096]]},
             "remirror-m0-2-cdp",
@@ -496,7 +500,7 @@ def test_a_point_another_site_asks_for_is_taken_with_this_sites_own_retention(
 
 
 def test_a_request_is_refused_whole_before_any_of_it_runs() -> None:
-    good = {"kind": "lio", "op": "save", "path": "/etc/target/saveconfig.json"}
+    good = {"kind": "lio_save", "path": "/etc/target/saveconfig.json"}
     assert "/dev/sda" in refusal(run(good, {"kind": "zero_head", "device": "/dev/sda"}))
 
 
@@ -588,8 +592,7 @@ def test_the_refusals_log_line_says_what_was_tried_whatever_the_sender_asks_to_h
     (tmp_path / "lab.yaml").write_text(LAB)
     gate = serve._Gate(checked=True)
     acl = {
-        "kind": "lio",
-        "op": "set_acl",
+        "kind": "lio_set_acl",
         "iqn": IQN,
         "initiator": "iqn.2026-11.org.example:intruder",
         "lun": 0,
@@ -680,7 +683,7 @@ def test_a_target_is_made_only_as_the_sites_own_profiles_make_it() -> None:
     mutual = {**chap, "mutual_username": "remirror-lab-m0", "mutual_password": "y" * 16}
 
     def lio(op: str, **fields: Any) -> dict[str, Any]:
-        return run({"kind": "lio", "op": op, **fields})
+        return run({"kind": f"lio_{op}", **fields})
 
     # What the planner sends (tests above: every plan's steps are in scope) is taken.
     for ok in (
@@ -814,9 +817,7 @@ def test_a_named_initiator_is_the_only_one_a_replica_target_takes_an_acl_for() -
     }
 
     def acl(initiator: str) -> dict[str, Any]:
-        return run(
-            {"kind": "lio", "op": "set_acl", "iqn": IQN, "initiator": initiator, "lun": 0, "chap": chap}
-        )
+        return run({"kind": "lio_set_acl", "iqn": IQN, "initiator": initiator, "lun": 0, "chap": chap})
 
     check_request(acl("iqn.2026-11.org.example:a"), scope)
     assert "not an initiator the site's profiles let log in" in refusal(
@@ -824,3 +825,32 @@ def test_a_named_initiator_is_the_only_one_a_replica_target_takes_an_acl_for() -
     )
     # Not named: any one initiator name (the primary's, whatever it is), as before.
     check_request(acl("iqn.2026-11.org.example:x"), SCOPE)
+
+
+def test_the_reviews_second_round_of_attacks_is_refused(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    # A site with no profile: the devices inside a leg's own points are no request's; their
+    # volume (the leg itself) is.
+    assert "own points' devices" in refusal(
+        run({"kind": "zero_head", "device": "/dev/mapper/remirror-m0.b-cdp-tmeta"}), None
+    )
+    check_request(run({"kind": "zero_head", "device": "/dev/mapper/remirror-m0.b-cdp"}), None)
+    # An IPv6 zone carries any text into a log line and a node record's name.
+    zone = {"kind": "iscsi_node", "target": IQN, "address": "fe80::1%\x1b[2J", "port": 3260, "op": "login"}
+    assert "is not an IP address or host name" in refusal(run(zone))
+    # The kernel reads a backslash in a table as an escape that joins two words.
+    assert "printable ASCII" in refusal(
+        run({"kind": "dm_create", "name": "remirror-m0-b", "table": "0 8 linear /dev/b0\\ 0"})
+    )
+    # The cache-head dd creates no file where no device is.
+    assert "conv=nocreat" in decode(run({"kind": "zero_head", "device": "/dev/b0"})["steps"][0]).argv()  # type: ignore[attr-defined]
+    # A line nested past Python's stack is refused and logged, not a crash of the agent.
+    from remirror.agent import serve
+
+    logged: list[str] = []
+    monkeypatch.setattr(serve, "_refuse", logged.append)
+    monkeypatch.setattr(policy, "PROFILE_DIR", tmp_path)
+    answer = serve._Gate(checked=True).not_json(RecursionError("maximum recursion depth exceeded"))
+    assert answer == {"error": "the request is not JSON: RecursionError"}
+    assert logged == ["refused: the request is not JSON: RecursionError"]

@@ -9,13 +9,13 @@ import pytest
 
 from remirror.agent.policy_steps import STEP_CHECKS
 from remirror.agent.steps import _STEPS
-from remirror.protocol import CATALOGUE, WireError, commands, decode, steps
+from remirror.protocol import CATALOGUE, WireError, commands, decode, lio, steps
 from remirror.protocol.commands import IscsiNode, IscsiNodeUpdate, MdBitmap, MdCreate, MdMember, MdStop
+from remirror.protocol.lio import AclChap, LioCreateTarget, LioDeleteTarget, LioSetAcl
 from remirror.protocol.steps import (
     ISCSI_ERR_LOGIN_AUTH_FAILED,
     CdpStack,
     LegRecordPromote,
-    Lio,
     Step,
     WaitPath,
     WireguardPeer,
@@ -26,7 +26,7 @@ from remirror.protocol.steps import (
 def test_the_catalogue_holds_every_step_with_its_check_and_its_handler() -> None:
     classes = {
         cls
-        for module in (steps, commands)
+        for module in (steps, commands, lio)
         for cls in vars(module).values()
         if isinstance(cls, type) and issubclass(cls, Step) and cls not in (Step, commands.Command)
     }
@@ -59,22 +59,17 @@ def test_a_step_becomes_the_agents_json_with_defaults_left_to_the_agent() -> Non
     assert LegRecordPromote(("/dev/a0",), "u", "b", 1, "resolve", 4).as_dict()["n"] == 4
 
 
-def test_an_lio_step_carries_its_op_and_its_secrets_for_redaction() -> None:
-    acl = Lio(
-        "set_acl",
-        {"iqn": "t", "initiator": "i", "lun": 0, "chap": {"username": "u", "password": "s"}},
-        ("s",),
-    )
+def test_an_acl_carries_its_chap_and_its_secrets_for_redaction() -> None:
+    acl = LioSetAcl("t", "i", 0, AclChap("u", "s"), ("s",))
     assert acl.as_dict() == {
-        "kind": "lio",
-        "op": "set_acl",
+        "kind": "lio_set_acl",
         "iqn": "t",
         "initiator": "i",
         "lun": 0,
-        "chap": {"username": "u", "password": "s"},
+        "chap": {"username": "u", "password": "s", "mutual_username": "", "mutual_password": ""},
         "secrets": ["s"],
     }
-    assert "secrets" not in Lio("delete_target", {"iqn": "t"}).as_dict()
+    assert "secrets" not in LioDeleteTarget("t").as_dict()
 
 
 CREATE = MdCreate(
@@ -97,7 +92,9 @@ EXAMPLES: list[Step] = [
     WaitPath("/dev/md/m0", 5.0),
     LegRecordPromote(("/dev/a0",), "u", "b", 1, "resolve", 4),
     CdpStack("m0", "/dev/md/m0", 65536, 25, False, False),
-    Lio("set_acl", {"iqn": "t", "initiator": "i", "lun": 0}, ("s",)),
+    LioSetAcl("t", "i", 0, AclChap("u", "s", "t", "m"), ("s", "m")),
+    LioSetAcl("t", "i", 0),
+    LioCreateTarget("t", True, {"InitialR2T": "Yes"}),
     WireguardTunnel("wg-rm0", "/etc/remirror/wireguard/wg-rm0.key", 51820, "169.254.8.1/24",
                     (WireguardPeer("k" * 43 + "=", "169.254.8.2", None),), 25),
 ]  # fmt: skip
@@ -129,7 +126,9 @@ def test_a_step_crosses_the_wire_as_itself(step: Step) -> None:
           "how": "planned"}, "after: 1.5 is not a whole number"),
         ({"kind": "wireguard_tunnel", "interface": "wg", "key_file": "k", "port": 1, "address": "a",
           "keepalive": 1, "peers": [{"public_key": "k", "address": "a"}]}, "endpoint is missing"),
-        ({"kind": "lio", "op": ["save"]}, "is not an operation"),
+        ({"kind": "lio", "op": "save", "path": "/etc/target/saveconfig.json"}, "not a step of the protocol"),
+        ({"kind": "lio_set_acl", "iqn": "t", "initiator": "i", "lun": 0, "chap": {"username": "u"}}, "password is missing"),
+        ({"kind": "lio_create_target", "iqn": "t", "chap": 1}, "chap: 1 is not true or false"),
     ],
 )  # fmt: skip
 def test_what_is_not_a_step_of_the_catalogue_is_refused_whole(obj: Any, says: str) -> None:

@@ -145,7 +145,7 @@ def test_with_the_keys_the_tunnel_comes_first_and_iscsi_goes_through_it() -> Non
     assert a_side.key_file == "/etc/remirror/wireguard/rmwg-lab.key"
     # Site B's target listens on its tunnel address only; site A logs in there.
     steps = [s for a in plan.actions for s in at_site(a)]
-    portal = next(s for s in steps if s.get("op") == "create_portal")
+    portal = next(s for s in steps if s["kind"] == "lio_create_portal")
     assert (portal["address"], portal["port"]) == (address_b, 3260)
     login = next(s for s in steps if s["kind"] == "run" and "--login" in s["argv"])
     assert login["argv"][login["argv"].index("-p") + 1] == f"{address_b}:3260"

@@ -49,7 +49,9 @@ _MAJOR_MINOR = re.compile(r"\d+:\d+")
 DM_PREFIX = "remirror-"  # every device-mapper device remirror makes
 # Tables: printable ASCII words split by spaces, one target a line; where each target
 # type remirror sends takes its devices (0-based, after the type); the other words they take.
-_TABLE_TEXT = re.compile(r"[ -~\n]*")  # no tab, no byte past ASCII: spaces are the only separators
+# No tab, no byte past ASCII: spaces are the only separators; no backslash, which the kernel
+# reads as an escape that joins two words into one.
+_TABLE_TEXT = re.compile(r"[ -\[\]-~\n]*")
 _DEVICE_POSITIONS: dict[str, tuple[int, ...]] = {
     "linear": (0,),  # DEV OFFSET
     "writecache": (1, 2),  # s|p ORIGIN CACHE BLOCK #OPTIONS OPTIONS...
@@ -318,11 +320,13 @@ class Checker:
         if self.scope is None:
             # One that is not there yet (an array, a login's link) or is missing: its command fails.
             if Path(value).exists() and not stat.S_ISBLK(Path(value).stat().st_mode):
-                raise Refused(f"{value} is not a block device")
+                raise Refused(f"{value!r} is not a block device")
+            if any(_inside_points(name) for name in dm_names_of(value)):
+                raise Refused(f"{value!r} is one of this site's own points' devices")
             return
         if self._named(value) or Path(os.path.realpath(value)).name in self.known():
             return
-        raise Refused(f"{value} is not a device {self._sources()} name for this site")
+        raise Refused(f"{value!r} is not a device {self._sources()} name for this site")
 
     def _named(self, path: str) -> bool:
         scope = self.scope
@@ -358,6 +362,21 @@ class Checker:
 
     def _sources(self) -> str:
         return "this site's profiles (" + ", ".join(self.scope.sources if self.scope else ()) + ")"
+
+
+def dm_names_of(path: str) -> list[str]:
+    """The device-mapper names of `path` (none if it is not a device-mapper device): its own name
+    under /dev/mapper, and the kernel's for what it resolves to (`/dev/dm-3`, a link)."""
+    names = [path.removeprefix("/dev/mapper/")] if path.startswith("/dev/mapper/") else []
+    with contextlib.suppress(OSError):
+        names.append(Path(f"/sys/block/{Path(os.path.realpath(path)).name}/dm/name").read_text().strip())
+    return names
+
+
+def _inside_points(name: str) -> bool:
+    """Whether dm device `name` is inside a leg's own points (MIRROR.SITE): their pool, metadata,
+    views, a drill's copy; not their volume (`remirror-MIRROR.SITE-cdp`), which is the leg."""
+    return LEG_POINTS_SEPARATOR in name and not (name.startswith(DM_PREFIX) and name.endswith("-cdp"))
 
 
 def devno_name(devno: str) -> str | None:

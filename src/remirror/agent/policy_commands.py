@@ -54,6 +54,11 @@ def _create(check: Checker, step: commands.MdCreate) -> None:
     check.mirror(step.name)
     if not UUID.fullmatch(step.uuid):
         raise Refused(f"md_create: {step.uuid[:40]!r} is not an md array UUID")
+    made = check.scope.array_ids.get(step.name, frozenset()) if check.scope is not None else None
+    if made is not None and (step.md, step.uuid) not in made:
+        # Another array's UUID (the host's own system array's, which boot would then assemble
+        # from these legs) or another mirror's device: not this mirror's array.
+        raise Refused(f"md_create: {step.md} with UUID {step.uuid} is not mirror {step.name}'s array here")
     if not 1 <= len(step.legs) <= MAX_LEGS:
         raise Refused(f"md_create: {len(step.legs)} legs")
     for leg in step.legs:

@@ -53,7 +53,10 @@ _HOST_NAME = re.compile(
 
 
 def _is_host(text: str) -> bool:
-    """An IP address or a host name, as a whole: nothing a path could be made of (no `/`, no `..`)."""
+    """An IP address or a host name, as a whole: nothing a path could be made of (no `/`, no `..`),
+    and no IPv6 zone (`fe80::1%...`: any text after the `%`)."""
+    if "%" in text:
+        return False
     try:
         ipaddress.ip_address(text)
     except ValueError:

@@ -9,132 +9,111 @@ which no profile names, by its shape), and a parameter's name never a path (docs
 from __future__ import annotations
 
 import re
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping
 from typing import TYPE_CHECKING, Any
 
 from remirror.agent.observe_lio import LIO_SAVE_PATHS
 from remirror.agent.policy import IQN, Checker, Refused
+from remirror.protocol import lio
 
 if TYPE_CHECKING:
     from remirror.profile.scope import TargetScope  # the agent imports no profile model to start
-    from remirror.protocol.steps import Lio
 
 ONE_LINE = re.compile(r"[ -~]{1,256}")  # printable ASCII: no line break of any kind
-# The fields each operation reads (remirror.agent.steps._lio): no other is taken.
-_OP_FIELDS = {
-    "save": frozenset({"path"}),
-    "create_backstore": frozenset({"name", "dev"}),
-    "delete_backstore": frozenset({"name"}),
-    "delete_target": frozenset({"iqn"}),
-    "create_target": frozenset({"iqn", "chap", "parameters"}),
-    "set_parameters": frozenset({"iqn", "parameters"}),
-    "create_portal": frozenset({"iqn", "address", "port"}),
-    "create_lun": frozenset({"iqn", "backstore", "lun"}),
-    "set_acl": frozenset({"iqn", "initiator", "lun", "chap"}),
-}
-# Those it must have (the others: `parameters` none, an ACL's `chap` none).
-_OP_REQUIRED = {
-    "create_target": frozenset({"iqn", "chap"}),
-    "set_parameters": frozenset({"iqn"}),
-    "set_acl": frozenset({"iqn", "initiator", "lun"}),
-}
 
 
-def lio(check: Checker, request: Lio) -> None:
-    """An LIO operation: its fields (a JSON object of the operation's own) checked here, each
-    where the operation reads it (remirror.agent.steps._lio), none left to rtslib's reading."""
-    op, step = request.op, request.fields
-    known = _OP_FIELDS.get(op)
-    if known is not None and set(step) - known:
-        raise Refused(f"lio {op}: {', '.join(sorted(set(step) - known))[:80]} is not a field of it")
-    missing = sorted(_OP_REQUIRED.get(op, known or frozenset()) - set(step))
-    if missing:  # the handler reads each: none is left to a default the check did not see
-        raise Refused(f"lio {op}: its {', '.join(missing)} is missing")
-    for key in ("port", "lun"):  # numbers the handler hands rtslib as numbers
-        if key in step and type(step[key]) is not int:
-            raise Refused(f"lio {op}: {key} {str(step[key])[:40]!r} is not a whole number")
-    if op == "create_target" and not isinstance(step.get("chap"), bool):
-        raise Refused("lio create_target: chap is true or false")
-    if op == "save":
-        if step.get("path") not in LIO_SAVE_PATHS:
-            raise Refused(f"lio save {step.get('path')!r}: not where LIO's configuration is restored from")
-        return
-    if op in ("create_backstore", "delete_backstore"):
-        check.backstore(step.get("name"))
-        if op == "create_backstore":
-            check.device(step.get("dev"))
-            served = check.scope.backstores.get(str(step.get("name")), frozenset()) if check.scope else None
-            if served is not None and step.get("dev") not in served:  # a name no target serves: none
-                devices = " or ".join(sorted(served)) or "no device (no target of the profiles serves it)"
-                raise Refused(f"lio: backstore {step.get('name')} serves {devices} here, no other")
-        return
-    ops = {"delete_target", "create_target", "set_parameters", "create_portal", "create_lun", "set_acl"}
-    if op not in ops:
-        raise Refused(f"lio {op!r}: not an LIO operation of remirror's agent protocol")
-    check.iqn(step.get("iqn"))
-    if op in ("create_target", "set_parameters"):
-        _target_parameters(step.get("parameters", {}))
-    if op == "create_portal":
-        check.portal(f"{step.get('address')}:{step.get('port')}")
-    elif op == "create_lun":
-        check.backstore(step.get("backstore"))
-    elif op == "set_acl" and not IQN.fullmatch(str(step.get("initiator"))):
-        raise Refused(f"lio set_acl: {step.get('initiator')!r} is not an initiator name")
-    if check.scope is not None and op != "delete_target":
-        _as_the_site_makes_it(check, op, step)
+def _save(check: Checker, step: lio.LioSave) -> None:
+    if step.path not in LIO_SAVE_PATHS:
+        raise Refused(f"lio save {step.path[:80]!r}: not where LIO's configuration is restored from")
 
 
-def _as_the_site_makes_it(check: Checker, op: str, step: Mapping[str, Any]) -> None:
-    """A target exactly as the site's own profiles make it: its CHAP (never dropped, never
-    another user's, mutual as they say), its portal (a WireGuard mirror's on its tunnel only),
-    its LUN 0 on its backstore, ACLs for the initiators they name (docs/security.md)."""
-    iqn = str(step.get("iqn"))
-    target = check.scope.targets.get(iqn) if check.scope else None
+def _create_backstore(check: Checker, step: lio.LioCreateBackstore) -> None:
+    check.backstore(step.name)
+    check.device(step.dev)
+    served = check.scope.backstores.get(step.name, frozenset()) if check.scope else None
+    if served is not None and step.dev not in served:  # a name no target serves: none
+        devices = " or ".join(sorted(served)) or "no device (no target of the profiles serves it)"
+        raise Refused(f"lio: backstore {step.name} serves {devices} here, no other")
+
+
+def _delete_backstore(check: Checker, step: lio.LioDeleteBackstore) -> None:
+    check.backstore(step.name)
+
+
+def _delete_target(check: Checker, step: lio.LioDeleteTarget) -> None:
+    check.iqn(step.iqn)
+
+
+def _target(check: Checker, iqn: str, what: str) -> TargetScope | None:
+    """A target of the site's scope as its profiles make it (None: a site with no profile)."""
+    check.iqn(iqn)
+    if check.scope is None:
+        return None
+    target = check.scope.targets.get(iqn)
     if target is None:
-        raise Refused(f"lio {op}: {iqn} is not a target {check._sources()} make on this site")
-    if op == "create_target" and step.get("chap") not in {names is not None for names in target.chap}:
-        said = "with" if step.get("chap") else "without"
-        raise Refused(f"lio create_target: {iqn} {said} CHAP is not as {check._sources()} make it")
-    if op == "create_portal" and (step.get("address"), step.get("port")) not in target.portals:
-        raise Refused(f"lio create_portal: {iqn} listens only on {_portals(target)}")
-    if op == "create_lun" and (step.get("lun") != 0 or step.get("backstore") not in target.backstores):
-        raise Refused(f"lio create_lun: {iqn}'s LUN 0 serves {' or '.join(sorted(target.backstores))}")
-    if op == "set_acl":
-        _acl(iqn, target, step)
+        raise Refused(f"lio {what}: {iqn} is not a target {check._sources()} make on this site")
+    return target
 
 
-_CHAP_KEYS = frozenset({"username", "password", "mutual_username", "mutual_password"})
+def _create_target(check: Checker, step: lio.LioCreateTarget) -> None:
+    """CHAP never dropped where the profiles give it (nor made where they do not)."""
+    target = _target(check, step.iqn, "create_target")
+    _target_parameters(step.parameters)
+    if target is not None and step.chap not in {names is not None for names in target.chap}:
+        said = "with" if step.chap else "without"
+        raise Refused(f"lio create_target: {step.iqn} {said} CHAP is not as {check._sources()} make it")
 
 
-def _acl(iqn: str, target: TargetScope, step: Mapping[str, Any]) -> None:
-    initiator = step.get("initiator")
-    if target.initiators is not None and initiator not in target.initiators:
-        raise Refused(
-            f"lio set_acl: {initiator!r} is not an initiator the site's profiles let log in to {iqn}"
-        )
-    if step.get("lun") != 0:
+def _set_parameters(check: Checker, step: lio.LioSetParameters) -> None:
+    _target(check, step.iqn, "set_parameters")
+    _target_parameters(step.parameters)
+
+
+def _create_portal(check: Checker, step: lio.LioCreatePortal) -> None:
+    """A portal only where the profiles say (a WireGuard mirror's target on its tunnel only)."""
+    target = _target(check, step.iqn, "create_portal")
+    shown = f"[{step.address}]" if ":" in step.address else step.address
+    check.portal(f"{shown}:{step.port}")
+    if target is not None and (step.address, step.port) not in target.portals:
+        raise Refused(f"lio create_portal: {step.iqn} listens only on {_portals(target)}")
+
+
+def _create_lun(check: Checker, step: lio.LioCreateLun) -> None:
+    target = _target(check, step.iqn, "create_lun")
+    check.backstore(step.backstore)
+    if target is not None and (step.lun != 0 or step.backstore not in target.backstores):
+        raise Refused(f"lio create_lun: {step.iqn}'s LUN 0 serves {' or '.join(sorted(target.backstores))}")
+
+
+def _set_acl(check: Checker, step: lio.LioSetAcl) -> None:
+    """An ACL for an initiator the profiles let log in, LUN 0, under their CHAP user (and the
+    target's mutual user when mutual), passwords one line."""
+    target = _target(check, step.iqn, "set_acl")
+    if not IQN.fullmatch(step.initiator):
+        raise Refused(f"lio set_acl: {step.initiator[:80]!r} is not an initiator name")
+    if step.lun != 0:
         raise Refused("lio set_acl: an ACL maps LUN 0")
-    chap = step.get("chap")
+    chap = step.chap
+    if chap is not None:
+        if bool(chap.mutual_username) != bool(chap.mutual_password):
+            raise Refused(f"lio set_acl: {step.iqn}'s mutual CHAP takes the target's user and its password")
+        for key, password in (("password", chap.password), ("mutual_password", chap.mutual_password)):
+            if (password or key == "password") and not ONE_LINE.fullmatch(password):
+                raise Refused(f"lio set_acl: the CHAP {key} is not one line of text")
+    if target is None:
+        return
+    if target.initiators is not None and step.initiator not in target.initiators:
+        raise Refused(
+            f"lio set_acl: {step.initiator[:80]!r} is not an initiator the site's profiles let log in"
+            f" to {step.iqn}"
+        )
     if chap is None:
         if None not in target.chap:
-            raise Refused(f"lio set_acl: {iqn}'s ACLs carry CHAP")
+            raise Refused(f"lio set_acl: {step.iqn}'s ACLs carry CHAP")
         return
-    if not isinstance(chap, dict) or set(chap) - {
-        "username",
-        "password",
-        "mutual_username",
-        "mutual_password",
-    }:
-        raise Refused("lio set_acl: CHAP is a username and a password, and for mutual CHAP the target's")
-    names = (chap.get("username"), chap.get("mutual_username", ""))
+    names = (chap.username, chap.mutual_username)
     if names not in target.chap:
-        raise Refused(f"lio set_acl: {iqn}'s CHAP is not for user {names[0]!r} (mutual {names[1]!r})")
-    wanted = ["password", *(["mutual_password"] if names[1] else [])]
-    if sorted(k for k in chap if "password" in k) != sorted(wanted):
-        raise Refused(f"lio set_acl: {iqn}'s CHAP takes {' and '.join(wanted)}")
-    for key in wanted:
-        if not isinstance(chap[key], str) or not ONE_LINE.fullmatch(chap[key]):
-            raise Refused(f"lio set_acl: the CHAP {key} is not one line of text")
+        raise Refused(f"lio set_acl: {step.iqn}'s CHAP is not for user {names[0]!r} (mutual {names[1]!r})")
 
 
 def _portals(target: TargetScope) -> str:
@@ -149,11 +128,22 @@ TARGET_PARAMETERS = frozenset(
 _PARAMETER_VALUE = re.compile(r"[A-Za-z0-9]{1,16}")
 
 
-def _target_parameters(parameters: Any) -> None:
-    if not isinstance(parameters, dict):
-        raise Refused("lio: a target's parameters are settings by name")
+def _target_parameters(parameters: Mapping[str, str]) -> None:
     for name, value in parameters.items():
         if name not in TARGET_PARAMETERS:
-            raise Refused(f"lio: {str(name)[:60]!r} is not a target parameter remirror sets")
-        if not isinstance(value, str) or not _PARAMETER_VALUE.fullmatch(value):
-            raise Refused(f"lio: {str(value)[:60]!r} is not a value of {name}")
+            raise Refused(f"lio: {name[:60]!r} is not a target parameter remirror sets")
+        if not _PARAMETER_VALUE.fullmatch(value):
+            raise Refused(f"lio: {value[:60]!r} is not a value of {name}")
+
+
+LIO_CHECKS: dict[type[Any], Callable[[Checker, Any], None]] = {
+    lio.LioSave: _save,
+    lio.LioCreateBackstore: _create_backstore,
+    lio.LioDeleteBackstore: _delete_backstore,
+    lio.LioDeleteTarget: _delete_target,
+    lio.LioCreateTarget: _create_target,
+    lio.LioSetParameters: _set_parameters,
+    lio.LioCreatePortal: _create_portal,
+    lio.LioCreateLun: _create_lun,
+    lio.LioSetAcl: _set_acl,
+}

@@ -18,7 +18,7 @@ from remirror.agent import policy
 from remirror.agent.policy import NAME, UUID, Checker, Refused
 from remirror.agent.policy_commands import COMMAND_CHECKS
 from remirror.agent.policy_iscsi import node_secrets
-from remirror.agent.policy_lio import lio
+from remirror.agent.policy_lio import LIO_CHECKS
 from remirror.agent.policy_wireguard import wireguard, wireguard_tunnel
 from remirror.facts import parsers  # its MDADM_CONF read at each check: tests point it elsewhere
 from remirror.facts.cdp import is_leg_points
@@ -253,7 +253,7 @@ STEP_CHECKS: dict[type[catalogue.Step], Callable[[Checker, Any], None]] = {
     catalogue.LocalLegLast: _fields(md="device", device="device"),
     catalogue.AddReplicaLegs: _fields(md="device", devices="devices"),
     catalogue.DropBadBlockLog: _fields(md="device", device="device"),
-    catalogue.Lio: lio,  # remirror.agent.policy_lio
+    **LIO_CHECKS,  # remirror.agent.policy_lio
     catalogue.DmReload: _fields(name="dm", table="table"),
     catalogue.DrainCache: _fields(
         name="dm", cleaner_table="table", linear="table", target="cache_kind", timeout="seconds"

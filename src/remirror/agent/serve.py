@@ -66,9 +66,10 @@ def main(args: list[str]) -> int:
     while (line := requests.next()) is not None:
         try:
             request = json.loads(line)
+        except (ValueError, RecursionError) as error:  # not JSON, not UTF-8, nested past Python's stack
+            answer = gate.not_json(error)
+        else:
             answer = gate.refusal(request) or _answer_unless_abandoned(gate.as_taken(request), requests)
-        except json.JSONDecodeError as error:
-            answer = {"error": f"the request is not JSON: {error}"}
         sys.stdout.write(json.dumps(answer) + "\n")
         sys.stdout.flush()
     return 0
@@ -122,10 +123,17 @@ class _Gate:
         except Exception as error:  # noqa: BLE001 - whatever it is, the site cannot say what is its own
             self.broken = f"this site's profiles could not be read ({type(error).__name__}: {error})"
 
+    def not_json(self, error: Exception) -> dict[str, Any]:
+        """The answer to a line that is not a JSON request; refused and logged where checked."""
+        why = str(error)[:200] if isinstance(error, json.JSONDecodeError) else type(error).__name__
+        message = f"the request is not JSON: {why}"
+        if self.checked:
+            _refuse(f"refused: {message}")
+        return {"error": message}
+
     def refusal(self, request: Any) -> dict[str, Any] | None:
         """The answer to a request outside the protocol; None for one inside it."""
         from remirror.agent.protocol import PROTOCOL_VERSION
-        from remirror.runner.base import redact
 
         if not self.checked:
             return None
@@ -138,8 +146,10 @@ class _Gate:
             except self.policy.Refused as refusal:
                 why = str(refusal)
             except Exception as error:  # noqa: BLE001 - whatever a request breaks, it is refused and logged
-                why = f"malformed request ({type(error).__name__}: {str(error)[:200]})"
-        message = redact(f"refused: {why}", _passwords(request))
+                why = f"malformed request ({type(error).__name__})"  # its text could quote the request
+        # Not redacted: no refusal quotes a password (the checks name a password's key, never its
+        # value), and text the sender chose to hide would hide from this log what it tried.
+        message = f"refused: {why}"
         _refuse(message)
         return {"protocol": PROTOCOL_VERSION, "error": message, "refused": True, "commands": 0}
 
@@ -163,21 +173,7 @@ class _Gate:
         return {**request, "holder": holder}
 
 
-def _passwords(request: Any) -> list[str]:
-    """The CHAP passwords a request carries where a step of the catalogue carries them (a node
-    record's values, an ACL's CHAP), to keep out of the refusal's log line. Not the sender's own
-    list of what to hide: that would let it hide from the site's log what it tried."""
-    steps = request.get("steps") if isinstance(request, dict) else None
-    found: list[str] = []
-    for step in steps if isinstance(steps, list) else []:
-        if not isinstance(step, dict):
-            continue
-        values = step.get("values") if step.get("kind") == "node_secrets" else None
-        chap = step.get("chap") if step.get("kind") == "lio" else None
-        for fields in (values, chap):
-            if isinstance(fields, dict):
-                found += [v for k, v in fields.items() if "password" in str(k) and isinstance(v, str)]
-    return [password for password in found if len(password) >= 6]  # a letter would hide the line
+LOGGED_CHARACTERS = 600
 
 
 def _refuse(message: str) -> None:
@@ -185,6 +181,8 @@ def _refuse(message: str) -> None:
     import syslog
 
     client = os.environ.get("SSH_CLIENT", "").split(" ")[0] or "a local process"
+    # One printable line of bounded length, whatever the request held (a NUL ends a syslog line).
+    message = "".join(c if c.isprintable() else repr(c)[1:-1] for c in message)[:LOGGED_CHARACTERS]
     sys.stderr.write(f"remirror: agent: {message}\n")
     syslog.openlog("remirror-agent", 0, syslog.LOG_AUTH)
     syslog.syslog(syslog.LOG_WARNING, f"request from {client} {message}")

@@ -1,25 +1,27 @@
 """Run the steps of a plan on this site, in order, stopping at the first failure.
 
 A step arrives as a small JSON object and is read back into its class of the
-protocol's catalogue (remirror.protocol.steps) before anything runs; each
-handler here builds its argv, table and paths from the typed fields. The steps:
-the commands (remirror.protocol.commands: mdadm, iscsiadm, dmsetup, the cache-head dd,
-each argv built here), `wait_path` (for a udev link), `write_file` (atomic),
-`md_attribute` (an array's sysfs attribute, the array named by its device),
-`session_timeout` (a live session's replacement time-out), `member_state` (an md
-member's sysfs state, the member named by its device path), `disk_sysfs` (a block
-device's scheduler, the device named by a path), `local_leg_last` (the local leg of an array into its last slot,
-remirror.agent.md_slots), `add_replica_legs` and `drop_bad_block_log` (replica legs
-without md's bad block log, remirror.agent.md_legs), `node_secrets` (CHAP secrets into an iSCSI node record),
-`lio` (an rtslib operation), `dm_reload` (a live table swap) and
-`drain_cache` (write a cache back, then swap it for a linear mapping),
-`cdp_stack` and `cdp_deactivate` (a mirror's CDP stack, remirror.agent.cdp),
-`assemble_array` (md's assemble, past what udev's incremental assembly took meanwhile),
-`leg_record_create`, `leg_record_promote` and `leg_record_join` (generations on the legs)
-and `save_ranges` (a discarded leg's writes, kept aside), remirror.agent.generations;
-`wireguard_key` and `wireguard_tunnel` (`transport: wireguard`, remirror.agent.wireguard).
-Secrets arrive inside steps and are redacted wherever a step is logged or
-reported.
+protocol's catalogue (remirror.protocol) before anything runs; each handler
+here builds its argv, table and paths from the typed fields. The steps: the
+commands (remirror.protocol.commands: mdadm, iscsiadm, dmsetup, the
+cache-head dd, each argv built here), the LIO operations
+(remirror.agent.lio_steps), `wait_path` (for a udev link), `write_file`
+(atomic), `md_attribute` (an array's sysfs attribute, the array named by its
+device), `session_timeout` (a live session's replacement time-out),
+`member_state` (an md member's sysfs state, the member named by its device
+path), `disk_sysfs` (a block device's scheduler), `local_leg_last` (the local
+leg of an array into its last slot, remirror.agent.md_slots),
+`add_replica_legs` and `drop_bad_block_log` (replica legs without md's bad
+block log, remirror.agent.md_legs), `node_secrets` (CHAP secrets into an
+iSCSI node record), `dm_reload` (a live table swap), `drain_cache` (write a
+cache back, then swap it for a linear mapping), `cdp_stack` and
+`cdp_deactivate` (a mirror's CDP stack, remirror.agent.cdp), `assemble_array`
+(md's assemble, past what udev's incremental assembly took meanwhile),
+`leg_record_create`, `leg_record_promote` and `leg_record_join` (generations
+on the legs) and `save_ranges` (a discarded leg's writes, kept aside),
+remirror.agent.generations; `wireguard_key` and `wireguard_tunnel`
+(`transport: wireguard`, remirror.agent.wireguard). Secrets arrive inside
+steps and are redacted wherever a step is logged or reported.
 """
 
 from __future__ import annotations
@@ -33,6 +35,7 @@ from typing import Any
 
 from remirror.agent import cdp, generations, md_legs, md_slots, wireguard
 from remirror.agent.direct import first_nonzero
+from remirror.agent.lio_steps import LIO_HANDLERS
 from remirror.errors import CommandError, RemirrorError
 from remirror.facts.dm import parse_cache_status
 from remirror.facts.model import CacheStatus
@@ -184,66 +187,6 @@ def _write_file(step: catalogue.WriteFile) -> None:
     write_atomically(step.path, step.content, step.mode)
 
 
-def _lio(lio: catalogue.Lio) -> None:
-    from rtslib_fb import (  # imported here: only sites that run LIO need it
-        LUN,
-        TPG,
-        BlockStorageObject,
-        FabricModule,
-        MappedLUN,
-        NetworkPortal,
-        NodeACL,
-        RTSRoot,
-        Target,
-    )
-
-    op, step = lio.op, lio.fields  # the operation's fields, checked by it (remirror.agent.policy_lio)
-    if op == "save":
-        Path(step["path"]).parent.mkdir(parents=True, exist_ok=True)
-        RTSRoot().save_to_file(step["path"])  # rtslib writes it 0600, temp file + rename
-        return
-    if op == "create_backstore":
-        BlockStorageObject(step["name"], dev=step["dev"])
-        return
-    if op == "delete_backstore":
-        # Only the LIO object: the disk and its data stay as they are.
-        BlockStorageObject(step["name"]).delete()
-        return
-    if op == "delete_target":
-        # Deletes its TPGs with their portals, LUNs and ACLs.
-        Target(FabricModule("iscsi"), step["iqn"], mode="lookup").delete()
-        return
-    target = Target(FabricModule("iscsi"), step["iqn"], mode="create" if op == "create_target" else "lookup")
-    tpg = TPG(target, 1, mode="create" if op == "create_target" else "lookup")
-    if op in ("create_target", "set_parameters"):
-        # Login parameters (remirror.profile.timeouts, IN_ORDER_TARGET): taken at the next login.
-        for name, value in step.get("parameters", {}).items():
-            if not str(name).isalnum():  # rtslib writes it into param/NAME: a name, not a path
-                raise RemirrorError(f"{name!r} is not a target parameter")
-            tpg.set_parameter(name, value)
-    if op == "create_target":
-        tpg.set_attribute("authentication", "1" if step["chap"] else "0")
-        tpg.set_attribute("generate_node_acls", "0")
-        tpg.enable = True
-    elif op == "create_portal":
-        NetworkPortal(tpg, step["address"], int(step["port"]), mode="create")
-    elif op == "create_lun":
-        so = next(s for s in RTSRoot().storage_objects if s.name == step["backstore"])
-        LUN(tpg, int(step["lun"]), so)
-    elif op == "set_acl":
-        acl = NodeACL(tpg, step["initiator"], mode="any")
-        if not any(m.mapped_lun == 0 for m in acl.mapped_luns):
-            MappedLUN(acl, 0, int(step["lun"]))
-        chap = step.get("chap")
-        if chap:
-            acl.chap_userid, acl.chap_password = chap["username"], chap["password"]
-            if chap.get("mutual_username"):
-                acl.chap_mutual_userid = chap["mutual_username"]
-                acl.chap_mutual_password = chap["mutual_password"]
-    elif op != "set_parameters":
-        raise RemirrorError(f"unknown LIO operation {op!r}")
-
-
 def _dm_reload(step: catalogue.DmReload) -> None:
     """Swap a device's table live: load the new one, then resume (dm suspends the old one first)."""
     _runner.run(["dmsetup", "load", step.name, "--table", step.table])
@@ -337,7 +280,7 @@ _STEPS: dict[type[Step], Callable[[Any], None]] = {
     catalogue.LocalLegLast: md_slots.local_leg_last,
     catalogue.AddReplicaLegs: md_legs.add_replica_legs,
     catalogue.DropBadBlockLog: md_legs.drop_bad_block_log,
-    catalogue.Lio: _lio,
+    **LIO_HANDLERS,  # remirror.agent.lio_steps
     catalogue.DmReload: _dm_reload,
     catalogue.DrainCache: _drain_cache,
     catalogue.CdpStack: cdp.ensure_stack,

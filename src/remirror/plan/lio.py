@@ -9,7 +9,6 @@ from __future__ import annotations
 
 from collections.abc import Mapping
 from dataclasses import dataclass
-from typing import Any
 
 from remirror.facts.model import secret_digest
 from remirror.facts.site import DiskFacts, SiteFacts
@@ -19,7 +18,18 @@ from remirror.profile.model import Chap, Mirror, Profile, ReplicaLeg
 from remirror.profile.names import backstore_name, export_backstore_name, leg_device
 from remirror.profile.timeouts import IN_ORDER_TARGET
 from remirror.profile.types import Portal
-from remirror.protocol.steps import Lio
+from remirror.protocol.lio import (
+    AclChap,
+    LioCreateBackstore,
+    LioCreateLun,
+    LioCreatePortal,
+    LioCreateTarget,
+    LioDeleteBackstore,
+    LioDeleteTarget,
+    LioSave,
+    LioSetAcl,
+    LioSetParameters,
+)
 
 
 def replica_export_actions(
@@ -94,7 +104,7 @@ def _target_actions(export: Export, secrets: Mapping[str, str], destructive: str
                 Verb.CREATE_BACKSTORE,
                 f"{name} (block) on {disk.path}",
                 CREATE,
-                (Lio("create_backstore", {"name": name, "dev": disk.path}),),
+                (LioCreateBackstore(name, disk.path),),
                 destructive=destructive,
                 repair=True,  # a DR host's restart loses LIO's objects; the disk is checked above
                 target=iqn,
@@ -114,7 +124,7 @@ def _target_actions(export: Export, secrets: Mapping[str, str], destructive: str
                 Verb.CREATE_TARGET,
                 f"{iqn} (TPG 1, CHAP {'on' if chap else 'off'})",
                 CREATE,
-                (Lio("create_target", {"iqn": iqn, "chap": chap is not None, "parameters": parameters}),),
+                (LioCreateTarget(iqn, chap is not None, parameters),),
                 repair=True,
                 target=iqn,
             )
@@ -129,7 +139,7 @@ def _target_actions(export: Export, secrets: Mapping[str, str], destructive: str
                 Verb.SET_TARGET_PARAMETERS,
                 f"{iqn} ({changed})",
                 CHANGE,
-                (Lio("set_parameters", {"iqn": iqn, "parameters": parameters}),),
+                (LioSetParameters(iqn, parameters),),
                 repair=True,
                 target=iqn,
             )
@@ -142,7 +152,7 @@ def _target_actions(export: Export, secrets: Mapping[str, str], destructive: str
                 Verb.CREATE_PORTAL,
                 f"{portal} on {iqn}",
                 CREATE,
-                (Lio("create_portal", {"iqn": iqn, "address": portal.address, "port": portal.port}),),
+                (LioCreatePortal(iqn, portal.address, portal.port),),
                 repair=True,
                 target=iqn,
             )
@@ -154,28 +164,28 @@ def _target_actions(export: Export, secrets: Mapping[str, str], destructive: str
                 Verb.CREATE_LUN,
                 f"LUN 0 -> {name} on {iqn}",
                 CREATE,
-                (Lio("create_lun", {"iqn": iqn, "lun": 0, "backstore": name}),),
+                (LioCreateLun(iqn, 0, name),),
                 repair=True,
                 target=iqn,
             )
         )
-    wanted_chap: dict[str, str] = {}
+    wanted_chap = None
     if chap is not None:
-        wanted_chap = {"username": chap.username, "password": secrets[chap.password_file]}
+        wanted_chap = AclChap(chap.username, secrets[chap.password_file])
         if chap.mutual:
-            wanted_chap["mutual_username"] = chap.target_username
-            wanted_chap["mutual_password"] = secrets[chap.target_password_file]
+            wanted_chap = AclChap(
+                chap.username, wanted_chap.password, chap.target_username, secrets[chap.target_password_file]
+            )
     wanted_acl = (
-        wanted_chap.get("username", ""),
-        secret_digest(wanted_chap["password"]) if "password" in wanted_chap else "",
-        wanted_chap.get("mutual_username", ""),
-        secret_digest(wanted_chap["mutual_password"]) if "mutual_password" in wanted_chap else "",
+        wanted_chap.username if wanted_chap else "",
+        secret_digest(wanted_chap.password) if wanted_chap else "",
+        wanted_chap.mutual_username if wanted_chap else "",
+        secret_digest(wanted_chap.mutual_password) if wanted_chap and wanted_chap.mutual_password else "",
     )
+    said = (wanted_chap.password, wanted_chap.mutual_password) if wanted_chap else ()
+    passwords = tuple(password for password in said if password)  # for redaction
     for initiator in export.initiators:
-        fields: dict[str, Any] = {"iqn": iqn, "initiator": initiator, "lun": 0}
-        if wanted_chap:
-            fields["chap"] = wanted_chap
-        acl_step = Lio("set_acl", fields, tuple(v for k, v in wanted_chap.items() if "password" in k))
+        acl_step = LioSetAcl(iqn, initiator, 0, wanted_chap, passwords)
         acl = target.acls.get(initiator) if target else None
         if acl is None:
             actions.append(
@@ -240,7 +250,7 @@ def save_lio_action(site: SiteFacts) -> Action:
         Verb.SAVE_LIO_CONFIG,
         site.lio_save_path,
         CHANGE,
-        (Lio("save", {"path": site.lio_save_path}),),
+        (LioSave(site.lio_save_path),),
         repair=True,  # what the DR host's target service restores after its next restart
     )
 
@@ -286,7 +296,7 @@ def lio_removal_actions(
                 Verb.FENCE_TARGET if fence else Verb.DELETE_TARGET,
                 f"{iqn} (its portals, LUNs and ACLs{', and their sessions' if fence else ''})",
                 DELETE,
-                (Lio("delete_target", {"iqn": iqn}),),
+                (LioDeleteTarget(iqn),),
                 target=iqn,
             )
         )
@@ -302,7 +312,7 @@ def lio_removal_actions(
                 Verb.DELETE_BACKSTORE,
                 f"{backstore} on {device} (the disk keeps its data)",
                 DELETE,
-                (Lio("delete_backstore", {"name": backstore}),),
+                (LioDeleteBackstore(backstore),),
             )
         )
     if actions:

@@ -16,6 +16,7 @@ from dataclasses import dataclass, field
 from remirror.facts.cdp import stack_names
 from remirror.profile.model import Chap, Mirror, PrimaryLeg, Profile, ReplicaLeg
 from remirror.profile.names import (
+    array_uuid,
     backstore_name,
     cache_name,
     export_backstore_name,
@@ -44,6 +45,8 @@ class SiteScope:
     # their stack only built or activated, by a step that names exactly them.
     points: frozenset[tuple[str, str]] = frozenset()
     arrays: frozenset[str] = frozenset()  # /dev/md/NAME of every mirror with a leg on the site
+    # Each mirror's array as its profiles make it: (/dev/md/NAME, UUID) (an md create names both).
+    array_ids: Mapping[str, frozenset[tuple[str, str]]] = field(default_factory=dict)
     iqns: frozenset[str] = frozenset()  # targets the site exports or logs in to
     portals: frozenset[tuple[str, int]] = frozenset()  # where those targets listen
     interfaces: frozenset[str] = frozenset()  # remirror's WireGuard interfaces
@@ -105,6 +108,7 @@ def site_scope(profiles: Iterable[tuple[str, Profile]]) -> SiteScope:
     mirrors: set[str] = set()
     disks: set[str] = set()
     arrays: set[str] = set()
+    array_ids: dict[str, frozenset[tuple[str, str]]] = {}
     iqns: set[str] = set()
     portals: set[tuple[str, int]] = set()
     interfaces: set[str] = set()
@@ -136,6 +140,9 @@ def site_scope(profiles: Iterable[tuple[str, Profile]]) -> SiteScope:
                 continue
             mirrors.add(mirror.name)
             arrays.add(mirror.md_device)
+            array_ids[mirror.name] = array_ids.get(mirror.name, frozenset()) | {
+                (mirror.md_device, array_uuid(profile, mirror))
+            }
             if mirror.cdp is not None:
                 # Two profiles naming one mirror: the longer window, the more frequent points.
                 every, keep = retention.get(mirror.name, (mirror.cdp.every, mirror.cdp.keep))
@@ -183,6 +190,7 @@ def site_scope(profiles: Iterable[tuple[str, Profile]]) -> SiteScope:
         disks=frozenset(disks),
         points=frozenset(points),
         arrays=frozenset(arrays),
+        array_ids=array_ids,
         iqns=frozenset(iqns),
         portals=frozenset(portals),
         interfaces=frozenset(interfaces),

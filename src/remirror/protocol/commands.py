@@ -198,8 +198,9 @@ class ZeroHead(Command):
     device: str
 
     def argv(self) -> tuple[str, ...]:
-        zeroes = ("if=/dev/zero", f"of={self.device}", "bs=4096", "count=1", "oflag=direct", "status=none")
-        return ("dd", *zeroes)
+        # conv=nocreat: a path that is not there is an error, never a new file under /dev.
+        zeroes = ("if=/dev/zero", f"of={self.device}", "bs=4096", "count=1", "oflag=direct", "conv=nocreat")
+        return ("dd", *zeroes, "status=none")
 
 
 COMMANDS: tuple[type[Command], ...] = (

@@ -16,12 +16,13 @@ any failure".
 from __future__ import annotations
 
 from collections.abc import Mapping
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from typing import Any, ClassVar, Literal
 
 from remirror.protocol.commands import COMMANDS
+from remirror.protocol.lio import LIO_STEPS
 from remirror.protocol.wire import Step as Step  # re-exported: every step is one
-from remirror.protocol.wire import WireError, plain
+from remirror.protocol.wire import WireError
 
 # open-iscsi, include/iscsi_err.h
 ISCSI_ERR_SESS_EXISTS = 15  # a login to a target already logged in to
@@ -141,33 +142,6 @@ class NodeSecrets(Step):
     port: int
     values: Mapping[str, str]
     secrets: tuple[str, ...] = ()
-
-
-@dataclass(frozen=True)
-class Lio(Step):
-    """An rtslib-fb operation; its fields depend on `op` (see remirror.agent.steps._lio)."""
-
-    kind: ClassVar[str] = "lio"
-    op: str
-    fields: Mapping[str, Any] = field(default_factory=dict)
-    secrets: tuple[str, ...] = ()
-
-    def as_dict(self) -> dict[str, Any]:
-        step = {"kind": self.kind, "op": self.op, **plain(self.fields)}
-        if self.secrets:
-            step["secrets"] = list(self.secrets)
-        return step
-
-    @classmethod
-    def from_wire(cls, obj: Mapping[str, Any]) -> Lio:
-        # The operation's own fields are checked by its operation (remirror.agent.policy_lio).
-        op, secrets = obj.get("op"), obj.get("secrets", [])
-        if not isinstance(op, str):
-            raise WireError(f"lio: {str(op)[:40]!r} is not an operation")
-        if not isinstance(secrets, list) or not all(isinstance(s, str) for s in secrets):
-            raise WireError("lio: its secrets are a list of texts")
-        fields = {k: v for k, v in obj.items() if k not in ("kind", "op", "secrets")}
-        return cls(op, fields, tuple(secrets))
 
 
 @dataclass(frozen=True)
@@ -312,9 +286,9 @@ class SaveRanges(Step):
 
 
 _EVERY_STEP: tuple[type[Step], ...] = (
-    *COMMANDS, WaitPath, WriteFile, SetMdAttribute, SetSessionTimeout, WriteDiskSysfs, SetMemberState,
-    LocalLegLast, AddReplicaLegs, DropBadBlockLog, NodeSecrets, Lio, DmReload, DrainCache, AssembleArray,
-    CdpStack, CdpDeactivate, ProveBlank, WireguardKey, WireguardTunnel, LegRecordCreate,
+    *COMMANDS, *LIO_STEPS, WaitPath, WriteFile, SetMdAttribute, SetSessionTimeout, WriteDiskSysfs,
+    SetMemberState, LocalLegLast, AddReplicaLegs, DropBadBlockLog, NodeSecrets, DmReload, DrainCache,
+    AssembleArray, CdpStack, CdpDeactivate, ProveBlank, WireguardKey, WireguardTunnel, LegRecordCreate,
     LegRecordPromote, LegRecordJoin, SaveRanges,
 )  # fmt: skip
 CATALOGUE: dict[str, type[Step]] = {cls.kind: cls for cls in _EVERY_STEP}

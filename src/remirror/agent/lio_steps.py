@@ -1,0 +1,110 @@
+"""The LIO operations of the protocol's catalogue (remirror.protocol.lio), carried out with
+rtslib-fb: each handler reads its step's typed fields, checked by remirror.agent.policy_lio.
+rtslib is imported in each: only sites that run LIO need it.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Mapping
+from pathlib import Path
+from typing import TYPE_CHECKING, Any
+
+from remirror.errors import RemirrorError
+from remirror.protocol import lio
+
+if TYPE_CHECKING:
+    from rtslib_fb import TPG
+
+
+def _save(step: lio.LioSave) -> None:
+    from rtslib_fb import RTSRoot
+
+    Path(step.path).parent.mkdir(parents=True, exist_ok=True)
+    RTSRoot().save_to_file(step.path)  # rtslib writes it 0600, temp file + rename
+
+
+def _create_backstore(step: lio.LioCreateBackstore) -> None:
+    from rtslib_fb import BlockStorageObject
+
+    BlockStorageObject(step.name, dev=step.dev)
+
+
+def _delete_backstore(step: lio.LioDeleteBackstore) -> None:
+    from rtslib_fb import BlockStorageObject
+
+    BlockStorageObject(step.name).delete()  # only the LIO object: the disk and its data stay
+
+
+def _delete_target(step: lio.LioDeleteTarget) -> None:
+    from rtslib_fb import FabricModule, Target
+
+    Target(FabricModule("iscsi"), step.iqn, mode="lookup").delete()  # its TPGs, portals, LUNs, ACLs
+
+
+def _tpg(iqn: str, create: bool = False) -> TPG:
+    from rtslib_fb import TPG, FabricModule, Target
+
+    mode = "create" if create else "lookup"
+    return TPG(Target(FabricModule("iscsi"), iqn, mode=mode), 1, mode=mode)
+
+
+def _parameters(tpg: TPG, parameters: Mapping[str, str]) -> None:
+    # Login parameters (remirror.profile.timeouts, IN_ORDER_TARGET): taken at the next login.
+    for name, value in parameters.items():
+        if not name.isalnum():  # rtslib writes it into param/NAME: a name, not a path
+            raise RemirrorError(f"{name!r} is not a target parameter")
+        tpg.set_parameter(name, value)
+
+
+def _create_target(step: lio.LioCreateTarget) -> None:
+    tpg = _tpg(step.iqn, create=True)
+    _parameters(tpg, step.parameters)
+    tpg.set_attribute("authentication", "1" if step.chap else "0")
+    tpg.set_attribute("generate_node_acls", "0")
+    tpg.enable = True
+
+
+def _set_parameters(step: lio.LioSetParameters) -> None:
+    _parameters(_tpg(step.iqn), step.parameters)
+
+
+def _create_portal(step: lio.LioCreatePortal) -> None:
+    from rtslib_fb import NetworkPortal
+
+    NetworkPortal(_tpg(step.iqn), step.address, step.port, mode="create")
+
+
+def _create_lun(step: lio.LioCreateLun) -> None:
+    from rtslib_fb import LUN, RTSRoot
+
+    tpg = _tpg(step.iqn)
+    backstore = next((s for s in RTSRoot().storage_objects if s.name == step.backstore), None)
+    if backstore is None:
+        raise RemirrorError(f"no LIO backstore {step.backstore}")
+    LUN(tpg, step.lun, backstore)
+
+
+def _set_acl(step: lio.LioSetAcl) -> None:
+    from rtslib_fb import MappedLUN, NodeACL
+
+    acl = NodeACL(_tpg(step.iqn), step.initiator, mode="any")
+    if not any(m.mapped_lun == 0 for m in acl.mapped_luns):
+        MappedLUN(acl, 0, step.lun)
+    if step.chap is not None:
+        acl.chap_userid, acl.chap_password = step.chap.username, step.chap.password
+        if step.chap.mutual_username:
+            acl.chap_mutual_userid = step.chap.mutual_username
+            acl.chap_mutual_password = step.chap.mutual_password
+
+
+LIO_HANDLERS: dict[type[Any], Callable[[Any], None]] = {
+    lio.LioSave: _save,
+    lio.LioCreateBackstore: _create_backstore,
+    lio.LioDeleteBackstore: _delete_backstore,
+    lio.LioDeleteTarget: _delete_target,
+    lio.LioCreateTarget: _create_target,
+    lio.LioSetParameters: _set_parameters,
+    lio.LioCreatePortal: _create_portal,
+    lio.LioCreateLun: _create_lun,
+    lio.LioSetAcl: _set_acl,
+}
