@@ -854,3 +854,15 @@ def test_the_reviews_second_round_of_attacks_is_refused(
     answer = serve._Gate(checked=True).not_json(RecursionError("maximum recursion depth exceeded"))
     assert answer == {"error": "the request is not JSON: RecursionError"}
     assert logged == ["refused: the request is not JSON: RecursionError"]
+
+
+def test_a_node_record_names_its_own_targets_portal_never_anothers() -> None:
+    scope = site_scope([("/etc/remirror/lab.yaml", parse_profile(LIO_LAB))])
+    m0 = {"kind": "iscsi_node", "target": IQN, "address": "192.0.2.2", "op": "new"}
+    check_request(run({**m0, "port": 3260}), scope)
+    assert (
+        f"portal 192.0.2.2:3262 is not one this site's profiles (/etc/remirror/lab.yaml) name for {IQN}"
+        in (
+            refusal(run({**m0, "port": 3262}), scope)  # m1's: a record of m0's target at m1's portal
+        )
+    )

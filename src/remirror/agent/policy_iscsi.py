@@ -71,8 +71,9 @@ def _record(check: Checker, target: str, address: str, port: int, what: str) -> 
         raise Refused(f"{what}: port {port!r} is not a port number")
     if not _is_host(address):
         raise Refused(f"{what}: {address[:60]!r} is not an IP address or host name")
-    if check.scope is not None and (address, port) not in check.scope.portals:
-        raise Refused(f"{what}: portal {address}:{port} is not one {check._sources()} name")
+    if check.scope is not None and (address, port) not in check.scope.node_portals.get(target, frozenset()):
+        # Not another target's portal either: a record of this target at another's address.
+        raise Refused(f"{what}: portal {address}:{port} is not one {check._sources()} name for {target}")
 
 
 def node_command(check: Checker, step: IscsiNode) -> None:

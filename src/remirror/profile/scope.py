@@ -49,6 +49,8 @@ class SiteScope:
     array_ids: Mapping[str, frozenset[tuple[str, str]]] = field(default_factory=dict)
     iqns: frozenset[str] = frozenset()  # targets the site exports or logs in to
     portals: frozenset[tuple[str, int]] = frozenset()  # where those targets listen
+    # Each leg's target, where it listens: the portals of its node records, never another's.
+    node_portals: Mapping[str, frozenset[tuple[str, int]]] = field(default_factory=dict)
     interfaces: frozenset[str] = frozenset()  # remirror's WireGuard interfaces
     sites: frozenset[str] = frozenset()  # the site's own names in the profiles
     known_sites: frozenset[str] = frozenset()  # every site its profiles name (a leg record's primary)
@@ -111,6 +113,7 @@ def site_scope(profiles: Iterable[tuple[str, Profile]]) -> SiteScope:
     array_ids: dict[str, frozenset[tuple[str, str]]] = {}
     iqns: set[str] = set()
     portals: set[tuple[str, int]] = set()
+    node_portals: dict[str, frozenset[tuple[str, int]]] = {}
     interfaces: set[str] = set()
     sites: set[str] = set()
     known_sites: set[str] = set()
@@ -157,6 +160,7 @@ def site_scope(profiles: Iterable[tuple[str, Profile]]) -> SiteScope:
                 logins[iqn] = logins.get(iqn, frozenset()) | {chap}
                 node_settings[iqn] = node_settings.get(iqn, frozenset()) | settings
                 portals.update(_portals(profile, mirror, leg))
+                node_portals[iqn] = node_portals.get(iqn, frozenset()) | _portals(profile, mirror, leg)
                 if leg.site in local:
                     backstore = backstore_name(mirror, leg)
                     target = TargetScope(
@@ -193,6 +197,7 @@ def site_scope(profiles: Iterable[tuple[str, Profile]]) -> SiteScope:
         array_ids=array_ids,
         iqns=frozenset(iqns),
         portals=frozenset(portals),
+        node_portals=node_portals,
         interfaces=frozenset(interfaces),
         sites=frozenset(sites),
         retention=retention,
