@@ -144,9 +144,13 @@ def devno(disk: str) -> str:
     return f"{os.major(number)}:{os.minor(number)}"
 
 
-def dm_create(name: str, table: str) -> dict[str, Any]:
-    """The command `dmsetup create NAME --table TABLE` (remirror.protocol.commands.DmCreate)."""
-    return {"kind": "dm_create", "name": name, "table": table}
+def dm_create(name: str, device: str) -> dict[str, Any]:
+    """The command `dmsetup create NAME --table "0 8 linear DEVICE 0"` (remirror.protocol.commands.DmCreate)."""
+    return {
+        "kind": "dm_create",
+        "name": name,
+        "table": {"target": "linear", "sectors": 8, "devices": [device]},
+    }
 
 
 ATTACKS: dict[str, dict[str, Any]] = {
@@ -188,7 +192,7 @@ ATTACKS: dict[str, dict[str, Any]] = {
     "a relative device path in a device-mapper table": {
         "op": "run",
         "steps": [
-            dm_create("remirror-sec0-site-b", f"0 8 linear ..{OTHER_DISK} 0"),
+            dm_create("remirror-sec0-site-b", f"..{OTHER_DISK}"),
             {"kind": "zero_head", "device": "/dev/mapper/remirror-sec0-site-b"},
         ],
     },
@@ -198,7 +202,7 @@ ATTACKS: dict[str, dict[str, Any]] = {
     "a table word the kernel splits in two": {
         "op": "run",
         "steps": [
-            dm_create("remirror-sec0-site-b-fast", f"0 8 linear {devno(OTHER_DISK)}\udca00"),
+            dm_create("remirror-sec0-site-b-fast", f"{devno(OTHER_DISK)}\udca00"),
         ],
     },
     # rtslib writes a target parameter into the TPG's `param/NAME`: an absolute name is any file.

@@ -34,6 +34,8 @@ from remirror.profile.timeouts import REPLACEMENT_TIMEOUT
 from remirror.protocol import decode
 from remirror.protocol.commands import Command
 from remirror.protocol.lio import LIO_STEPS
+from remirror.protocol.tables import DmTarget
+from remirror.protocol.wire import from_wire
 
 _BY_PATH = re.compile(r"^/dev/disk/by-path/ip-(?P<portal>.+)-iscsi-(?P<iqn>.+)-lun-0$")
 
@@ -617,7 +619,8 @@ def _dm_device(site: SiteFacts, name: str, table: str) -> DmDevice:
 def _dm_reload(sites: dict[str, SiteFacts], name: str, step: dict[str, Any]) -> dict[str, SiteFacts]:
     site = sites[name]
     by_path = {d.path: d.devno for d in site.disks.values() if d.devno}
-    table = " ".join(by_path.get(word, word) for word in step["table"].split())
+    text = from_wire(DmTarget, step["table"]).text()  # the text the site writes
+    table = " ".join(by_path.get(word, word) for word in text.split())
     return _replace(sites, name, dm={**site.dm, step["name"]: _dm_device(site, step["name"], table)})
 
 

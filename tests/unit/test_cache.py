@@ -15,6 +15,8 @@ from remirror.facts.site import DiskFacts, DmDevice, SiteFacts
 from remirror.plan import PlanError, make_plan, make_teardown
 from remirror.plan.cache import writecache_table
 from remirror.profile import Profile, parse_profile
+from remirror.protocol import decode
+from remirror.protocol.steps import DrainCache
 from tests.unit.simulated_sites import Sites, at_site, wire
 from tests.unit.test_plan_properties import SECRETS, bare_sites, profile_text
 
@@ -82,7 +84,7 @@ def test_the_writecache_table_carries_the_tunables_in_kernel_units() -> None:
     cache = with_cache("{disk: /dev/b-fast, writeback_jobs: 64, autocommit_time: 500ms, max_age: 30s}")
     options = cache.mirrors[0].replicas[0].cache
     assert options is not None
-    table = writecache_table(524288, "/dev/b0", "/dev/b-fast", options)
+    table = writecache_table(524288, "/dev/b0", "/dev/b-fast", options).text()
     assert table == (
         "0 524288 writecache s /dev/b0 /dev/b-fast 4096 10 high_watermark 50 low_watermark 45"
         " writeback_jobs 64 autocommit_time 500 max_age 30000"
@@ -169,9 +171,12 @@ def test_a_cache_dropped_from_the_profile_is_drained_then_swapped_for_linear_nev
     plan = make_plan(plain, sites.facts, SECRETS)
     (drain,) = plan.actions
     assert (drain.verb, wire(drain)[0]["kind"]) == ("DrainCache", "drain_cache")
-    assert wire(drain)[0]["linear"].split()[2:] == ["linear", "254:1", "0"]
+    step = decode(wire(drain)[0])
+    assert isinstance(step, DrainCache)
+    assert step.cleaner_table is not None
+    assert step.linear.text().split()[2:] == ["linear", "254:1", "0"]
     # Cleaner mode by a reload of the device's own table, so that the table shows it.
-    assert wire(drain)[0]["cleaner_table"].split()[2:] == [
+    assert step.cleaner_table.text().split()[2:] == [
         *("writecache", "s", "254:1", "254:11", "4096", "5"),
         *("high_watermark", "50", "low_watermark", "45", "cleaner"),
     ]
@@ -299,7 +304,7 @@ def test_a_drain_cut_short_is_seen_in_the_table_and_taken_up_where_it_stopped() 
     plain = parse_profile(profile_text("sync", "mutual", 1, False, "wan"))
     (drain,) = make_plan(plain, sites.facts, SECRETS).actions
     assert "40 dirty block(s), draining already" in drain.subject
-    assert wire(drain)[0]["cleaner_table"] == ""  # no second reload
+    assert wire(drain)[0]["cleaner_table"] is None  # no second reload
     # The profile wants the cache back: cleaner mode is switched off, live.
     (tune,) = make_plan(WRITECACHE, sites.facts, SECRETS).actions
     assert (tune.verb, tune.subject) == ("TuneCache", "remirror-m0-b: cleaner off, live")

@@ -204,7 +204,13 @@ STACK = {"kind": "cdp_stack", "mirror": "m0.b", "md": "/dev/b0", "chunk": 65536,
         {"op": "cdp", "do": "up", "mirror": "m0.b", "md": "/dev/b0"},
         {
             "op": "run",
-            "steps": [{"kind": "dm_reload", "name": "remirror-m0.b-cdp-pool", "table": "0 8 error"}],
+            "steps": [
+                {
+                    "kind": "dm_reload",
+                    "name": "remirror-m0.b-cdp-pool",
+                    "table": {"target": "linear", "sectors": 8, "devices": ["/dev/b1"]},
+                }
+            ],
         },
     ],
 )
@@ -305,11 +311,23 @@ def test_check_warns_when_the_replicas_own_points_are_overdue_and_status_shows_t
         {"op": "run", "steps": [{"kind": "dm_remove", "name": "remirror-m0.b-cdp"}]},
         {
             "op": "run",
-            "steps": [{"kind": "dm_create", "name": "remirror-m0.b-cdp-tmeta", "table": "0 8 zero"}],
+            "steps": [
+                {
+                    "kind": "dm_create",
+                    "name": "remirror-m0.b-cdp-tmeta",
+                    "table": {"target": "linear", "sectors": 8, "devices": ["/dev/sdx"]},
+                }
+            ],
         },
         {
             "op": "run",
-            "steps": [{"kind": "dm_reload", "name": "remirror-m0.b-cdp", "table": "0 8 linear /dev/sdx 0"}],
+            "steps": [
+                {
+                    "kind": "dm_reload",
+                    "name": "remirror-m0.b-cdp",
+                    "table": {"target": "linear", "sectors": 8, "devices": ["/dev/sdx"]},
+                }
+            ],
         },
         {"op": "cdp", "do": "point", "mirror": "m0.b", "md": "/dev/b0", "every": 1, "keep": 0},
     ],

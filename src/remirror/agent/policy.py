@@ -38,6 +38,7 @@ from remirror.facts.cdp import LEG_POINTS_SEPARATOR, is_leg_points, is_view
 
 if TYPE_CHECKING:
     from remirror.profile.scope import SiteScope
+    from remirror.protocol.tables import DmTarget
 
 # Where the site keeps its own profiles, one view per profile (the Ansible role writes them).
 PROFILE_DIR = Path("/etc/remirror")
@@ -45,24 +46,7 @@ PROFILE_DIR = Path("/etc/remirror")
 NAME = re.compile(r"[A-Za-z0-9][A-Za-z0-9_.-]*")
 IQN = re.compile(r"(iqn\.\d{4}-\d{2}\.[A-Za-z0-9.:_-]+|eui\.[0-9A-Fa-f]{16}|naa\.[0-9A-Fa-f]{16,32})")
 UUID = re.compile(r"[0-9a-f]{8}(:[0-9a-f]{8}){3}")
-_MAJOR_MINOR = re.compile(r"\d+:\d+")
 DM_PREFIX = "remirror-"  # every device-mapper device remirror makes
-# Tables: printable ASCII words split by spaces, one target a line; where each target
-# type remirror sends takes its devices (0-based, after the type); the other words they take.
-# No tab, no byte past ASCII: spaces are the only separators; no backslash, which the kernel
-# reads as an escape that joins two words into one.
-_TABLE_TEXT = re.compile(r"[ -\[\]-~\n]*")
-_DEVICE_POSITIONS: dict[str, tuple[int, ...]] = {
-    "linear": (0,),  # DEV OFFSET
-    "writecache": (1, 2),  # s|p ORIGIN CACHE BLOCK #OPTIONS OPTIONS...
-    "cache": (0, 1, 2),  # META FAST ORIGIN BLOCK #FEATURES FEATURES... POLICY #ARGS ARGS...
-}
-_TABLE_KEYWORDS = frozenset(
-    {"s", "p", "high_watermark", "low_watermark", "writeback_jobs", "autocommit_blocks", "autocommit_time"}
-    | {"max_age", "cleaner", "fua", "nofua", "pause_writeback", "metadata_only", "start_sector"}  # writecache
-    | {"writeback", "writethrough", "passthrough", "metadata2", "no_discard_passdown"}  # dm-cache features
-    | {"smq", "mq", "default"}  # dm-cache policies (and `cleaner`)
-)
 REMOTE_LOCK_WAIT = 3600.0  # seconds a remote controller may wait for it
 # What follows `remirror-KEY-cdp` in the names of a CDP stack's devices (remirror.facts.cdp.stack_names)
 # and of a drill's copy (remirror.drill).
@@ -275,42 +259,11 @@ class Checker:
                 return True
         return False
 
-    def table(self, value: Any) -> None:
-        """A device-mapper table of the targets remirror sends (linear, writecache, dm-cache),
-        each word where its target has it: a device where the target takes one, an absolute path
-        or MAJ:MIN of the scope; elsewhere a number or one of the target's own keywords. Nothing
-        else: the kernel takes a device word as a path from dmsetup's working directory
-        (`../dev/sdX`), and on kernels before 6.5 by other names too (`820` for 8:32,
-        `PARTUUID=...`); it splits words on bytes Python does not (0xA0). So the table is
-        printable ASCII, and no word is left to the kernel's reading alone."""
-        if not isinstance(value, str) or not _TABLE_TEXT.fullmatch(value):
-            raise Refused("not a device-mapper table of printable ASCII, one target a line")
-        for line in value.split("\n"):
-            words = line.split()  # on spaces alone: the text has no other white space
-            if not words:
-                continue
-            target = words[2] if len(words) > 2 else ""
-            positions = _DEVICE_POSITIONS.get(target)
-            if positions is None or not (words[0].isdigit() and words[1].isdigit()):
-                raise Refused(f"{line[:80]!r}: not a target remirror sends ({', '.join(_DEVICE_POSITIONS)})")
-            arguments = words[3:]
-            if len(arguments) <= max(positions, default=-1):
-                raise Refused(f"{line[:80]!r}: too few arguments for {target}")
-            for at, word in enumerate(arguments):
-                if at in positions:
-                    self._table_device(word)
-                elif not (word.isdigit() or word in _TABLE_KEYWORDS):
-                    raise Refused(f"{word[:40]!r} is not an argument of {target} that remirror sends")
+    def dm_target(self, value: DmTarget | None) -> None:
+        """A typed device-mapper table (remirror.agent.policy_tables)."""
+        from remirror.agent.policy_tables import dm_target
 
-    def _table_device(self, word: str) -> None:
-        if word.startswith("/"):
-            self.device(word)
-            return
-        if not _MAJOR_MINOR.fullmatch(word):
-            raise Refused(f"{word[:40]!r} is not a device path or MAJOR:MINOR")
-        name = devno_name(word)
-        if name is None or (self.scope is not None and name not in self.known()):
-            raise Refused(f"device {word} is not one {self._sources()} name for this site")
+        dm_target(self, value)
 
     def device(self, value: Any) -> None:
         """A block device the site's profiles name, or one made from them: the array, a cache or

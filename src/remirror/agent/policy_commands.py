@@ -46,7 +46,7 @@ def _bitmap(check: Checker, step: commands.MdBitmap) -> None:
 
 def _dm_create(check: Checker, step: commands.DmCreate) -> None:
     check.dm_name(step.name)
-    check.table(step.table)
+    check.dm_target(step.table)
 
 
 def _create(check: Checker, step: commands.MdCreate) -> None:

@@ -193,7 +193,7 @@ _FIELD_CHECKS: dict[str, Callable[[Checker, Any], None]] = {
     "devices": lambda check, value: check.each(check.device, list(value)),
     "mirror": Checker.mirror,
     "dm": Checker.dm_name,
-    "table": lambda check, value: check.table(value or ""),
+    "table": Checker.dm_target,
     "iqn": Checker.iqn,
     "path": lambda check, value: (
         check.device(value) if str(value).startswith("/dev/") else _refuse_path(value)

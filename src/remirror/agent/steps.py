@@ -189,7 +189,7 @@ def _write_file(step: catalogue.WriteFile) -> None:
 
 def _dm_reload(step: catalogue.DmReload) -> None:
     """Swap a device's table live: load the new one, then resume (dm suspends the old one first)."""
-    _runner.run(["dmsetup", "load", step.name, "--table", step.table])
+    _runner.run(["dmsetup", "load", step.name, "--table", step.table.text()])
     _runner.run(["dmsetup", "resume", step.name])
 
 
@@ -212,7 +212,7 @@ def _drain_cache(step: catalogue.DrainCache) -> None:
     drain, or ends cleaner mode if the profile keeps the cache.
     """
     name = step.name
-    if step.cleaner_table:  # empty: already draining
+    if step.cleaner_table is not None:  # None: already draining
         _dm_reload(catalogue.DmReload(name, step.cleaner_table))
     if step.target == "writecache":
         # Whatever is written between the last check and the swap goes back at the suspend.
@@ -243,7 +243,7 @@ def _drain_cache(step: catalogue.DrainCache) -> None:
                 " left in cleaner mode; apply again to finish the drain (or with the cache to keep it)"
             )
         time.sleep(0.5)
-    _runner.run(["dmsetup", "load", name, "--table", step.linear])
+    _runner.run(["dmsetup", "load", name, "--table", step.linear.text()])
     _runner.run(["dmsetup", "suspend", name])
     status = _cache_status(name)
     if status.error or not status.clean:

@@ -24,6 +24,7 @@ from remirror.profile.model import Mirror, PrimaryLeg, ReplicaLeg
 from remirror.profile.names import cache_name
 from remirror.protocol.commands import DmCreate, DmRemove, ZeroHead
 from remirror.protocol.steps import TOOL_FAILED, DmReload, DrainCache, Step, WaitPath
+from remirror.protocol.tables import DmTarget, dm_cache, linear, writecache
 
 SECTOR = 512
 CACHE_METADATA = 8 * 1024**2  # dm-cache metadata: ample for a fast disk of up to ~100 GiB of 64KiB blocks
@@ -52,25 +53,9 @@ def writecache_options(cache: Cache) -> dict[str, str]:
     return options
 
 
-def writecache_table(sectors: int, origin: str, fast: str, cache: Cache) -> str:
+def writecache_table(sectors: int, origin: str, fast: str, cache: Cache) -> DmTarget:
     """The profile's writecache for a leg."""
-    return _writecache_line(sectors, origin, fast, cache.effective_block_size, writecache_options(cache))
-
-
-def _writecache_line(sectors: int, origin: str, fast: str, block: int, options: dict[str, str]) -> str:
-    """`0 LEN writecache s ORIGIN FAST BLOCK #OPT OPTIONS` (an option valued "" is a flag)."""
-    words = [w for name, value in options.items() for w in ([name, value] if value else [name])]
-    return f"0 {sectors} writecache s {origin} {fast} {block} {len(words)} {' '.join(words)}"
-
-
-def dm_cache_table(sectors: int, meta: str, fast: str, origin: str, block: int, policy: str = "smq") -> str:
-    """`0 LEN cache META FAST ORIGIN BLOCK_SECTORS 1 writeback POLICY 0` (policy `cleaner` drains)."""
-    return f"0 {sectors} cache {meta} {fast} {origin} {block // SECTOR} 1 writeback {policy} 0"
-
-
-def linear_table(sectors: int, origin: str) -> str:
-    """The mapping a removed cache leaves: the disk, sector for sector."""
-    return f"0 {sectors} linear {origin} 0"
+    return writecache(sectors, origin, fast, cache.effective_block_size, writecache_options(cache))
 
 
 def cache_actions(
@@ -119,11 +104,11 @@ def _create(site: SiteFacts, name: str, cache: Cache, disk: DiskFacts, fast: Dis
                 f"{where}: site {site.name}: cache disk {fast.path} is smaller than dm-cache's metadata"
             )
         steps += [
-            _dmsetup_create(f"{name}-meta", f"0 {meta_sectors} linear {fast.path} 0"),
-            _dmsetup_create(f"{name}-fast", f"0 {fast_sectors} linear {fast.path} {meta_sectors}"),
+            _dmsetup_create(f"{name}-meta", linear(meta_sectors, fast.path)),
+            _dmsetup_create(f"{name}-fast", linear(fast_sectors, fast.path, meta_sectors)),
             _dmsetup_create(
                 name,
-                dm_cache_table(
+                dm_cache(
                     sectors,
                     f"/dev/mapper/{name}-meta",
                     f"/dev/mapper/{name}-fast",
@@ -246,12 +231,12 @@ def removal_actions(
             dirty += ", draining already"
         step = DrainCache(
             name,
-            table.target,
+            "writecache" if table.target == "writecache" else "cache",
             # Cleaner mode by a table reload, not the `cleaner` message: the table then
             # says so (the message leaves no trace), so a drain cut short by the timeout
             # is seen by the next run, which finishes it (or ends it: TuneCache).
-            cleaner_table="" if draining else _cleaner_table(table),
-            linear=linear_table(table.length, _origin(table)),
+            cleaner_table=None if draining else _cleaner_table(table),
+            linear=linear(table.length, _origin(table)),
             timeout=DRAIN_TIMEOUT,
         )
         actions.append(
@@ -295,14 +280,14 @@ def with_drain_timeout(plan: Plan, seconds: int) -> Plan:
     )
 
 
-def _cleaner_table(table: DmTable) -> str:
+def _cleaner_table(table: DmTable) -> DmTarget:
     """The device's own table in cleaner mode: writecache's `cleaner` option, dm-cache's `cleaner` policy."""
     if table.target == "writecache":
         origin, fast = table.devices
         options = {**table.options, "cleaner": ""}
-        return _writecache_line(table.length, origin, fast, table.block_size or 0, options)
+        return writecache(table.length, origin, fast, table.block_size or 0, options)
     meta, fast, origin = table.devices
-    return dm_cache_table(table.length, meta, fast, origin, table.block_size or 0, "cleaner")
+    return dm_cache(table.length, meta, fast, origin, table.block_size or 0, "cleaner")
 
 
 def _origin(table: DmTable) -> str:
@@ -330,10 +315,10 @@ def _zero_head(path: str) -> ZeroHead:
     return ZeroHead(path)
 
 
-def _dmsetup_create(name: str, table: str) -> DmCreate:
+def _dmsetup_create(name: str, table: DmTarget) -> DmCreate:
     return DmCreate(name, table)
 
 
-def _dmsetup_reload(name: str, table: str) -> DmReload:
+def _dmsetup_reload(name: str, table: DmTarget) -> DmReload:
     # load + resume swaps tables: dm suspends the device (I/O waits, none fails) for the swap.
     return DmReload(name, table)

@@ -16,6 +16,7 @@ from collections.abc import Mapping
 from dataclasses import KW_ONLY, dataclass, field
 from typing import ClassVar, Literal
 
+from remirror.protocol.tables import DmTarget
 from remirror.protocol.wire import Step
 
 MiB = 1024 * 1024
@@ -172,10 +173,10 @@ class DmCreate(Command):
 
     kind: ClassVar[str] = "dm_create"
     name: str
-    table: str
+    table: DmTarget
 
     def argv(self) -> tuple[str, ...]:
-        return ("dmsetup", "create", self.name, "--table", self.table)
+        return ("dmsetup", "create", self.name, "--table", self.table.text())
 
 
 @dataclass(frozen=True)

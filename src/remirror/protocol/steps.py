@@ -21,6 +21,7 @@ from typing import Any, ClassVar, Literal
 
 from remirror.protocol.commands import COMMANDS
 from remirror.protocol.lio import LIO_STEPS
+from remirror.protocol.tables import DmTarget
 from remirror.protocol.wire import Step as Step  # re-exported: every step is one
 from remirror.protocol.wire import WireError
 
@@ -150,7 +151,7 @@ class DmReload(Step):
 
     kind: ClassVar[str] = "dm_reload"
     name: str
-    table: str
+    table: DmTarget
 
 
 @dataclass(frozen=True)
@@ -159,9 +160,9 @@ class DrainCache(Step):
 
     kind: ClassVar[str] = "drain_cache"
     name: str
-    target: str  # writecache or cache
-    cleaner_table: str  # empty: in cleaner mode already
-    linear: str
+    target: Literal["writecache", "cache"]
+    cleaner_table: DmTarget | None  # None: in cleaner mode already
+    linear: DmTarget
     timeout: float
 
 
