@@ -165,14 +165,11 @@ ATTACKS: dict[str, dict[str, Any]] = {
             }
         ],
     },
+    # mdadm --monitor runs a PROGRAM line as root: no field of the catalogue's carries one there.
     "mdadm.conf's PROGRAM hook": {
         "op": "run",
         "steps": [
-            {
-                "kind": "write_file",
-                "path": "/etc/mdadm/mdadm.conf",
-                "content": f"PROGRAM /bin/sh -c 'touch {MARKER}'\n",
-            }
+            {"kind": "mdadm_conf", "arrays": [{"uuid": f"1:2:3:4\nPROGRAM /bin/sh -c 'touch {MARKER}'"}]}
         ],
     },
     "zeroes over a disk it does not name": {

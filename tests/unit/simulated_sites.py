@@ -27,6 +27,7 @@ from remirror.facts.model import (
     Signature,
     secret_digest,
 )
+from remirror.facts.parsers import managed_conf
 from remirror.facts.site import DiskFacts, DmDevice, LioAcl, LioTarget, SiteFacts
 from remirror.facts.wireguard import WireguardInterface, WireguardPeer
 from remirror.plan import Action, Plan
@@ -34,6 +35,7 @@ from remirror.profile.timeouts import REPLACEMENT_TIMEOUT
 from remirror.protocol import decode
 from remirror.protocol.commands import Command
 from remirror.protocol.lio import LIO_STEPS
+from remirror.protocol.steps import ArrayLine
 from remirror.protocol.tables import DmTarget
 from remirror.protocol.wire import from_wire
 
@@ -88,6 +90,12 @@ def as_run(step: dict[str, Any]) -> dict[str, Any]:
     return {"kind": "run", "argv": list(command.argv())} if isinstance(command, Command) else step
 
 
+def conf_text(action: Action) -> str:
+    """The lines an action's `mdadm_conf` step puts in remirror's block, as the site writes them."""
+    (step,) = wire(action)
+    return "\n".join(from_wire(ArrayLine, line).text() for line in step["arrays"])
+
+
 def at_site(action: Action) -> list[dict[str, Any]]:
     """The action's steps as its site carries them out (`as_run` of each step sent)."""
     return [as_run(step) for step in wire(action)]
@@ -128,9 +136,10 @@ def _nothing(sites: dict[str, SiteFacts], _name: str, _step: dict[str, Any]) -> 
     return sites
 
 
-def _write_file(sites: dict[str, SiteFacts], name: str, step: dict[str, Any]) -> dict[str, SiteFacts]:
-    assert step["path"] == "/etc/mdadm/mdadm.conf"
-    return _replace(sites, name, mdadm_conf=step["content"])
+def _mdadm_conf(sites: dict[str, SiteFacts], name: str, step: dict[str, Any]) -> dict[str, SiteFacts]:
+    """The agent's `mdadm_conf`: remirror's block of the site's file, the rest as it was."""
+    lines = [from_wire(ArrayLine, line).text() for line in step["arrays"]]
+    return _replace(sites, name, mdadm_conf=managed_conf(sites[name].mdadm_conf, lines))
 
 
 def _array_named(site: SiteFacts, md: str) -> MdArray:
@@ -697,7 +706,7 @@ _STEPS = {
     "wireguard_tunnel": _wireguard_tunnel,
     "run": _iscsiadm,  # mdadm is handled by Sites.run: it needs the disks' memory
     **{cls.kind: _lio for cls in LIO_STEPS},
-    "write_file": _write_file,
+    "mdadm_conf": _mdadm_conf,
     "md_attribute": _md_attribute,
     "session_timeout": _session_timeout,
     "member_state": _member_state,

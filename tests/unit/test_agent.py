@@ -41,7 +41,7 @@ def test_steps_run_in_order_and_stop_at_the_first_failure(
 ) -> None:
     marker = tmp_path / "after"
     scripted(monkeypatch, MdReadWrite, "echo nope >&2; exit 3")
-    results = run_steps([STOP, READ_WRITE, {"kind": "write_file", "path": str(marker), "content": "x"}])
+    results = run_steps([STOP, READ_WRITE, {"kind": "wait_path", "path": str(marker), "timeout": 0.1}])
     assert [r["ok"] for r in results] == [True, False]
     assert "exit code 3" in results[1]["error"]
     assert not marker.exists()
@@ -76,13 +76,30 @@ def test_secrets_a_step_carries_stay_out_of_its_error(monkeypatch: pytest.Monkey
     assert result == {"ok": False, "error": "rtslib refused password <redacted>"}
 
 
-def test_files_are_written_whole_with_their_mode(tmp_path: Path) -> None:
+def test_mdadm_conf_gets_remirrors_block_the_rest_kept_written_whole(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    from remirror.facts import parsers
+
     target = tmp_path / "etc" / "mdadm.conf"
-    assert run_steps(
-        [{"kind": "write_file", "path": str(target), "content": "ARRAY x\n", "mode": 0o600}]
-    ) == [{"ok": True}]
-    assert target.read_text() == "ARRAY x\n"
-    assert target.stat().st_mode & 0o777 == 0o600
+    target.parent.mkdir()
+    target.write_text("HOMEHOST <system>\nMAILADDR root\n")
+    monkeypatch.setattr(parsers, "MDADM_CONF", str(target))
+    line = {
+        "uuid": "0a1b2c3d:0a1b2c3d:0a1b2c3d:0a1b2c3d",
+        "device": "/dev/md/m0",
+        "metadata": "1.2",
+        "name": "m0",
+    }
+    assert run_steps([{"kind": "mdadm_conf", "arrays": [line, {"uuid": "1:2:3:4"}]}]) == [{"ok": True}]
+    assert target.read_text() == (
+        "HOMEHOST <system>\nMAILADDR root\n"
+        f"{parsers.CONF_BEGIN}\n"
+        "ARRAY /dev/md/m0 metadata=1.2 UUID=0a1b2c3d:0a1b2c3d:0a1b2c3d:0a1b2c3d name=m0\n"
+        "ARRAY <ignore> UUID=1:2:3:4\n"
+        f"{parsers.CONF_END}\n"
+    )
+    assert target.stat().st_mode & 0o777 == 0o644
     assert [p.name for p in target.parent.iterdir()] == ["mdadm.conf"]  # no temp file left
 
 

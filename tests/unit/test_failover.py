@@ -31,7 +31,7 @@ from remirror.profile import Profile
 from remirror.profile.loader import parse_profile
 from remirror.profile.names import array_uuid, by_path, replica_path
 from remirror.roles import as_run, leg_records, md_size, profile_as_run, roles
-from tests.unit.simulated_sites import Sites, at_site, wire
+from tests.unit.simulated_sites import Sites, at_site, conf_text, wire
 from tests.unit.test_plan_properties import SECRETS, bare_sites, profile_text
 
 PROFILE = parse_profile(
@@ -177,7 +177,7 @@ def test_a_planned_promotion_stands_the_old_primary_down_and_records_on_every_le
         "b SaveLioConfig",
         "b WriteMdadmConf",
     ]  # `apply` with the new roles then assembles the array on b from both legs
-    assert "ARRAY <ignore>" in wire(plan.actions[0])[0]["content"]
+    assert "ARRAY <ignore>" in conf_text(plan.actions[0])
     step = wire(next(a for a in plan.actions if a.verb == "RecordGeneration"))[0]
     assert step["devices"][0] == "/dev/a0"
     assert step["devices"][1].startswith("/dev/disk/by-path/")

@@ -23,7 +23,7 @@ from remirror.plan.keep_data import bitmap_room
 from remirror.profile import load_profile
 from remirror.profile.names import array_uuid
 from tests.conftest import PROFILES
-from tests.unit.simulated_sites import at_site, wire
+from tests.unit.simulated_sites import at_site, conf_text
 from tests.unit.test_planner import SECRETS, disk, fresh, site
 
 LAB = Path(__file__).parent / "fixtures" / "lab-6.1"
@@ -153,7 +153,7 @@ def test_a_file_system_with_room_after_it_is_kept_with_metadata_1_0_and_nothing_
     ) in create.subject
     # Boot assembles it by its own metadata version.
     conf = next(a for a in plan.actions if a.verb == "WriteMdadmConf" and a.site == "site-a")
-    assert "metadata=1.0 UUID=" in wire(conf)[0]["content"]
+    assert "metadata=1.0 UUID=" in conf_text(conf)
 
 
 def test_a_file_system_up_to_the_record_fits_and_one_block_more_is_refused_with_the_command(
@@ -252,7 +252,7 @@ def test_an_existing_array_keeps_its_metadata_version_in_mdadm_conf_whatever_the
     )
     facts["site-a"] = site("site-a", disks={"/dev/lab/a0": a0})
     conf = next(a for a in mdadm_conf_actions(profile, facts) if a.site == "site-a")
-    assert f"ARRAY /dev/md/lab0 metadata=1.0 UUID={uuid_} name=lab0" in wire(conf)[0]["content"]
+    assert f"ARRAY /dev/md/lab0 metadata=1.0 UUID={uuid_} name=lab0" in conf_text(conf)
 
 
 def test_a_kept_leg_is_this_mirrors_own_whatever_file_system_libblkid_also_finds_on_it() -> None:

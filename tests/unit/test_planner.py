@@ -8,9 +8,9 @@ from typing import Any
 import pytest
 
 from remirror.facts.model import IscsiSession, MdArray, MdMember, MdSuperblock, Signature, secret_digest
+from remirror.facts.parsers import managed_conf
 from remirror.facts.site import DiskFacts, LioAcl, LioTarget, SiteFacts
 from remirror.plan import PlanError, make_plan
-from remirror.plan.mdadm_conf import managed_conf
 from remirror.profile import load_profile
 from remirror.profile.names import array_uuid, backstore_name, by_path
 from remirror.profile.timeouts import IN_ORDER_TARGET

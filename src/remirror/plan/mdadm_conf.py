@@ -7,18 +7,19 @@ rest is the administrator's and is kept as it is.
 from __future__ import annotations
 
 from collections.abc import Mapping
+from typing import Literal
 
-from remirror.facts.parsers import CONF_BEGIN, CONF_END, MDADM_CONF, managed_lines
+from remirror.facts.parsers import MDADM_CONF, managed_conf, managed_lines
 from remirror.facts.site import SiteFacts
 from remirror.plan.actions import CHANGE, Action, Verb
 from remirror.profile.model import Mirror, Profile
 from remirror.profile.names import array_uuid
-from remirror.protocol.steps import WriteFile
+from remirror.protocol.steps import ArrayLine, MdadmConfArrays
 
 
 def _conf_lines(
     profile: Profile, facts: Mapping[str, SiteFacts], without: Mirror | None = None
-) -> dict[str, list[str]]:
+) -> dict[str, list[ArrayLine]]:
     """remirror's lines in each site's mdadm.conf: ARRAY for a primary, <ignore> for a replica disk.
 
     `without`: a mirror being destroyed. Its primary's line turns into
@@ -26,32 +27,53 @@ def _conf_lines(
     and a boot must not assemble it until `apply` says so again. So does the
     line of a mirror whose primary leg has a cache (see below).
     """
-    lines: dict[str, list[str]] = {site: [] for mirror in profile.mirrors for site in mirror.sites}
+    lines: dict[str, list[ArrayLine]] = {site: [] for mirror in profile.mirrors for site in mirror.sites}
     for mirror in profile.mirrors:
         uuid_ = array_uuid(profile, mirror)
         for replica in mirror.replicas:
-            lines[replica.site].append(f"ARRAY <ignore> UUID={uuid_}")
+            lines[replica.site].append(ArrayLine(uuid_))
         # A primary leg behind a cache: its disk alone carries the array's superblock too,
         # but not what the cache holds. Assembling from it at boot would lose those writes:
         # apply assembles the array once the cache device exists.
         ignored = mirror is without or mirror.primary.cache is not None
         lines[mirror.primary.site].append(
-            f"ARRAY <ignore> UUID={uuid_}"
+            ArrayLine(uuid_)
             if ignored
-            else f"ARRAY {mirror.md_device} metadata={_metadata(mirror, facts, uuid_)} UUID={uuid_}"
-            f" name={mirror.name}"
+            else ArrayLine(uuid_, mirror.md_device, _metadata(mirror, facts, uuid_), mirror.name)
         )
     return lines
 
 
-def _metadata(mirror: Mirror, facts: Mapping[str, SiteFacts], uuid_: str) -> str:
+def parse_array_line(line: str) -> ArrayLine | None:
+    """An ARRAY line of remirror's block as remirror writes it (None: another shape)."""
+    words = line.split()
+    fields = dict(word.split("=", 1) for word in words[2:] if "=" in word)
+    if words[:2] == ["ARRAY", "<ignore>"] and len(words) == 3 and "UUID" in fields:
+        return ArrayLine(fields["UUID"])
+    metadata = fields.get("metadata")
+    if (
+        len(words) != 5
+        or words[0] != "ARRAY"
+        or metadata not in ("1.0", "1.2")
+        or set(fields)
+        != {
+            "metadata",
+            "UUID",
+            "name",
+        }
+    ):
+        return None
+    return ArrayLine(fields["UUID"], words[1], "1.0" if metadata == "1.0" else "1.2", fields["name"])
+
+
+def _metadata(mirror: Mirror, facts: Mapping[str, SiteFacts], uuid_: str) -> Literal["1.0", "1.2"]:
     """The array's md metadata version: as its primary leg's superblock says, or as `apply` will
     create it (1.0 keeps a file system in place: keep_data; else 1.2)."""
     site = facts.get(mirror.primary.site)
     disk = site.disks.get(mirror.primary.disk) if site is not None else None
     superblock = disk.superblock if disk is not None else None
-    if superblock is not None and superblock.array_uuid == uuid_ and superblock.version:
-        return superblock.version
+    if superblock is not None and superblock.array_uuid == uuid_ and superblock.version in ("1.0", "1.2"):
+        return "1.0" if superblock.version == "1.0" else "1.2"
     return "1.0" if mirror.primary.keep_data else "1.2"
 
 
@@ -66,9 +88,14 @@ def mdadm_conf_actions(
             continue
         current = facts[site_name].mdadm_conf
         # A mirror dropped from the profile keeps its lines: its array may still run and its
-        # disks still hold it (docs/safety.md, flow 9). Only a person removes them.
-        kept = [line for uuid_, line in managed_lines(current).items() if uuid_ not in ours]
-        wanted = managed_conf(current, lines + kept)
+        # disks still hold it (docs/safety.md, flow 9). Only a person removes them (a line of
+        # another shape than remirror's is the person's: kept as <ignore> of its array).
+        kept = [
+            parse_array_line(line) or ArrayLine(uuid_)
+            for uuid_, line in managed_lines(current).items()
+            if uuid_ not in ours
+        ]
+        wanted = managed_conf(current, [line.text() for line in lines + kept])
         if wanted != current:
             actions.append(
                 Action(
@@ -76,7 +103,7 @@ def mdadm_conf_actions(
                     Verb.WRITE_MDADM_CONF,
                     f"{MDADM_CONF} (arrays assemble by name; replica disks never do)",
                     CHANGE,
-                    (WriteFile(MDADM_CONF, wanted, 0o644),),
+                    (MdadmConfArrays(tuple(lines + kept)),),
                 )
             )
     return actions
@@ -93,16 +120,3 @@ def with_mdadm_conf(actions: list[Action], conf: list[Action]) -> list[Action]:
     """
     stopping = {a.site for a in actions if a.verb == Verb.STOP_ARRAY}
     return [a for a in conf if a.site in stopping] + actions + [a for a in conf if a.site not in stopping]
-
-
-def managed_conf(current: str, lines: list[str]) -> str:
-    """`current` with remirror's block replaced, appended, or removed when there are no lines."""
-    block = "\n".join([CONF_BEGIN, *lines, CONF_END]) + "\n" if lines else ""
-    if CONF_BEGIN in current and CONF_END in current:
-        head, _, rest = current.partition(CONF_BEGIN)
-        _, _, tail = rest.partition(CONF_END + "\n") if CONF_END + "\n" in rest else rest.partition(CONF_END)
-        return head + block + tail
-    if not block:
-        return current
-    separator = "" if not current or current.endswith("\n") else "\n"
-    return current + separator + block

@@ -43,13 +43,28 @@ class WaitPath(Step):
 
 
 @dataclass(frozen=True)
-class WriteFile(Step):
-    """Write a whole file atomically (temp file, fsync, rename)."""
+class ArrayLine:
+    """One ARRAY line of remirror's block in mdadm.conf: the array `device` (`/dev/md/NAME`) of
+    UUID `uuid` assembled by name at boot, or (`device` None) `<ignore>`: never assembled."""
 
-    kind: ClassVar[str] = "write_file"
-    path: str
-    content: str
-    mode: int = 0o644
+    uuid: str
+    device: str | None = None
+    metadata: Literal["1.0", "1.2"] | None = None
+    name: str | None = None
+
+    def text(self) -> str:
+        if self.device is None:
+            return f"ARRAY <ignore> UUID={self.uuid}"
+        return f"ARRAY {self.device} metadata={self.metadata} UUID={self.uuid} name={self.name}"
+
+
+@dataclass(frozen=True)
+class MdadmConfArrays(Step):
+    """remirror's block of the site's mdadm.conf, these lines in this order (none: no block);
+    the site writes the file, the rest of it as it was (remirror.facts.parsers.managed_conf)."""
+
+    kind: ClassVar[str] = "mdadm_conf"
+    arrays: tuple[ArrayLine, ...]
 
 
 MdAttributeName = Literal[
@@ -287,7 +302,7 @@ class SaveRanges(Step):
 
 
 _EVERY_STEP: tuple[type[Step], ...] = (
-    *COMMANDS, *LIO_STEPS, WaitPath, WriteFile, SetMdAttribute, SetSessionTimeout, WriteDiskSysfs,
+    *COMMANDS, *LIO_STEPS, WaitPath, MdadmConfArrays, SetMdAttribute, SetSessionTimeout, WriteDiskSysfs,
     SetMemberState, LocalLegLast, AddReplicaLegs, DropBadBlockLog, NodeSecrets, DmReload, DrainCache,
     AssembleArray, CdpStack, CdpDeactivate, ProveBlank, WireguardKey, WireguardTunnel, LegRecordCreate,
     LegRecordPromote, LegRecordJoin, SaveRanges,
