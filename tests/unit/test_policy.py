@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import json
 import os
+import re
 import subprocess
 import sys
 from pathlib import Path
@@ -383,7 +384,11 @@ def test_the_scope_is_the_sites_own_disks_and_every_name_of_its_mirrors() -> Non
                     "kind": "dm_reload",
                     "name": "remirror-m0-b",
                     "table": table(
-                        "/dev/b0", "/dev/b0", target="writecache", options={"max_age": "1 /dev/sda"}
+                        "/dev/b0",
+                        "/dev/b0",
+                        target="writecache",
+                        block=4096,
+                        options={"max_age": "1 /dev/sda"},
                     ),
                 }
             ),
@@ -939,3 +944,58 @@ def test_a_node_record_names_its_own_targets_portal_never_anothers() -> None:
             refusal(run({**m0, "port": 3262}), scope)  # m1's: a record of m0's target at m1's portal
         )
     )
+
+
+def test_a_tables_device_is_one_word_and_its_numbers_those_of_its_target(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    def reload(**fields: Any) -> dict[str, Any]:
+        return run({"kind": "dm_reload", "name": "remirror-m0-b", "table": fields})
+
+    # A device that carries more words (another target, an option) is refused as a device, with no
+    # profile too, where any block device is in scope.
+    for device in (
+        "/dev/b0 0\n0 8 linear /dev/sda",
+        "/dev/b0 4096 2 start_sector 9",
+        "/dev/b0\t0",
+        "/dev/b0\\",
+    ):
+        for scope in (SCOPE, None):
+            assert "is not a device path or MAJOR:MINOR" in refusal(
+                reload(target="linear", sectors=8, devices=[device]), scope
+            )
+    # Numbers where the target takes them, in the kernel's range.
+    writecache = {"target": "writecache", "sectors": 8, "devices": ["/dev/b0", "/dev/b0"]}
+    check_request(reload(**writecache, block=4096), SCOPE)  # no option: the count is 0
+    for wrong in (
+        {"block": 0},
+        {"block": 3000},
+        {"block": 4096, "offset": 8},
+        {"block": 4096, "policy": "cleaner"},
+    ):
+        assert "not one remirror sends" in refusal(reload(**writecache, **wrong))
+    cache = {"target": "cache", "sectors": 8, "devices": ["/dev/b0", "/dev/b0", "/dev/b0"]}
+    check_request(reload(**cache, block=64 << 10, policy="cleaner"), SCOPE)
+    assert "not one remirror sends" in refusal(reload(**cache, block=4096))
+    # With no profile, a MAJ:MIN of a device inside a leg's own points is refused as its path is.
+    monkeypatch.setattr(
+        policy, "dm_names_of", lambda path: ["remirror-m0.b-cdp-tdata"] if path == "/dev/devno-253:5" else []
+    )
+    assert "own points' devices" in refusal(reload(target="linear", sectors=8, devices=["253:5"]), None)
+
+
+def test_the_text_the_site_writes_is_checked_word_by_word_whatever_the_fields_let_through() -> None:
+    # The second wall, behind the typed fields: what reaches dmsetup is checked as the kernel reads it.
+    from remirror.agent.policy_tables import table as table_text
+
+    check = policy.Checker(None)
+    for text, why in (
+        ("0 8 linear 8:16\udca00", "printable ASCII"),  # 0xA0 splits a word for the kernel
+        ("0 8\tlinear /dev/b0 0", "printable ASCII"),
+        ("0 8 linear /dev/b0 0 #", "'#' is not an argument of linear"),
+        ("0 8 crypt aes x 0 /dev/b0 0", "not a target remirror sends"),
+        ("0 8 linear /dev/b0\\ 0", "printable ASCII"),
+        ("0 8 linear ../dev/sda 0", "is not a device path"),
+    ):
+        with pytest.raises(Refused, match=re.escape(why)):
+            table_text(check, text)

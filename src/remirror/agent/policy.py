@@ -274,7 +274,7 @@ class Checker:
             # One that is not there yet (an array, a login's link) or is missing: its command fails.
             if Path(value).exists() and not stat.S_ISBLK(Path(value).stat().st_mode):
                 raise Refused(f"{value!r} is not a block device")
-            if any(_inside_points(name) for name in dm_names_of(value)):
+            if any(inside_points(name) for name in dm_names_of(value)):
                 raise Refused(f"{value!r} is one of this site's own points' devices")
             return
         if self._named(value) or Path(os.path.realpath(value)).name in self.known():
@@ -326,7 +326,7 @@ def dm_names_of(path: str) -> list[str]:
     return names
 
 
-def _inside_points(name: str) -> bool:
+def inside_points(name: str) -> bool:
     """Whether dm device `name` is inside a leg's own points (MIRROR.SITE): their pool, metadata,
     views, a drill's copy; not their volume (`remirror-MIRROR.SITE-cdp`), which is the leg."""
     return LEG_POINTS_SEPARATOR in name and not (name.startswith(DM_PREFIX) and name.endswith("-cdp"))

@@ -29,6 +29,7 @@ _TABLE_KEYWORDS = frozenset(
     | {"smq", "mq", "default"}  # dm-cache policies (and `cleaner`)
 )
 _MAJOR_MINOR = re.compile(r"\d+:\d+")
+_DEVICE_WORD = re.compile(r"/dev/[A-Za-z0-9/_.:+@=-]+|\d+:\d+")
 MAX_SECTORS = 1 << 56  # no disk of a site's is larger (32 EiB)
 
 
@@ -41,14 +42,10 @@ def dm_target(check: Checker, value: DmTarget | None) -> None:
     if len(value.devices) != DEVICES[value.target]:
         raise Refused(f"a {value.target} table maps {DEVICES[value.target]} device(s)")
     for device in value.devices:
+        if not _DEVICE_WORD.fullmatch(device):  # one word: a path or MAJ:MIN, nothing after it
+            raise Refused(f"{device[:60]!r} is not a device path or MAJOR:MINOR")
         _table_device(check, device)
-    if not (
-        0 < value.sectors < MAX_SECTORS and 0 <= value.offset < MAX_SECTORS and 0 <= value.block <= 1 << 30
-    ):
-        raise Refused(
-            f"a {value.target} table of {value.sectors} sectors from {value.offset}:"
-            f" blocks of {value.block} bytes"
-        )
+    _numbers(value)
     for key, number in value.options.items():
         flag = key in WRITECACHE_FLAGS and number == ""
         valued = key in WRITECACHE_VALUED and number.isascii() and number.isdigit() and len(number) <= 12
@@ -57,6 +54,24 @@ def dm_target(check: Checker, value: DmTarget | None) -> None:
                 f"{key[:40]!r} {number[:20]!r} is not an option of {value.target} that remirror sends"
             )
     table(check, value.text())
+
+
+def _numbers(value: DmTarget) -> None:
+    """Each target's numbers where it takes them, in the kernel's range: sectors; a linear
+    offset; dm-writecache's block (512 to 4096, a power of two); dm-cache's (a multiple of 32 KiB)
+    and its policy. None of them where its target takes none."""
+    ok = 0 < value.sectors < MAX_SECTORS and 0 <= value.offset < MAX_SECTORS
+    if value.target == "linear":
+        ok = ok and value.block == 0 and value.policy == "smq"
+    elif value.target == "writecache":
+        ok = ok and value.offset == 0 and value.block in (512, 1024, 2048, 4096) and value.policy == "smq"
+    else:
+        ok = ok and value.offset == 0 and value.block % (32 << 10) == 0 and 0 < value.block <= 1 << 30
+    if not ok:
+        raise Refused(
+            f"a {value.target} table of {value.sectors} sectors from {value.offset}, blocks of"
+            f" {value.block} bytes, policy {value.policy}: not one remirror sends"
+        )
 
 
 def table(check: Checker, value: Any) -> None:
@@ -96,3 +111,5 @@ def _table_device(check: Checker, word: str) -> None:
     name = policy.devno_name(word)  # looked up at each call: tests point it elsewhere
     if name is None or (check.scope is not None and name not in check.known()):
         raise Refused(f"device {word} is not one {check._sources()} name for this site")
+    if check.scope is None and any(policy.inside_points(dm) for dm in policy.dm_names_of(f"/dev/{name}")):
+        raise Refused(f"device {word} is one of this site's own points' devices")

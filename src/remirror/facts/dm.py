@@ -67,7 +67,8 @@ def parse_dm_table(text: str) -> DmTable:
 
 
 # Writecache options that take no value.
-_WRITECACHE_FLAGS = {"fua", "nofua", "cleaner", "metadata_only", "pause_writeback"}
+# Flags take no value; every other option one (`pause_writeback N`, `start_sector N`: kernel 5.15+).
+_WRITECACHE_FLAGS = {"fua", "nofua", "cleaner", "metadata_only"}
 
 
 def parse_cache_status(text: str) -> CacheStatus:

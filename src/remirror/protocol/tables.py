@@ -14,10 +14,12 @@ from typing import Literal
 
 SECTOR = 512
 # dm-writecache's options that take a number, and those that are flags (remirror.plan.cache).
+# (`pause_writeback` and `start_sector`: a table someone else made, copied when it is drained.)
 WRITECACHE_VALUED = frozenset(
     {"high_watermark", "low_watermark", "writeback_jobs", "autocommit_blocks", "autocommit_time", "max_age"}
+    | {"pause_writeback", "start_sector"}
 )
-WRITECACHE_FLAGS = frozenset({"cleaner", "fua", "nofua", "pause_writeback", "metadata_only"})
+WRITECACHE_FLAGS = frozenset({"cleaner", "fua", "nofua", "metadata_only"})
 DEVICES = {"linear": 1, "writecache": 2, "cache": 3}  # how many devices each target maps
 
 
