@@ -705,6 +705,23 @@ def _agent(args: list[str], stdin: str, **env: str) -> subprocess.CompletedProce
     )
 
 
+def test_over_ssh_a_line_that_breaks_the_reader_is_refused_and_the_agent_answers_on() -> None:
+    # Nested past Python's stack, not UTF-8: refused and logged, not the agent's end.
+    stdin = b"[" * 100_000 + b"\n\xff\n" + json.dumps({"op": "sink", "data": "x"}).encode() + b"\n"
+    done = subprocess.run(
+        [sys.executable, "-m", "remirror", "agent", "--serve"],
+        input=stdin,
+        capture_output=True,
+        env={**os.environ, "SSH_CONNECTION": "192.0.2.1 40000 192.0.2.2 22"},
+        timeout=60,
+    )
+    answers = [json.loads(line) for line in done.stdout.decode().splitlines()]
+    assert answers[0]["error"] == "the request is not JSON: RecursionError"
+    assert answers[1]["error"].startswith("the request is not JSON")
+    assert answers[2]["received"] == 1
+    assert done.stderr.decode().count("refused: the request is not JSON") == 2
+
+
 def test_over_ssh_a_command_is_refused_and_nothing_runs(tmp_path: Path) -> None:
     marker = tmp_path / "ran"
     request = run({"kind": "run", "argv": ["sh", "-c", f"touch {marker}"]})

@@ -202,16 +202,17 @@ class _Requests:
         self.buffer = b""
         self.closed = False
 
-    def next(self) -> str | None:
-        """The next line; None once stdin is closed."""
+    def next(self) -> bytes | None:
+        """The next line, as sent (read as JSON by the caller: not UTF-8 is not JSON); None once
+        stdin is closed."""
         while b"\n" not in self.buffer:
             if not self.fill():
                 # A last request without its newline (a controller of one request per agent,
                 # run as --serve by a forced command) is still a request.
                 line, self.buffer = self.buffer, b""
-                return line.decode() if line.strip() else None
+                return line if line.strip() else None
         line, _, self.buffer = self.buffer.partition(b"\n")
-        return line.decode()
+        return line
 
     def fill(self) -> bool:
         """Read what is there (blocking); False at the end of stdin."""
