@@ -18,6 +18,7 @@ from typing import Any
 from remirror.facts.cdp import stack_names
 from remirror.facts.dm import parse_dm_table
 from remirror.facts.generations import LegRecord, first_record
+from remirror.facts.mdadm_conf import merged_conf
 from remirror.facts.model import (
     CacheStatus,
     IscsiSession,
@@ -27,7 +28,6 @@ from remirror.facts.model import (
     Signature,
     secret_digest,
 )
-from remirror.facts.parsers import managed_conf
 from remirror.facts.site import DiskFacts, DmDevice, LioAcl, LioTarget, SiteFacts
 from remirror.facts.wireguard import WireguardInterface, WireguardPeer
 from remirror.plan import Action, Plan
@@ -139,7 +139,7 @@ def _nothing(sites: dict[str, SiteFacts], _name: str, _step: dict[str, Any]) -> 
 def _mdadm_conf(sites: dict[str, SiteFacts], name: str, step: dict[str, Any]) -> dict[str, SiteFacts]:
     """The agent's `mdadm_conf`: remirror's block of the site's file, the rest as it was."""
     lines = [from_wire(ArrayLine, line).text() for line in step["arrays"]]
-    return _replace(sites, name, mdadm_conf=managed_conf(sites[name].mdadm_conf, lines))
+    return _replace(sites, name, mdadm_conf=merged_conf(sites[name].mdadm_conf, lines))
 
 
 def _array_named(site: SiteFacts, md: str) -> MdArray:

@@ -80,6 +80,7 @@ def test_mdadm_conf_gets_remirrors_block_the_rest_kept_written_whole(
     tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
     from remirror.facts import parsers
+    from remirror.facts.mdadm_conf import CONF_BEGIN, CONF_END
 
     target = tmp_path / "etc" / "mdadm.conf"
     target.parent.mkdir()
@@ -94,10 +95,10 @@ def test_mdadm_conf_gets_remirrors_block_the_rest_kept_written_whole(
     assert run_steps([{"kind": "mdadm_conf", "arrays": [line, {"uuid": "1:2:3:4"}]}]) == [{"ok": True}]
     assert target.read_text() == (
         "HOMEHOST <system>\nMAILADDR root\n"
-        f"{parsers.CONF_BEGIN}\n"
+        f"{CONF_BEGIN}\n"
         "ARRAY /dev/md/m0 metadata=1.2 UUID=0a1b2c3d:0a1b2c3d:0a1b2c3d:0a1b2c3d name=m0\n"
         "ARRAY <ignore> UUID=1:2:3:4\n"
-        f"{parsers.CONF_END}\n"
+        f"{CONF_END}\n"
     )
     assert target.stat().st_mode & 0o777 == 0o644
     assert [p.name for p in target.parent.iterdir()] == ["mdadm.conf"]  # no temp file left

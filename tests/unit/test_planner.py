@@ -7,8 +7,8 @@ from typing import Any
 
 import pytest
 
+from remirror.facts.mdadm_conf import managed_conf
 from remirror.facts.model import IscsiSession, MdArray, MdMember, MdSuperblock, Signature, secret_digest
-from remirror.facts.parsers import managed_conf
 from remirror.facts.site import DiskFacts, LioAcl, LioTarget, SiteFacts
 from remirror.plan import PlanError, make_plan
 from remirror.profile import load_profile

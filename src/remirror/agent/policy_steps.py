@@ -14,13 +14,11 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
-from remirror.agent import policy
 from remirror.agent.policy import NAME, UUID, Checker, Refused
 from remirror.agent.policy_commands import COMMAND_CHECKS
 from remirror.agent.policy_iscsi import node_secrets
 from remirror.agent.policy_lio import LIO_CHECKS
 from remirror.agent.policy_wireguard import wireguard, wireguard_tunnel
-from remirror.facts import parsers  # its MDADM_CONF read at each check: tests point it elsewhere
 from remirror.facts.cdp import is_leg_points
 from remirror.facts.generations import HOW, SAVE_NAME
 from remirror.protocol import steps as catalogue
@@ -44,27 +42,35 @@ MAX_STEP_TIMEOUT = 86400  # a command of remirror's that runs longer is hung
 
 
 def mdadm_conf(check: Checker, step: catalogue.MdadmConfArrays) -> None:
-    """remirror's block of mdadm.conf (the site writes the file: the rest stays as it is): each
-    line as it is in the file already, or one of the site's own mirrors' arrays, by its device and
-    UUID (an ARRAY line assembles it at boot; `<ignore>` keeps boot from assembling it, which for
-    another array's UUID, the host's own system array's, would leave the host unbootable)."""
-    existing = policy.lines_of(parsers.MDADM_CONF)
+    """remirror's block of mdadm.conf (the site writes the file, and keeps every line of its block
+    the step does not name): each line one of the site's own mirrors' arrays, by its device
+    (`/dev/md/NAME`) and UUID, once; `<ignore>` (boot never assembles it) only of one of them: of
+    another array, the host's own system array's, it would leave the host unbootable."""
     ours = {uuid for ids in check.scope.array_ids.values() for _, uuid in ids} if check.scope else None
+    seen: set[str] = set()
     for line in step.arrays:
         if not UUID.fullmatch(line.uuid):
             raise Refused(f"mdadm_conf: {line.uuid[:40]!r} is not an md array UUID")
-        if line.text() in existing:
-            continue  # as the file has it already: a dropped mirror's line, kept
+        for said in (line.uuid, line.device):
+            if said in seen:  # two lines of one array or device: mdadm assembles none of them
+                raise Refused(f"mdadm_conf: {said} is in two lines")
+            if said is not None:
+                seen.add(said)
         if line.device is None:
             if line.metadata is not None or line.name is not None:
                 raise Refused("mdadm_conf: an <ignore> line names no device, metadata or name")
             if ours is not None and line.uuid not in ours:
                 raise Refused(f"mdadm_conf: <ignore> of {line.uuid}, not an array of {check._sources()}")
             continue
-        if line.metadata is None or line.name is None:
-            raise Refused(f"mdadm_conf: the ARRAY line of {line.device[:60]!r} names its metadata and name")
+        md_name = line.device.removeprefix("/dev/md/")
+        if (
+            line.name is None
+            or line.metadata is None
+            or md_name == line.device
+            or not NAME.fullmatch(md_name)
+        ):
+            raise Refused(f"mdadm_conf: {line.device[:60]!r} is not /dev/md/NAME with its metadata and name")
         check.mirror(line.name)
-        check.device(line.device)
         if check.scope is not None and (line.device, line.uuid) not in check.scope.array_ids.get(
             line.name, ()
         ):

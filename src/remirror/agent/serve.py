@@ -55,9 +55,9 @@ def main(args: list[str]) -> int:
         taken_down.FROM_ANOTHER_HOST = True  # points its operator took down stay down at its word
     if not args:
         try:
-            request = json.load(sys.stdin)
-        except json.JSONDecodeError as error:
-            sys.stderr.write(f"remirror: agent: the request is not JSON: {error}\n")
+            request = json.loads(sys.stdin.buffer.read())
+        except (ValueError, RecursionError) as error:  # not JSON, not UTF-8, nested past the stack
+            sys.stdout.write(json.dumps(gate.not_json(error)) + "\n")
             return EXIT_BAD_INPUT
         sys.stdout.write(json.dumps(gate.refusal(request) or _handle(gate.as_taken(request))) + "\n")
         return 0

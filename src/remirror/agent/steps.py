@@ -28,6 +28,7 @@ from __future__ import annotations
 
 import logging
 import os
+import re
 import time
 from collections.abc import Callable
 from pathlib import Path
@@ -38,6 +39,7 @@ from remirror.agent.direct import first_nonzero
 from remirror.agent.lio_steps import LIO_HANDLERS
 from remirror.errors import CommandError, RemirrorError
 from remirror.facts.dm import parse_cache_status
+from remirror.facts.mdadm_conf import merged_conf
 from remirror.facts.model import CacheStatus
 from remirror.files import write_atomically
 from remirror.protocol import Step, decode
@@ -183,13 +185,20 @@ def _assemble_array(step: catalogue.AssembleArray) -> None:
     _runner.run(argv, timeout=120)
 
 
+_CONF_LINE = re.compile(r"[!-~]+( [!-~]+)*")
+
+
 def _mdadm_conf(step: catalogue.MdadmConfArrays) -> None:
-    """remirror's block of mdadm.conf as the step's lines say; the rest of the file as it is."""
+    """remirror's block of mdadm.conf with the step's lines, and the lines of it they do not name
+    (a dropped mirror's: only a person removes one); the rest of the file as it is."""
     from remirror.facts import parsers  # MDADM_CONF read at each step: tests point it elsewhere
 
     path = Path(parsers.MDADM_CONF)
     current = path.read_text() if path.exists() else ""
-    write_atomically(str(path), parsers.managed_conf(current, [line.text() for line in step.arrays]), 0o644)
+    lines = [line.text() for line in step.arrays]
+    if not all(_CONF_LINE.fullmatch(line) for line in lines):  # one line of words, whatever the check took
+        raise RemirrorError("mdadm_conf: a line that is not one line of printable words")
+    write_atomically(str(path), merged_conf(current, lines), 0o644)
 
 
 def _dm_reload(step: catalogue.DmReload) -> None:

@@ -361,34 +361,5 @@ def md_data_end(examine: str) -> int | None:
     return offset + int(size.group(1)) * 512
 
 
-# A site's mdadm.conf (Debian's), and remirror's block in it (written by `apply`, read back by observe).
+# A site's mdadm.conf (Debian's); remirror's block in it: remirror.facts.mdadm_conf.
 MDADM_CONF = "/etc/mdadm/mdadm.conf"
-CONF_BEGIN = "# BEGIN remirror: managed by remirror apply, do not edit"
-CONF_END = "# END remirror"
-
-
-def managed_conf(current: str, lines: list[str]) -> str:
-    """`current` with remirror's block replaced, appended, or removed when there are no lines."""
-    block = "\n".join([CONF_BEGIN, *lines, CONF_END]) + "\n" if lines else ""
-    if CONF_BEGIN in current and CONF_END in current:
-        head, _, rest = current.partition(CONF_BEGIN)
-        _, _, tail = rest.partition(CONF_END + "\n") if CONF_END + "\n" in rest else rest.partition(CONF_END)
-        return head + block + tail
-    if not block:
-        return current
-    separator = "" if not current or current.endswith("\n") else "\n"
-    return current + separator + block
-
-
-def managed_lines(conf: str) -> dict[str, str]:
-    """The ARRAY lines of remirror's block in an mdadm.conf, by the array UUID they name."""
-    if CONF_BEGIN not in conf:
-        return {}
-    block = conf.partition(CONF_BEGIN)[2].partition(CONF_END)[0]
-    found = {}
-    for line in block.splitlines():
-        words = line.split()
-        uuid_ = next((w.removeprefix("UUID=") for w in words if w.startswith("UUID=")), "")
-        if words[:1] == ["ARRAY"] and uuid_:
-            found[uuid_] = line.strip()
-    return found

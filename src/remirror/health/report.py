@@ -38,8 +38,8 @@ from collections.abc import Mapping
 from dataclasses import dataclass
 
 from remirror.facts.cdp import stack_names
+from remirror.facts.mdadm_conf import managed_lines
 from remirror.facts.model import CacheStatus, MdArray
-from remirror.facts.parsers import managed_lines
 from remirror.facts.site import SiteFacts
 from remirror.health.drill import DrillReport, leg_drills
 from remirror.health.seen import Seen

@@ -9,7 +9,8 @@ from __future__ import annotations
 from collections.abc import Mapping
 from typing import Literal
 
-from remirror.facts.parsers import MDADM_CONF, managed_conf, managed_lines
+from remirror.facts.mdadm_conf import merged_conf
+from remirror.facts.parsers import MDADM_CONF
 from remirror.facts.site import SiteFacts
 from remirror.plan.actions import CHANGE, Action, Verb
 from remirror.profile.model import Mirror, Profile
@@ -44,28 +45,6 @@ def _conf_lines(
     return lines
 
 
-def parse_array_line(line: str) -> ArrayLine | None:
-    """An ARRAY line of remirror's block as remirror writes it (None: another shape)."""
-    words = line.split()
-    fields = dict(word.split("=", 1) for word in words[2:] if "=" in word)
-    if words[:2] == ["ARRAY", "<ignore>"] and len(words) == 3 and "UUID" in fields:
-        return ArrayLine(fields["UUID"])
-    metadata = fields.get("metadata")
-    if (
-        len(words) != 5
-        or words[0] != "ARRAY"
-        or metadata not in ("1.0", "1.2")
-        or set(fields)
-        != {
-            "metadata",
-            "UUID",
-            "name",
-        }
-    ):
-        return None
-    return ArrayLine(fields["UUID"], words[1], "1.0" if metadata == "1.0" else "1.2", fields["name"])
-
-
 def _metadata(mirror: Mirror, facts: Mapping[str, SiteFacts], uuid_: str) -> Literal["1.0", "1.2"]:
     """The array's md metadata version: as its primary leg's superblock says, or as `apply` will
     create it (1.0 keeps a file system in place: keep_data; else 1.2)."""
@@ -82,20 +61,13 @@ def mdadm_conf_actions(
 ) -> list[Action]:
     """Each site's mdadm.conf with remirror's block as the profile wants it, where it differs."""
     actions = []
-    ours = {array_uuid(profile, m) for m in profile.mirrors}
     for site_name, lines in _conf_lines(profile, facts, without).items():
         if site_name not in facts:  # not reached (a forced promotion): its file is written when it is
             continue
         current = facts[site_name].mdadm_conf
-        # A mirror dropped from the profile keeps its lines: its array may still run and its
-        # disks still hold it (docs/safety.md, flow 9). Only a person removes them (a line of
-        # another shape than remirror's is the person's: kept as <ignore> of its array).
-        kept = [
-            parse_array_line(line) or ArrayLine(uuid_)
-            for uuid_, line in managed_lines(current).items()
-            if uuid_ not in ours
-        ]
-        wanted = managed_conf(current, [line.text() for line in lines + kept])
+        # A mirror dropped from the profile keeps its line: the site keeps every line of its
+        # block the step does not name (docs/safety.md, flow 9). Only a person removes one.
+        wanted = merged_conf(current, [line.text() for line in lines])
         if wanted != current:
             actions.append(
                 Action(
@@ -103,7 +75,7 @@ def mdadm_conf_actions(
                     Verb.WRITE_MDADM_CONF,
                     f"{MDADM_CONF} (arrays assemble by name; replica disks never do)",
                     CHANGE,
-                    (MdadmConfArrays(tuple(lines + kept)),),
+                    (MdadmConfArrays(tuple(lines)),),
                 )
             )
     return actions

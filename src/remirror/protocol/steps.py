@@ -61,7 +61,7 @@ class ArrayLine:
 @dataclass(frozen=True)
 class MdadmConfArrays(Step):
     """remirror's block of the site's mdadm.conf, these lines in this order (none: no block);
-    the site writes the file, the rest of it as it was (remirror.facts.parsers.managed_conf)."""
+    the site writes the file, the rest of it as it was (remirror.facts.mdadm_conf.merged_conf)."""
 
     kind: ClassVar[str] = "mdadm_conf"
     arrays: tuple[ArrayLine, ...]
