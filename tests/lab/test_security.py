@@ -29,7 +29,7 @@ import pytest
 
 from remirror.agent.client import AgentClient, end_kept_agents
 from remirror.agent.digest import data_offset
-from remirror.errors import SiteError
+from remirror.errors import CommandError, SiteError
 from remirror.facts.cdp import is_view, stack_names
 from remirror.lab import database
 from remirror.lab.net import in_site_b
@@ -118,9 +118,12 @@ def attacked() -> Iterator[AgentClient]:
         yield client
     finally:
         client.close()
-        _, out, _ = remirror("destroy", "--yes", str(SITE_A_PROFILE), "sec0", ok_codes=(0, 1))
+        code, out, err = remirror("destroy", "--yes", str(SITE_A_PROFILE), "sec0", ok_codes=(0, 1))
         # Site B's points stay up after the primary's destroy: only site B takes them down.
-        on_site_b("cdp", "down", str(SITE_B_PROFILE), "sec0", "--leg", ok_codes=(0, 3))  # 3: none there
+        try:
+            on_site_b("cdp", "down", str(SITE_B_PROFILE), "sec0", "--leg", ok_codes=(0, 3))  # 3: none there
+        except CommandError as error:  # what the destroy before it said: the likely cause
+            raise AssertionError(f"{error}; the destroy before it: exit {code}: {out}{err}") from None
         SITE_B_PROFILE.unlink(missing_ok=True)  # the next modules' site B holds no profile
         for disk in ("/dev/lab/a3", SCOPED_DISK):  # the points' metadata too: wipefs knows none of it
             sh("dd", "if=/dev/zero", f"of={disk}", "bs=1M", "count=64", "oflag=direct", "status=none")
