@@ -23,16 +23,32 @@ def _save(step: lio.LioSave) -> None:
     RTSRoot().save_to_file(step.path)  # rtslib writes it 0600, temp file + rename
 
 
+def _fresh_backstores() -> None:
+    """Forget rtslib's cache of where each backstore lives (`tcm.bs_cache`, filled once per
+    process): another process may have deleted or made one since (a restart, another agent), and
+    a stale entry makes rtslib look for a backstore in the wrong place or refuse to make one (seen
+    in the lab: a kept agent's delete looked in `iblock_1` for a backstore made again elsewhere).
+    Emptied, rtslib reads configfs again at its next lookup."""
+    from rtslib_fb import tcm
+
+    tcm.bs_cache.clear()
+
+
 def _create_backstore(step: lio.LioCreateBackstore) -> None:
     from rtslib_fb import BlockStorageObject
 
+    _fresh_backstores()
     BlockStorageObject(step.name, dev=step.dev)
 
 
 def _delete_backstore(step: lio.LioDeleteBackstore) -> None:
-    from rtslib_fb import BlockStorageObject
+    from rtslib_fb import RTSRoot
 
-    BlockStorageObject(step.name).delete()  # only the LIO object: the disk and its data stay
+    _fresh_backstores()
+    # Found where configfs has it now, by its exact name. Only the LIO object: the disk and its
+    # data stay. Gone already (another agent deleted it): nothing to do.
+    for found in [so for so in RTSRoot().storage_objects if so.name == step.name and so.plugin == "block"]:
+        found.delete()
 
 
 def _delete_target(step: lio.LioDeleteTarget) -> None:
@@ -78,6 +94,7 @@ def _create_lun(step: lio.LioCreateLun) -> None:
     from rtslib_fb import LUN, RTSRoot
 
     tpg = _tpg(step.iqn)
+    _fresh_backstores()
     backstore = next((s for s in RTSRoot().storage_objects if s.name == step.backstore), None)
     if backstore is None:
         raise RemirrorError(f"no LIO backstore {step.backstore}")
