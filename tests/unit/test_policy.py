@@ -31,8 +31,6 @@ from remirror.protocol import decode
 from tests.unit.simulated_sites import Sites, wire
 from tests.unit.test_plan_properties import PROFILES, SECRETS, bare_sites
 
-LINES_OF = policy.lines_of
-
 
 def view(profile: Profile, site: str) -> Profile:
     """The profile as `site` holds it (the Ansible role's site view): itself local, the others not."""
@@ -64,7 +62,6 @@ def simulated_kernel_names(monkeypatch: pytest.MonkeyPatch) -> None:
             if self._named(disk.path)
         },
     )
-    monkeypatch.setattr(policy, "lines_of", lambda path: set())  # a fresh mdadm.conf
 
 
 FACTS: dict[str, SiteFacts] = {}  # the simulated sites as they are now, disks and dm devices

@@ -336,11 +336,3 @@ def devno_name(devno: str) -> str | None:
     """The kernel name of block device MAJOR:MINOR (None if there is none)."""
     link = Path(f"/sys/dev/block/{devno}")
     return Path(os.path.realpath(link)).name if link.exists() else None
-
-
-def lines_of(path: str) -> set[str]:
-    """The lines of a file as it is now (none if it is not there)."""
-    try:
-        return set(Path(path).read_text().splitlines())
-    except FileNotFoundError:
-        return set()

@@ -202,11 +202,6 @@ def _site_name(check: Checker, value: Any) -> None:
         raise Refused(f"site {value!r} is not one {check._sources()} name")
 
 
-def _flag(value: Any) -> None:
-    if value is not None and not isinstance(value, bool):
-        raise Refused(f"{str(value)[:40]!r} is not true or false")
-
-
 def _one_of(value: Any, allowed: tuple[Any, ...], what: str) -> None:
     if value not in allowed:
         raise Refused(f"{str(value)[:40]!r} is not {what} ({', '.join(allowed)})")
@@ -228,8 +223,6 @@ _FIELD_CHECKS: dict[str, Callable[[Checker, Any], None]] = {
     "count": lambda check, value: _count(value),
     "count_or_none": lambda check, value: _count(value, absent_ok=True),
     "how": lambda check, value: _one_of(value, HOW, "how a generation begins"),
-    "flag": lambda check, value: _flag(value),
-    "cache_kind": lambda check, value: _one_of(value, ("writecache", "cache"), "a cache's target"),
 }
 
 
@@ -239,15 +232,6 @@ def _seconds(value: Any, absent_ok: bool = False) -> None:
         return
     if type(value) not in (int, float) or not 0 < value <= MAX_STEP_TIMEOUT:
         raise Refused(f"{str(value)[:40]!r} is not a number of seconds up to {MAX_STEP_TIMEOUT}")
-
-
-_MEMBER_STATES = {"writemostly", "-writemostly"}
-
-
-def _member_state(check: Checker, step: catalogue.SetMemberState) -> None:
-    _fields(md="device", device="device")(check, step)
-    if step.value not in _MEMBER_STATES:
-        raise Refused(f"member state {step.value[:40]!r}: remirror sets only write-mostly")
 
 
 _DISK_SYSFS_VALUES = {"queue/scheduler": re.compile("none")}  # a replica leg's: no scheduler
@@ -272,21 +256,17 @@ STEP_CHECKS: dict[type[catalogue.Step], Callable[[Checker, Any], None]] = {
     catalogue.MdadmConfArrays: mdadm_conf,
     catalogue.SetMdAttribute: md_attribute,
     catalogue.SetSessionTimeout: session_timeout,
-    catalogue.SetMemberState: _member_state,
+    catalogue.SetMemberState: _fields(md="device", device="device"),  # its value: a Literal, as read
     catalogue.WriteDiskSysfs: _disk_sysfs,
     catalogue.LocalLegLast: _fields(md="device", device="device"),
     catalogue.AddReplicaLegs: _fields(md="device", devices="devices"),
     catalogue.DropBadBlockLog: _fields(md="device", device="device"),
     **LIO_CHECKS,  # remirror.agent.policy_lio
     catalogue.DmReload: _fields(name="dm", table="table"),
-    catalogue.DrainCache: _fields(
-        name="dm", cleaner_table="table", linear="table", target="cache_kind", timeout="seconds"
-    ),
+    catalogue.DrainCache: _fields(name="dm", cleaner_table="table", linear="table", timeout="seconds"),
     catalogue.CdpStack: points_stack,
     catalogue.CdpDeactivate: points_down,
-    catalogue.LegRecordCreate: _fields(
-        mirror="mirror", array="uuid", site="site_name", devices="devices", check_room="flag"
-    ),
+    catalogue.LegRecordCreate: _fields(mirror="mirror", array="uuid", site="site_name", devices="devices"),
     catalogue.LegRecordPromote: _fields(
         devices="devices", array="uuid", site="site_name", after="count", how="how", n="count_or_none"
     ),

@@ -23,7 +23,7 @@ from remirror.protocol.commands import COMMANDS
 from remirror.protocol.lio import LIO_STEPS
 from remirror.protocol.tables import DmTarget
 from remirror.protocol.wire import Step as Step  # re-exported: every step is one
-from remirror.protocol.wire import WireError
+from remirror.protocol.wire import WireError, from_wire
 
 # open-iscsi, include/iscsi_err.h
 ISCSI_ERR_SESS_EXISTS = 15  # a login to a target already logged in to
@@ -315,4 +315,4 @@ def decode(obj: Any) -> Step:
     kind = obj.get("kind") if isinstance(obj, Mapping) else None
     if not isinstance(kind, str) or kind not in CATALOGUE:
         raise WireError(f"step {str(kind if kind is not None else obj)[:40]!r} is not a step of the protocol")
-    return CATALOGUE[kind].from_wire(obj)
+    return from_wire(CATALOGUE[kind], obj)

@@ -43,13 +43,7 @@ class Step:
         }
         return {"kind": self.kind, **values}
 
-    @classmethod
-    def from_wire(cls: type[S], obj: Mapping[str, Any]) -> S:
-        """The step `obj` (a JSON object, its `kind` already read) says, or WireError."""
-        return from_wire(cls, obj)
 
-
-S = TypeVar("S", bound=Step)
 T = TypeVar("T")
 
 
