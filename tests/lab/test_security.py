@@ -294,7 +294,7 @@ ATTACKS: dict[str, dict[str, Any]] = {
         ],
     },
     # The profile names site A's initiator (`sites.site-a.initiator`): no ACL for another one, even
-    # one that would need no CHAP (this mirror has none).
+    # under the CHAP user and the mutual user the profile gives the target (apply generated them).
     "an ACL on site B's target for an initiator its profile does not name": {
         "op": "run",
         "steps": [
@@ -303,6 +303,12 @@ ATTACKS: dict[str, dict[str, Any]] = {
                 "iqn": IQN_B,
                 "initiator": "iqn.2026-11.org.example:intruder",
                 "lun": 0,
+                "chap": {
+                    "username": "remirror-security-sec0",
+                    "password": "intruder-secret-1",
+                    "mutual_username": "remirror-security-sec0",
+                    "mutual_password": "intruder-secret-2",
+                },
             },
         ],
     },
