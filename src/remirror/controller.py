@@ -14,6 +14,7 @@ from pathlib import Path
 from secrets import token_urlsafe
 from typing import Any, Literal
 
+from remirror.agent import lock
 from remirror.agent.client import AgentClient
 from remirror.agent.lock import SITE_LOCK, holder, operator_wait
 from remirror.errors import RemirrorError, SiteUnreachable, UsageError
@@ -23,9 +24,9 @@ from remirror.plan import Action, Plan, make_plan, make_teardown
 from remirror.plan.cdp import volume_path
 from remirror.plan.distinct import refuse_names_for_the_same_thing
 from remirror.profile.model import Mirror, Profile
-from remirror.profile.names import array_uuid, cache_name, points_volume, replica_path
+from remirror.profile.names import cache_name, points_volume, replica_path
 from remirror.profile.wireguard import replica_portal
-from remirror.roles import as_run, leg_records, profile_as_run, roles
+from remirror.roles import as_run, profile_as_run, running_primaries
 
 log = logging.getLogger("remirror.controller")
 MIN_SECRET, MAX_SECRET = 12, 255  # CHAP: RFC 3720 wants 96 bits at least; LIO takes 255
@@ -196,11 +197,7 @@ class Controller:
 
     def running(self, facts: Mapping[str, SiteFacts | None]) -> Profile:
         """The profile with each mirror run by the site its legs' generations name (docs/failover.md)."""
-        primaries = {
-            m.name: roles(m, leg_records(m, array_uuid(self.profile, m), facts)).primary
-            for m in self.profile.mirrors
-        }
-        return profile_as_run(self.profile, primaries)
+        return profile_as_run(self.profile, running_primaries(self.profile, facts))
 
     def portals_by_site(self) -> dict[str, list[str]]:
         """The replica portals each primary site logs in to: observing times a handshake with each."""
@@ -309,8 +306,27 @@ class Controller:
             raise (UsageError if answer["usage"] else RemirrorError)(answer["message"])
         return answer
 
+    def remote_holds(self) -> list[int]:
+        """The agents of other hosts' controllers holding or waiting for this host's site lock (a
+        look, for the operator's confirmation before `seize_site_lock`)."""
+        from remirror.agent.remote_holders import remote_holders
+
+        return remote_holders(SITE_LOCK)
+
+    def seize_site_lock(self) -> list[str]:
+        """A forced promotion, run on the site it promotes, goes first: it marks the site (nobody
+        else takes its lock meanwhile) and ends every agent of another host's controller that
+        holds or waits for the site's lock (remirror.agent.remote_holders), whether cut off with
+        its link or holding it on purpose. The site's own verbs are waited for as ever. What it
+        ended, for the operator."""
+        from remirror.agent.remote_holders import end_remote_holders
+
+        lock.take(lock.FORCED_LOCK, holder("promote --force"), self._lock_wait)
+        return end_remote_holders(SITE_LOCK)
+
     def close(self) -> None:
         """Close every connection; log what the command cost each site (with -v)."""
+        lock.release(lock.FORCED_LOCK)
         for client in self.clients.values():
             client.close()
             if client.requests:

@@ -207,6 +207,11 @@ def as_run(mirror: Mirror, primary: str) -> Mirror:
     return mirror.model_copy(update={"primary": leg, "replicas": replicas})
 
 
+def running_primaries(profile: Profile, facts: Mapping[str, SiteFacts | None]) -> dict[str, str]:
+    """Which site runs each mirror now, as its legs' generations say (docs/failover.md)."""
+    return {m.name: roles(m, leg_records(m, array_uuid(profile, m), facts)).primary for m in profile.mirrors}
+
+
 def profile_as_run(profile: Profile, primaries: Mapping[str, str]) -> Profile:
     """The profile with each mirror named in `primaries` (mirror -> site) run by that site."""
     mirrors = [as_run(m, primaries.get(m.name, m.primary.site)) for m in profile.mirrors]

@@ -19,8 +19,11 @@ from pathlib import Path
 
 import pytest
 
+from remirror.agent.client import AgentClient
 from remirror.agent.digest import data_offset
 from remirror.agent.generations import read_record
+from remirror.lab.spec import IDENTITY_FILE, KNOWN_HOSTS
+from remirror.profile.model import Site, SshOptions
 from tests.lab.conftest import on_b, sh
 from tests.lab.mirror import LAB, MiB, Writer, md_digest, reconcile_until_mirrored, remirror, write_random
 
@@ -231,8 +234,20 @@ def test_the_old_primary_without_writes_rejoins_as_a_replica(profile: str) -> No
         "remirror", "promote", on_site_b, "lab3", "--site", "site-b", "--yes", ok_codes=(1,), timeout=900
     )
     assert "--force" in done.stdout + done.stderr, done  # planned needs site A
+    # Site A's controller held site B's lock when the link went (an apply under way): its agent
+    # there holds it on, for its lease. The forced promotion ends it and goes first.
+    remirror("lab", "link", "up")
+    cut_off = AgentClient(
+        "site-b",
+        Site(host="ssh://root@site-b", ssh=SshOptions(identity_file=IDENTITY_FILE, known_hosts=KNOWN_HOSTS)),
+    )
+    cut_off.lock("site", "remirror apply", 0)
+    remirror("lab", "link", "down")
+    assert on_b("flock", "-n", "/run/lock/remirror/site.lock", "true", ok_codes=(0, 1)).returncode == 1
     done = on_b("remirror", "promote", on_site_b, "lab3", "--site", "site-b", "--force", "--yes", timeout=900)
     out = done.stdout
+    assert "Ended another host's controller's hold of this site's lock: pid" in out, out
+    cut_off.close()
     assert "FenceTarget" in out, out
     assert "site-a not reached" in out, out
     assert generation(B_LEG) == (4, "site-b", "forced")

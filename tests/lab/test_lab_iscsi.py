@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import hashlib
+import json
 import os
 import sys
 import time
@@ -99,3 +100,38 @@ def test_the_session_runs_between_the_two_namespaces(exported_disk: Path) -> Non
     # The portal socket lives in site B: site A's namespace listens on nothing at 3260.
     assert ":3260" not in sh("ss", "-ltn").stdout
     assert f"{SITE_B_ADDRESS}:3260" in on_b("ss", "-ltn").stdout
+
+
+# Runs on site B: the agent's own LIO handlers (remirror.agent.lio_steps) on a target of their own.
+ACL_CHAP = """
+import json, sys
+from rtslib_fb import FabricModule, NodeACL, Target, TPG
+from remirror.agent.steps import run_steps
+iqn, initiator, disk = sys.argv[1:4]
+chap = {"username": "fin", "password": "p" * 16}
+mutual = {**chap, "mutual_username": "dr", "mutual_password": "q" * 16}
+
+def acl(chap):
+    results = run_steps([{"kind": "lio_set_acl", "iqn": iqn, "initiator": initiator, "lun": 0, "chap": chap}])
+    assert results[-1]["ok"], results
+    found = NodeACL(TPG(Target(FabricModule("iscsi"), iqn, mode="lookup"), 1, mode="lookup"), initiator, mode="lookup")
+    return [found.chap_userid, found.chap_mutual_userid, found.chap_mutual_password]
+
+made = run_steps([
+    {"kind": "lio_create_backstore", "name": "labacl", "dev": disk},
+    {"kind": "lio_create_target", "iqn": iqn, "chap": True},
+    {"kind": "lio_create_lun", "iqn": iqn, "lun": 0, "backstore": "labacl"},
+])
+try:
+    assert all(result["ok"] for result in made), made
+    print(json.dumps([acl(mutual), acl(chap), acl(None)]))
+finally:
+    run_steps([{"kind": "lio_delete_target", "iqn": iqn}, {"kind": "lio_delete_backstore", "name": "labacl"}])
+"""
+
+
+def test_an_acl_keeps_no_chap_the_profile_dropped() -> None:
+    """A mutual CHAP the profile no longer gives is cleared from the ACL (LIO's NULL), and CHAP
+    with it when the target no longer asks for it: the ACL holds what the step says, nothing from before."""
+    done = on_b(sys.executable, "-c", ACL_CHAP, f"{IQN}.acl", INITIATOR_NAMES["a"], DISK_B)
+    assert json.loads(done.stdout) == [["fin", "dr", "q" * 16], ["fin", "", ""], ["", "", ""]]

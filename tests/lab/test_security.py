@@ -357,18 +357,61 @@ def test_what_the_sites_profile_names_is_answered(attacked: AgentClient) -> None
     assert SCOPED_DISK in str(attacked.observe([SCOPED_DISK]))
 
 
-@pytest.fixture(scope="module")
-def forced_key(tmp_path_factory: pytest.TempPathFactory) -> Iterator[str]:
-    """A key whose authorized_keys line is the Ansible role's: command="remirror agent --serve",restrict."""
+def authorized_key(tmp_path_factory: pytest.TempPathFactory, command: str) -> Iterator[str]:
+    """A key of its own, site B's authorized_keys line for it running `command`, restricted."""
     key = str(tmp_path_factory.mktemp("forced") / "id_ed25519")
     sh("ssh-keygen", "-q", "-t", "ed25519", "-N", "", "-C", "remirror-forced", "-f", key)
     keys = Path(LAB_DIR) / "authorized_keys"
     lab_keys = keys.read_text()
-    keys.write_text(lab_keys + f'command="remirror agent --serve",restrict {Path(key + ".pub").read_text()}')
+    keys.write_text(lab_keys + f'command="{command}",restrict {Path(key + ".pub").read_text()}')
     try:
         yield key
     finally:
         keys.write_text(lab_keys)
+
+
+@pytest.fixture(scope="module")
+def forced_key(tmp_path_factory: pytest.TempPathFactory) -> Iterator[str]:
+    """A key whose authorized_keys line is the Ansible role's: command="remirror agent --serve",restrict."""
+    yield from authorized_key(tmp_path_factory, "remirror agent --serve")
+
+
+LEASE = 3  # seconds: site B's lease on a remote controller's hold, in the forced command below
+
+
+@pytest.fixture(scope="module")
+def leased_key(tmp_path_factory: pytest.TempPathFactory) -> Iterator[str]:
+    """The forced command with a short lease (REMIRROR_LOCK_LEASE, set by the site's operator)."""
+    yield from authorized_key(tmp_path_factory, f"env REMIRROR_LOCK_LEASE={LEASE} remirror agent --serve")
+
+
+def site_b_locked() -> bool:
+    """Whether someone holds site B's `site` lock (its own lock directory, in its namespaces)."""
+    return on_b("flock", "-n", "/run/lock/remirror/site.lock", "true", ok_codes=(0, 1)).returncode == 1
+
+
+def test_a_remote_hold_of_the_site_lock_lasts_while_its_controller_keeps_it_and_lapses_when_it_goes_silent(
+    attacked: AgentClient, leased_key: str
+) -> None:
+    client = site_b(leased_key)
+    try:
+        client.lock("site", "remirror apply", 0)
+        time.sleep(3 * LEASE)  # the controller works elsewhere: its keepalives hold it
+        assert site_b_locked()
+        assert SCOPED_DISK in str(client.observe([SCOPED_DISK]))
+        client._stop_keepalive()  # it goes silent (suspended, hung, or holding it on purpose)
+        deadline = time.monotonic() + 120
+        while site_b_locked():
+            assert time.monotonic() < deadline, "site B's lock is still held"
+            time.sleep(0.5)
+        # The agent ended: the controller's next request says why, and its hold is not renewed.
+        with pytest.raises(CommandError, match="its hold lapsed"):
+            client.observe([SCOPED_DISK])
+        with pytest.raises(SiteError, match="this command's hold of its lock there ended"):
+            client.observe([SCOPED_DISK])
+        assert not site_b_locked()
+    finally:
+        client.close()
 
 
 def test_with_the_forced_command_the_key_runs_nothing_but_the_agent(

@@ -232,7 +232,7 @@ def test_a_remote_controllers_lock_names_who_holds_it_in_the_sites_own_words(tmp
     agent.stdin.flush()
     taken, refused = (json.loads(agent.stdout.readline()) for _ in requests)
     try:
-        assert taken == {"protocol": PROTOCOL_VERSION, "locked": True, "commands": 0}
+        assert taken == {"protocol": PROTOCOL_VERSION, "locked": True, "commands": 0, "lease": 120.0}
         assert "refused: " in refused["error"]
         assert "'site' lock" in refused["error"]
         holder = (tmp_path / "site.lock").read_text()
@@ -263,23 +263,34 @@ def test_remirror_agent_serve_answers_one_line_per_request_in_order() -> None:
 # --- locks (docs/safety.md, flow 6) ------------------------------------------------------------
 
 
-def _serve(tmp_path: Path, stop_script: str = "") -> subprocess.Popen[str]:
+def _serve(
+    tmp_path: Path,
+    stop_script: str = "",
+    lease: float | None = None,
+    text: bool = True,
+    env: dict[str, str] | None = None,
+) -> Any:
     """`remirror agent --serve` as SSH starts it: a session of its own, locks under tmp_path;
-    `stop_script`: the `md_stop` command's argv is `sh -c STOP_SCRIPT` (the agent is the subject)."""
-    patch = (
-        "from remirror.protocol.commands import MdStop\n"
-        f"MdStop.argv = lambda self: ('sh', '-c', {stop_script!r})\n"
-        if stop_script
-        else ""
-    )
+    `stop_script`: the `md_stop` command's argv is `sh -c STOP_SCRIPT` (the agent is the subject);
+    `lease`: the site's REMIRROR_LOCK_LEASE; `text`: pipes of text (False: of bytes, as SSH's are);
+    `env`: more of its environment (sshd's SSH_CONNECTION: from another host)."""
+    argv = [sys.executable, "-m", "remirror", "agent", "--serve"]
+    if stop_script:
+        patch = f"from remirror.protocol.commands import MdStop\nMdStop.argv = lambda self: ('sh', '-c', {stop_script!r})\n"
+        argv = [sys.executable, "-c", f"{patch}from remirror.cli import main\nmain(['agent', '--serve'])"]
     return subprocess.Popen(
-        [sys.executable, "-c", f"{patch}from remirror.cli import main\nmain(['agent', '--serve'])"],
+        argv,
         stdin=subprocess.PIPE,
         stdout=subprocess.PIPE,
         stderr=subprocess.PIPE,
-        text=True,
+        text=text,
         start_new_session=True,
-        env={**os.environ, "REMIRROR_LOCK_DIR": str(tmp_path / "locks")},
+        env={
+            **os.environ,
+            "REMIRROR_LOCK_DIR": str(tmp_path / "locks"),
+            **({"REMIRROR_LOCK_LEASE": str(lease)} if lease else {}),
+            **(env or {}),
+        },
     )
 
 
@@ -313,6 +324,7 @@ def test_a_site_lock_is_held_while_its_agent_runs_and_named_to_whoever_waits(tmp
             "protocol": PROTOCOL_VERSION,
             "locked": True,
             "commands": 0,
+            "lease": 120.0,  # the hold lapses after so long without a request (test_lock_lease.py)
         }
         # Another command (here this process) is told who holds it, and nothing else happens.
         with pytest.raises(

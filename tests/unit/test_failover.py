@@ -30,15 +30,14 @@ from remirror.plan.resolve import make_resolution
 from remirror.profile import Profile
 from remirror.profile.loader import parse_profile
 from remirror.profile.names import array_uuid, by_path, replica_path
-from remirror.roles import as_run, leg_records, md_size, profile_as_run, roles
+from remirror.roles import as_run, leg_records, md_size, profile_as_run, roles, running_primaries
 from tests.unit.simulated_sites import Sites, at_site, conf_text, wire
 from tests.unit.test_plan_properties import SECRETS, bare_sites, profile_text
 
-PROFILE = parse_profile(
-    profile_text("sync", "mutual", 1, False, "lan").replace(
-        "primary: {site: a, disk: /dev/a0}", "primary: {site: a, disk: /dev/a0, portal: 192.0.2.1:3260}"
-    )
+PROFILE_TEXT = profile_text("sync", "mutual", 1, False, "lan").replace(
+    "primary: {site: a, disk: /dev/a0}", "primary: {site: a, disk: /dev/a0, portal: 192.0.2.1:3260}"
 )
+PROFILE = parse_profile(PROFILE_TEXT)
 MIRROR = PROFILE.mirrors[0]
 UUID = array_uuid(PROFILE, MIRROR)
 
@@ -182,6 +181,23 @@ def test_a_planned_promotion_stands_the_old_primary_down_and_records_on_every_le
     assert step["devices"][0] == "/dev/a0"
     assert step["devices"][1].startswith("/dev/disk/by-path/")
     assert (step["site"], step["after"], step["how"]) == ("b", 1, "planned")
+
+
+def test_a_promotion_writes_each_sites_conf_for_the_other_mirrors_as_they_run_now() -> None:
+    # m0 runs at b (promoted earlier); promoting m1 to b must not write an ARRAY line that would
+    # assemble m0 at a's boot (a's leg of m0 is a replica now: a DR site refuses such a line).
+    two = parse_profile(
+        PROFILE_TEXT + "  - name: m1\n    primary: {site: a, disk: /dev/a-fast, portal: 192.0.2.1:3261}\n"
+        "    replicas: [{site: b, disk: /dev/b-fast, portal: 192.0.2.2:3261}]\n    iscsi: {chap: none}\n"
+    )
+    sites = applied(two)
+    sites.run(make_promotion(two, "m0", "b", sites.facts, SECRETS, force=False))
+    sites.run(make_plan(profile_as_run(two, running_primaries(two, sites.facts)), sites.facts, SECRETS))
+    assert running_primaries(two, sites.facts) == {"m0": "b", "m1": "a"}
+    plan = make_promotion(two, "m1", "b", sites.facts, SECRETS, force=False)
+    confs = {a.site: conf_text(a) for a in plan.actions if a.verb == "WriteMdadmConf"}
+    assert "ARRAY /dev/md/m0" not in confs["a"], confs["a"]
+    assert "ARRAY /dev/md/m0" in confs["b"], confs["b"]
 
 
 def test_a_planned_promotion_needs_the_mirror_in_sync_and_the_primary_reached() -> None:

@@ -8,6 +8,7 @@ before any of it runs.
 
 from __future__ import annotations
 
+import dataclasses
 import json
 import os
 import re
@@ -553,10 +554,37 @@ def test_a_request_is_refused_whole_before_any_of_it_runs() -> None:
     assert "/dev/sda" in refusal(run(good, {"kind": "zero_head", "device": "/dev/sda"}))
 
 
+def test_mdadm_conf_assembles_an_array_only_where_the_legs_own_record_says_it_runs(tmp_path: Path) -> None:
+    """Site b's leg of m0 is a replica (the profile's home roles) until its record says a
+    promotion made b the primary: only then may its boot assemble the array."""
+    from remirror.agent.generations import create_step, promote_step
+    from remirror.protocol.steps import LegRecordCreate, LegRecordPromote
+
+    uuid = str(CREATE["uuid"])
+    m0 = {"uuid": uuid, "device": "/dev/md/m0", "metadata": "1.2", "name": "m0"}
+    leg = tmp_path / "b0"
+    leg.write_bytes(bytes(8 << 20))
+    scope = dataclasses.replace(SCOPE, leg_devices={"m0": frozenset({str(leg)})})
+    assert "m0's leg here is a replica: its array does not assemble here" in refusal(
+        run({"kind": "mdadm_conf", "arrays": [m0]}), scope
+    )
+    check_request(run({"kind": "mdadm_conf", "arrays": [{"uuid": uuid}]}), scope)  # <ignore>: always
+    create_step(LegRecordCreate("m0", uuid, "a", (str(leg),)))
+    assert "mirror m0 runs at site a (generation 1, its leg's record here)" in refusal(
+        run({"kind": "mdadm_conf", "arrays": [m0]}), scope
+    )
+    promote_step(LegRecordPromote((str(leg),), uuid, "b", 1, "forced"))
+    check_request(run({"kind": "mdadm_conf", "arrays": [m0]}), scope)
+    # A record of another array (one the disk held before) says nothing of this one.
+    create_step(LegRecordCreate("m0", "11111111:11111111:11111111:11111111", "b", (str(leg),)))
+    assert "m0's leg here is a replica" in refusal(run({"kind": "mdadm_conf", "arrays": [m0]}), scope)
+
+
 def test_mdadm_conf_takes_only_the_sites_own_arrays_once_each() -> None:
     uuid = CREATE["uuid"]
     m0 = {"uuid": uuid, "device": "/dev/md/m0", "metadata": "1.2", "name": "m0"}
-    check_request(run({"kind": "mdadm_conf", "arrays": [m0]}), SCOPE)
+    home = dataclasses.replace(SCOPE, home_primaries=frozenset({"m0"}))  # as if b were m0's primary
+    check_request(run({"kind": "mdadm_conf", "arrays": [m0]}), home)
     check_request(run({"kind": "mdadm_conf", "arrays": [{"uuid": uuid}]}), SCOPE)
     # `<ignore>` of another array (the host's own system array's: boot would not assemble it).
     other = "11111111:11111111:11111111:11111111"
@@ -567,7 +595,9 @@ def test_mdadm_conf_takes_only_the_sites_own_arrays_once_each() -> None:
         run({"kind": "mdadm_conf", "arrays": [{**m0, "uuid": other}]})
     )
     # One array in two lines: mdadm assembles none of them (the host's own arrays either).
-    assert f"{uuid} is in two lines" in refusal(run({"kind": "mdadm_conf", "arrays": [m0, {"uuid": uuid}]}))
+    assert f"{uuid} is in two lines" in refusal(
+        run({"kind": "mdadm_conf", "arrays": [m0, {"uuid": uuid}]}), home
+    )
     # No line of the sender's text: a PROGRAM hook (mdadm --monitor would run it as root) has no field,
     # and a device is /dev/md/NAME, with no profile too (where any device is in scope).
     assert "program is not a field of it" in refusal(
@@ -814,6 +844,38 @@ def test_a_target_is_made_only_as_the_sites_own_profiles_make_it() -> None:
     }
     for expected, request in refused.items():
         assert expected in refusal(request, scope), expected
+
+
+def test_an_acls_chap_passwords_are_the_ones_the_site_keeps_where_it_keeps_them(tmp_path: Path) -> None:
+    """A profile's `password_file` the site holds too (its Ansible role writes it from the vault):
+    an ACL's password is that one. One the site does not hold (remirror generated it on the
+    controller): nothing to compare with, and taken."""
+    secret, mutual_secret = tmp_path / "m0.chap", tmp_path / "m0.chap.mutual"
+    profile = LAB.replace(
+        "portal: 192.0.2.2:3260}]",
+        "portal: 192.0.2.2:3260}]\n"
+        f"    iscsi: {{chap: {{username: fin, password_file: {secret}, mutual: true}}}}",
+    )
+    scope = site_scope([("/etc/remirror/lab.yaml", parse_profile(profile))])
+    right = {"username": "fin", "password": "p" * 16, "mutual_username": "fin", "mutual_password": "q" * 16}
+
+    def acl(**chap: str) -> dict[str, Any]:
+        return run(
+            {"kind": "lio_set_acl", "iqn": IQN, "initiator": "iqn.2026-11.org.example:a", "lun": 0,
+             "chap": {**right, **chap}}
+        )  # fmt: skip
+
+    check_request(acl(password="anything-at-all-1"), scope)  # neither file is here: nothing to compare
+    secret.write_text("p" * 16 + "\n")
+    mutual_secret.write_text("q" * 16 + "\n")
+    check_request(acl(), scope)
+    assert f"CHAP password for 'fin' is not the one in {secret} here" in refusal(
+        acl(password="x" * 16), scope
+    )
+    assert f"mutual_password for 'fin' is not the one in {mutual_secret}" in refusal(
+        acl(mutual_password="x" * 16), scope
+    )
+    assert "x" * 16 not in refusal(acl(password="x" * 16), scope)  # a refusal never quotes a password
 
 
 def test_md_attributes_take_only_the_values_the_planner_writes() -> None:

@@ -28,6 +28,11 @@ ROUND_TRIP_WAIT = 5.0
 # A kept agent idle longer is ended rather than taken up: a remirror upgraded at the site, a key
 # revoked or a host key changed then meet the next command, as they would a new connection.
 KEPT_AGENT_IDLE = 60.0
+# A remote site's lock is a lease (remirror.agent.lock.LEASE_SECONDS) that lapses after the site's
+# lease without a request: between requests, the controller sends a no-op round trip this often
+# (a share of the lease the site states), and waits this long at most for its answer.
+KEEPALIVES_PER_LEASE = 4
+KEEPALIVE_WAIT = 30.0
 AGENT_ARGV = ["remirror", "agent", "--serve"]
 
 
@@ -143,6 +148,12 @@ class AgentClient:
         self.requests = 0
         self.commands_run = 0  # on the site, as its agent counted them
         self.locks: set[str] = set()  # held on the site for this command (remirror.agent.lock)
+        # Why the remote agent that held this command's locks went (None: it did not): nothing more
+        # is asked of the site until the command lets go of them (`unlock`, `close`).
+        self._lost: str | None = None
+        self._exchange = threading.Lock()  # one request at a time on the stream: a keepalive waits
+        self._last_sent = 0.0
+        self._keepalive_stop: threading.Event | None = None
 
     def request(
         self, request: dict[str, Any], secrets: list[str] | None = None, timeout: float = AGENT_TIMEOUT
@@ -154,7 +165,10 @@ class AgentClient:
 
             answer = handle(request)
         else:
-            text = self._remote(json.dumps(request), secrets or [], timeout)
+            with self._exchange:
+                self._refuse_if_lost()  # (a keepalive's failure drops the stream meanwhile)
+                text = self._remote(json.dumps(request), secrets or [], timeout)
+                self._last_sent = time.monotonic()
             self.bytes_received += len(text.encode())
             try:
                 answer = json.loads(text)
@@ -176,6 +190,12 @@ class AgentClient:
         if "error" in answer:
             raise SiteError(self.name, f"agent: {answer['error']}")
         return answer
+
+    def _refuse_if_lost(self) -> None:
+        """Nothing more is asked of a site where this command's hold of its lock ended: what it
+        observed there under the lock may no longer be so."""
+        if self._lost is not None:
+            raise SiteError(self.name, f"this command's hold of its lock there ended: {self._lost}")
 
     def _remote(self, request: str, secrets: list[str], timeout: float = AGENT_TIMEOUT) -> str:
         """The remote agent's answer to one request (a line of JSON)."""
@@ -218,11 +238,45 @@ class AgentClient:
             files.append(f"{path}:{seen.st_ino}:{seen.st_ctime_ns}" if seen else f"{path}:-")
         return (*runner.ssh_argv(AGENT_ARGV), *files)
 
-    def _drop_stream(self) -> None:
+    def _drop_stream(self, why: str = "its agent was ended (a request failed or timed out)") -> None:
         if self._stream is not None:
             self._stream.close()
             self._stream = None
-            self.locks.clear()  # the remote agent ends with its stream, and its locks with it
+            if self.locks:  # the remote agent ends with its stream, and its locks with it
+                self._lost = why
+            self.locks.clear()
+            self._stop_keepalive()  # a new hold (the reconciler's next pass) starts its own
+
+    def _keep_alive(self, period: float, stop: threading.Event) -> None:
+        """Keep the site's lease on this command's locks (remirror.agent.lock.LEASE_SECONDS) while
+        the controller works elsewhere or waits for its operator: a no-op round trip whenever no
+        request went for `period` seconds (one running counts at the site). A round trip that
+        fails ends the hold: the command's next request there says so."""
+        while not stop.wait(period):
+            if not self._exchange.acquire(blocking=False):
+                continue  # a request runs: the site counts it
+            try:
+                if self._stream is None or not self.locks:
+                    return
+                if time.monotonic() - self._last_sent < period:
+                    continue
+                try:
+                    text = self._stream.exchange(json.dumps({"op": "sink", "data": ""}), KEEPALIVE_WAIT, [])
+                    answer = json.loads(text)
+                except (RemirrorError, ValueError, OSError) as error:
+                    self._drop_stream(f"its lease was not kept alive ({error})")
+                    return
+                if not isinstance(answer, dict) or answer.get("received") != 0:
+                    self._drop_stream(f"its agent answered a keepalive with {text[:100]!r}")
+                    return
+                self._last_sent = time.monotonic()
+            finally:
+                self._exchange.release()
+
+    def _stop_keepalive(self) -> None:
+        if self._keepalive_stop is not None:
+            self._keepalive_stop.set()
+            self._keepalive_stop = None
 
     def observe(
         self,
@@ -255,14 +309,27 @@ class AgentClient:
             return
         # A site whose remirror predates `agent --serve` (one agent per request, which could
         # not hold a lock) answers in protocol 1, which `request` refuses.
-        self.request({"op": "lock", "name": name, "holder": holder, "wait": wait})
+        answer = self.request({"op": "lock", "name": name, "holder": holder, "wait": wait})
         self.locks.add(name)
+        lease = answer.get("lease")  # a remote agent's: the hold lapses without a request
+        if isinstance(lease, (int, float)) and lease > 0 and self._keepalive_stop is None:
+            self._keepalive_stop = threading.Event()
+            period = max(0.1, float(lease) / KEEPALIVES_PER_LEASE)
+            threading.Thread(
+                target=self._keep_alive,
+                args=(period, self._keepalive_stop),
+                daemon=True,
+                name=f"keepalive-{self.name}",
+            ).start()
 
     def unlock(self, name: str) -> None:
         """Let go of the site's lock `name` (a remote site that went away let go of it already)."""
         if name not in self.locks:
+            self._lost = None  # a hold that ended: the command lets go of it, and may lock again
             return
         self.locks.discard(name)
+        if not self.locks:
+            self._stop_keepalive()
         try:
             self.request({"op": "unlock", "name": name}, timeout=ROUND_TRIP_WAIT)
         except RemirrorError:
@@ -281,6 +348,8 @@ class AgentClient:
         """Let go of the locks; keep the remote agent for this process's next command (_KeptAgents)."""
         for name in sorted(self.locks):
             self.unlock(name)  # this process, or the kept agent, may live on (the lab tests, watch)
+        self._stop_keepalive()
+        self._lost = None
         if self._stream is not None:  # answered all it was asked (anything else dropped it)
             _kept_agents.keep(self._stream_key, self._stream)
             self._stream = None

@@ -32,6 +32,6 @@ def must_finish() -> Iterator[None]:
 
 
 def wait_for_sections() -> None:
-    """Until no section is running (an agent about to end itself calls it first)."""
-    with _section:
-        pass
+    """Until no section is running, and none starts after: an agent about to end itself calls it
+    first, and ends next (a section begun between the wait and the end would be cut)."""
+    _section.acquire()  # kept: the process ends holding it

@@ -107,11 +107,11 @@ def _set_acl(step: lio.LioSetAcl) -> None:
     acl = NodeACL(_tpg(step.iqn), step.initiator, mode="any")
     if not any(m.mapped_lun == 0 for m in acl.mapped_luns):
         MappedLUN(acl, 0, step.lun)
-    if step.chap is not None:
-        acl.chap_userid, acl.chap_password = step.chap.username, step.chap.password
-        if step.chap.mutual_username:
-            acl.chap_mutual_userid = step.chap.mutual_username
-            acl.chap_mutual_password = step.chap.mutual_password
+    # The CHAP the step says, and nothing left from before: a mutual CHAP the profile dropped is
+    # cleared, as is CHAP on a target that no longer asks for it (rtslib writes "" as LIO's NULL).
+    chap = step.chap or lio.AclChap("", "")
+    acl.chap_userid, acl.chap_password = chap.username, chap.password
+    acl.chap_mutual_userid, acl.chap_mutual_password = chap.mutual_username, chap.mutual_password
 
 
 LIO_HANDLERS: dict[type[Any], Callable[[Any], None]] = {

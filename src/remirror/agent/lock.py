@@ -15,6 +15,7 @@ set-up: each reads the index, changes the pool and writes the index back).
 
 from __future__ import annotations
 
+import contextlib
 import fcntl
 import os
 import threading
@@ -29,6 +30,17 @@ from remirror.errors import RemirrorError
 LOCK_DIR = Path(os.environ.get("REMIRROR_LOCK_DIR", "/run/lock/remirror"))
 SITE_LOCK = "site"
 POLL_SECONDS = 0.2
+# A remote controller's hold of a lock is a lease (remirror.agent.serve): it lapses after this many
+# seconds without a request from it (one running counts), and the agent ends, its locks with it.
+# The controller keeps it alive between its requests (remirror.agent.client), so only a controller
+# that stopped (suspended, hung, its link silent) loses it. The site's own operator may set it
+# (REMIRROR_LOCK_LEASE in the forced command of authorized_keys). A client sets none of the
+# agent's environment unless the site's sshd accepts it (AcceptEnv: Debian's takes LANG and LC_*
+# alone; PermitUserEnvironment is off): docs/security.md says to keep it so.
+LEASE_SECONDS = 120.0
+# Held by a forced promotion at this site while it runs (remirror.agent.remote_holders): nobody
+# else takes the site's lock meanwhile (take, below; a remote controller is refused it at once).
+FORCED_LOCK = "forced"
 
 _held: dict[str, int] = {}  # name -> fd, in this process
 _guard = threading.Lock()  # the controller asks its local site from a thread pool
@@ -47,13 +59,18 @@ def take(name: str, holder: str, wait: float = 0.0) -> bool:
         LOCK_DIR.mkdir(mode=0o700, parents=True, exist_ok=True)
     fd = os.open(LOCK_DIR / f"{name}.lock", os.O_RDWR | os.O_CREAT | os.O_NOFOLLOW | os.O_CLOEXEC, 0o600)
     deadline = time.monotonic() + wait
+    yielded = False  # to a forced promotion at this site, which goes first
     while True:
         try:
             fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
+            yielded = name == SITE_LOCK and FORCED_LOCK not in _held and held_elsewhere(FORCED_LOCK)
+            if yielded:
+                fcntl.flock(fd, fcntl.LOCK_UN)
+                raise BlockingIOError
             break
         except BlockingIOError:
             if time.monotonic() >= deadline:
-                other = _read_holder(fd)
+                other = "a forced promotion" if yielded else _read_holder(fd)
                 os.close(fd)
                 waited = f" (waited {wait:g} s)" if wait else ""
                 raise Busy(
@@ -65,9 +82,10 @@ def take(name: str, holder: str, wait: float = 0.0) -> bool:
         if name in _held:  # another thread of this process took it meanwhile: one is enough
             os.close(fd)
             return False
-        os.ftruncate(fd, 0)
-        os.pwrite(fd, f"{holder} since {time.strftime('%H:%M:%S')}\n".encode(), 0)
         _held[name] = fd
+        with contextlib.suppress(OSError):  # a full /run: the lock holds all the same, unnamed
+            os.ftruncate(fd, 0)
+            os.pwrite(fd, f"{holder} since {time.strftime('%H:%M:%S')}\n".encode(), 0)
     return True
 
 
@@ -76,7 +94,8 @@ def release(name: str) -> None:
     with _guard:
         fd = _held.pop(name, None)
         if fd is not None:
-            os.ftruncate(fd, 0)
+            with contextlib.suppress(OSError):
+                os.ftruncate(fd, 0)
             os.close(fd)  # closing the last descriptor releases the flock
 
 
@@ -109,6 +128,32 @@ def operator_wait(default: float) -> float:
 def holder(verb: str) -> str:
     """How a holder is described: `remirror apply (pid 1234 on site-a)`."""
     return f"remirror {verb} (pid {os.getpid()} on {os.uname().nodename})"
+
+
+def lease_seconds() -> float:
+    """How long a remote controller's hold lasts without a request: LEASE_SECONDS, or the site's
+    REMIRROR_LOCK_LEASE (1 s to an hour)."""
+    text = os.environ.get("REMIRROR_LOCK_LEASE", "")
+    try:
+        return min(3600.0, max(1.0, float(text))) if text else LEASE_SECONDS
+    except ValueError:
+        return LEASE_SECONDS
+
+
+def held_elsewhere(name: str) -> bool:
+    """Whether a process holds lock `name` now, read from the kernel's table (/proc/locks), so the
+    look takes no lock of its own (looks by many could otherwise keep a taker out)."""
+    try:
+        seen = (LOCK_DIR / f"{name}.lock").stat()
+        table = Path("/proc/locks").read_text()
+    except FileNotFoundError:
+        return False
+    ours = f"{os.major(seen.st_dev):02x}:{os.minor(seen.st_dev):02x}:{seen.st_ino}"
+    # "1: FLOCK  ADVISORY  WRITE 1234 08:01:5678 0 EOF"; a waiter's line has "->" after its number.
+    return any(
+        len(fields) >= 6 and fields[1] == "FLOCK" and fields[5] == ours
+        for fields in (line.split() for line in table.splitlines())
+    )
 
 
 def _read_holder(fd: int) -> str:

@@ -8,8 +8,10 @@ which no profile names, by its shape), and a parameter's name never a path (docs
 
 from __future__ import annotations
 
+import hmac
 import re
 from collections.abc import Callable, Mapping
+from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from remirror.agent.observe_lio import LIO_SAVE_PATHS
@@ -114,6 +116,35 @@ def _set_acl(check: Checker, step: lio.LioSetAcl) -> None:
     names = (chap.username, chap.mutual_username)
     if names not in target.chap:
         raise Refused(f"lio set_acl: {step.iqn}'s CHAP is not for user {names[0]!r} (mutual {names[1]!r})")
+    for user, key, password in (
+        (chap.username, "password", chap.password),
+        (chap.mutual_username, "mutual_password", chap.mutual_password),
+    ):
+        kept = _kept_secrets(target, user, key)
+        if kept and not any(hmac.compare_digest(password.encode(), secret.encode()) for secret in kept):
+            files = " or ".join(sorted(kept.values()))
+            raise Refused(f"lio set_acl: {step.iqn}'s CHAP {key} for {user!r} is not the one in {files} here")
+
+
+def _kept_secrets(target: TargetScope, user: str, key: str) -> dict[str, str]:
+    """The CHAP secrets of `user`'s `key` that this site keeps itself (secret -> its file): a
+    profile's `password_file` the site holds too (its Ansible role writes it from the vault).
+    None kept (remirror generated it on the controller, or the file is not here): nothing to
+    compare with, and nothing widened: the controller that sets it holds it anyway. A file here
+    that cannot be read refuses the ACL."""
+    kept = {}
+    for named, said, path in sorted(target.secret_files):
+        if (named, said) == (user, key):
+            try:
+                kept[Path(path).read_text().strip("\n")] = path
+            except FileNotFoundError:
+                continue  # not kept here
+            except (OSError, UnicodeDecodeError) as error:  # kept, but not read: nothing is taken
+                why = getattr(error, "strerror", None) or "not text"
+                raise Refused(
+                    f"lio set_acl: cannot read {path} here to compare the CHAP {key} with ({why})"
+                ) from None
+    return kept
 
 
 def _portals(target: TargetScope) -> str:

@@ -12,16 +12,20 @@ from __future__ import annotations
 import re
 from collections.abc import Callable
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from remirror.agent.policy import NAME, UUID, Checker, Refused
 from remirror.agent.policy_commands import COMMAND_CHECKS
 from remirror.agent.policy_iscsi import node_secrets
 from remirror.agent.policy_lio import LIO_CHECKS
 from remirror.agent.policy_wireguard import wireguard, wireguard_tunnel
+from remirror.errors import RemirrorError
 from remirror.facts.cdp import is_leg_points
 from remirror.facts.generations import HOW, SAVE_NAME
 from remirror.protocol import steps as catalogue
+
+if TYPE_CHECKING:
+    from remirror.profile.scope import SiteScope  # the agent imports no profile model to start
 
 # What the planner writes to an md array's attributes, each with the values it writes there: a
 # resync's limits (KiB/s), write-behind's count (at most md's 16383), and its repairs of a move or
@@ -77,6 +81,36 @@ def mdadm_conf(check: Checker, step: catalogue.MdadmConfArrays) -> None:
             raise Refused(
                 f"mdadm_conf: {line.device} with UUID {line.uuid} is not mirror {line.name}'s array here"
             )
+        if check.scope is not None:
+            _runs_here(check.scope, line.name, line.uuid)
+
+
+def _runs_here(scope: SiteScope, mirror: str, uuid: str) -> None:
+    """An array assembles at boot only where the mirror runs: as its leg here says (the newest
+    record of the array among the leg's devices, remirror.agent.generations), or, before the leg
+    has one, as the profiles' home roles say. A replica's disk assembled at its own site's boot
+    would be written there (its superblock) and held from LIO."""
+    from remirror.agent.generations import read_record
+
+    records = []
+    for device in sorted(scope.leg_devices.get(mirror, ())):
+        try:
+            record = read_record(device)
+        except (OSError, RemirrorError):
+            continue  # not there (a cache device not made), or unreadable: no evidence
+        if record is not None and record.array_uuid == uuid:
+            records.append(record)
+    if records:
+        current = max(records, key=lambda r: (r.current.n, r.sequence)).current
+        if current.site not in scope.sites:
+            raise Refused(
+                f"mdadm_conf: mirror {mirror} runs at site {current.site} (generation {current.n},"
+                " its leg's record here): its array does not assemble here"
+            )
+    elif mirror not in scope.home_primaries:
+        raise Refused(
+            f"mdadm_conf: mirror {mirror}'s leg here is a replica: its array does not assemble here"
+        )
 
 
 def md_attribute(check: Checker, step: catalogue.SetMdAttribute) -> None:

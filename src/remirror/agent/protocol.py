@@ -5,9 +5,10 @@ Bumped when a request or an answer changes meaning: 2 added the site locks
 changing a site under it; 3 made `save_ranges` take a name (`save`) where it
 took a directory (`dir`), and a remote controller's lock only the `site` one; 4 read every
 step by the typed catalogue (remirror.protocol), with no `run` step: each command a class whose
-argv the site builds.
+argv the site builds; 5 made a remote lock a lease (the agent ends after so long without a
+request, and a controller of 4 sends no keepalive).
 The controller refuses an agent of another version with one line naming both
 (remirror.agent.client).
 """
 
-PROTOCOL_VERSION = 4
+PROTOCOL_VERSION = 5

@@ -23,6 +23,7 @@ import threading
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, NoReturn
 
+from remirror.agent import lock
 from remirror.errors import EXIT_BAD_INPUT
 from remirror.logs import setup_logging
 
@@ -62,14 +63,22 @@ def main(args: list[str]) -> int:
         sys.stdout.write(json.dumps(gate.refusal(request) or _handle(gate.as_taken(request))) + "\n")
         return 0
     _own_process_group()
+    # A forced promotion at this site ends an agent that holds or waits for its lock
+    # (remirror.agent.lock.end_remote_holders): it ends as when its controller goes.
+    signal.signal(
+        signal.SIGTERM, lambda _signal, _frame: _end_abandoned("this site's forced promotion ended it")
+    )
     requests = _Requests(sys.stdin.fileno())
-    while (line := requests.next()) is not None:
+    lease = lock.lease_seconds()
+    while (line := requests.next(lease if lock.held() else None)) is not None:
         try:
             request = json.loads(line)
         except (ValueError, RecursionError) as error:  # not JSON, not UTF-8, nested past Python's stack
             answer = gate.not_json(error)
         else:
             answer = gate.refusal(request) or _answer_unless_abandoned(gate.as_taken(request), requests)
+            if answer.get("locked") is not None:
+                answer["lease"] = lease  # the controller keeps its hold alive well within it
         sys.stdout.write(json.dumps(answer) + "\n")
         sys.stdout.flush()
     return 0
@@ -142,6 +151,10 @@ class _Gate:
         if why is None:
             try:
                 self.policy.check_request(request if isinstance(request, dict) else {}, self.scope)
+                if request.get("op") == "lock" and lock.held_elsewhere(lock.FORCED_LOCK):
+                    raise self.policy.Refused(
+                        "lock: a forced promotion runs at this site: its lock waits for it"
+                    )
                 return None
             except self.policy.Refused as refusal:
                 why = str(refusal)
@@ -202,10 +215,13 @@ class _Requests:
         self.buffer = b""
         self.closed = False
 
-    def next(self) -> bytes | None:
+    def next(self, lease: float | None = None) -> bytes | None:
         """The next line, as sent (read as JSON by the caller: not UTF-8 is not JSON); None once
-        stdin is closed."""
+        stdin is closed. `lease`: the agent holds a lock for its controller, which must send
+        within that many seconds, or the hold lapses (_end_lapsed)."""
         while b"\n" not in self.buffer:
+            if lease is not None and not select.select([self.fd], [], [], lease)[0]:
+                _end_lapsed(lease)
             if not self.fill():
                 # A last request without its newline (a controller of one request per agent,
                 # run as --serve by a forced command) is still a request.
@@ -253,7 +269,7 @@ def _answer_unless_abandoned(request: dict[str, Any], requests: _Requests) -> di
         if done_read in readable:
             break
         if not requests.fill() and b"\n" not in requests.buffer:
-            _end_abandoned()
+            _end_abandoned("the controller went away mid-request")
     worker.join()
     os.close(done_read)  # only now: the worker no longer writes to it
     os.close(done_write)
@@ -267,12 +283,38 @@ def _own_process_group() -> None:
             os.setpgid(0, 0)
 
 
-def _end_abandoned() -> NoReturn:
+def _end_lapsed(lease: float) -> NoReturn:
+    """A controller that holds this site's lock and sent nothing for `lease` seconds (suspended,
+    hung, or holding it on purpose) loses it: the agent ends, and the kernel lets go of its locks.
+    Ending, rather than refusing what comes next, leaves no hold to renew: the controller's next
+    request finds the agent gone, and a new command takes the lock again, in turn."""
+    held = ", ".join(lock.held())
+    _log_ending(f"sent nothing for {lease:g} s while holding this site's {held} lock: its hold lapsed")
+    os._exit(1)  # no request runs (one running counts as the controller's): nothing to end with it
+
+
+def _end_abandoned(why: str) -> NoReturn:
+    """End the agent and the commands it started, a section that must finish first (a leg move):
+    its controller went, or the site's forced promotion ended it (SIGTERM)."""
     from remirror.agent.critical import wait_for_sections
 
-    sys.stderr.write("remirror: agent: the controller went away mid-request: ending what it asked for\n")
-    wait_for_sections()  # a step that must not stop half-way (a leg move) finishes first
-    signal.signal(signal.SIGTERM, signal.SIG_IGN)
+    signal.signal(signal.SIGTERM, signal.SIG_IGN)  # once: a second SIGTERM must not start it again
+    _log_ending(f"{why}: ending what it asked for")
+    wait_for_sections()  # and none starts after it: the process ends next
     if os.getpgrp() == os.getpid():
         os.killpg(os.getpid(), signal.SIGTERM)  # the commands this agent started
     os._exit(1)  # the kernel lets go of the locks with the process
+
+
+def _log_ending(message: str) -> None:
+    """Say why the agent ends, on stderr and in the system log, never blocking on stderr: a
+    controller that stopped reading (its link cut, or on purpose) must not keep the agent alive.
+    Only here, on the way out: the commands the agent runs share its stderr."""
+    import syslog
+
+    client = os.environ.get("SSH_CLIENT", "").split(" ")[0] or "a local process"
+    with contextlib.suppress(OSError):
+        os.set_blocking(2, False)
+        os.write(2, f"remirror: agent: {message}\n".encode())
+    syslog.openlog("remirror-agent", 0, syslog.LOG_AUTH)
+    syslog.syslog(syslog.LOG_WARNING, f"controller from {client} {message}")

@@ -270,8 +270,23 @@ def _promote(
                 f"{command}: {profile_path} has no mirror {mirror_name!r} (it has: {', '.join(mirrors)})"
             )
         site = site or mirrors[mirror_name].primary.site
-        handover = plan_promotion(controller, mirror_name, site, secrets, force)
+        if site not in mirrors[mirror_name].sites:
+            raise UsageError(
+                f"{command}: {mirror_name} has no leg on site {site!r}"
+                f" (its legs: {', '.join(mirrors[mirror_name].sites)})"
+            )
         say = (lambda _line: None) if output == "json" else click.echo
+        if force and controller.profile.sites[site].is_local:
+            holds = controller.remote_holds()
+            if holds and not yes:
+                confirm(
+                    command,
+                    f"Another host's controller holds this site's lock (its agent: pid"
+                    f" {', '.join(map(str, holds))}): end it, so the forced promotion goes first?",
+                )
+            for ended in controller.seize_site_lock():
+                say(f"Ended another host's controller's hold of this site's lock: {ended}")
+        handover = plan_promotion(controller, mirror_name, site, secrets, force)
         first: list[Outcome] = []
         if handover.pending:  # the site's own points activated first: its leg lies in their volume
             for action in handover.actions:

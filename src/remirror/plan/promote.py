@@ -29,7 +29,7 @@ from remirror.plan.teardown import refuse_if_in_use
 from remirror.profile.model import Mirror, Profile
 from remirror.profile.names import array_uuid, export_backstore_name, leg_device, replica_path
 from remirror.protocol.steps import LegRecordPromote
-from remirror.roles import Roles, as_run, leg_records, profile_as_run, roles
+from remirror.roles import Roles, as_run, leg_records, profile_as_run, roles, running_primaries
 
 
 def make_promotion(
@@ -193,7 +193,10 @@ def _with_conf(
     """The promotion's actions with mdadm.conf written for the new roles on the legs' sites reached."""
     legs = home.sites
     reached = {n: f for n, f in facts.items() if f is not None}
-    conf = mdadm_conf_actions(profile_as_run(profile, {home.name: site}), reached)
+    # Every other mirror as it runs now (a promotion elsewhere stays so in the conf it writes).
+    conf = mdadm_conf_actions(
+        profile_as_run(profile, {**running_primaries(profile, facts), home.name: site}), reached
+    )
     return Plan(tuple(with_mdadm_conf(actions, [a for a in conf if a.site in legs])))
 
 

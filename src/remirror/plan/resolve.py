@@ -33,7 +33,7 @@ from remirror.profile.model import Mirror, Profile, ReplicaLeg
 from remirror.profile.names import array_uuid, leg_device, replica_path
 from remirror.protocol.commands import MdZeroSuperblock
 from remirror.protocol.steps import AddReplicaLegs, LegRecordJoin, SaveRanges
-from remirror.roles import as_run, leg_records, profile_as_run, roles
+from remirror.roles import as_run, leg_records, profile_as_run, roles, running_primaries
 
 
 def make_resolution(
@@ -112,7 +112,10 @@ def make_resolution(
     if kept_site.array_named(name, uuid_) is None:
         own = leg_device(home, kept.primary, kept_site.dm)
         actions.append(assemble_action(keep, home, uuid_, own))
-    conf = mdadm_conf_actions(profile_as_run(profile, {name: keep}), reached)
+    # Every other mirror as it runs now (a promotion elsewhere stays so in the conf it writes).
+    conf = mdadm_conf_actions(
+        profile_as_run(profile, {**running_primaries(profile, facts), name: keep}), reached
+    )
     return Plan(tuple(with_mdadm_conf(actions, [a for a in conf if a.site in sites])))
 
 

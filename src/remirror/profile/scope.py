@@ -12,6 +12,7 @@ from __future__ import annotations
 
 from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, field
+from typing import Literal
 
 from remirror.facts.cdp import stack_names
 from remirror.profile.model import Chap, Mirror, PrimaryLeg, Profile, ReplicaLeg
@@ -69,6 +70,11 @@ class SiteScope:
     # The node record settings its profiles make for each of those targets, (key, value) but the
     # CHAP user names (`logins`) and passwords: a timeout, a queue, `node.startup` manual, CHAP on.
     node_settings: Mapping[str, frozenset[tuple[str, str]]] = field(default_factory=dict)
+    # Each mirror's leg here, the devices that may carry its leg record (its disk, cache device,
+    # the volume over its points), and the mirrors whose home primary is here: whether a mirror
+    # runs here is read from the leg's own record, and from the profile until it has one.
+    leg_devices: Mapping[str, frozenset[str]] = field(default_factory=dict)
+    home_primaries: frozenset[str] = frozenset()
 
 
 # (address/prefix, UDP port, keepalive, the peers' (tunnel address, endpoint)): see SiteScope.tunnels.
@@ -88,6 +94,10 @@ class TargetScope:
     portals: frozenset[tuple[str, int]] = frozenset()
     backstores: frozenset[str] = frozenset()
     initiators: frozenset[str] | None = None
+    # Where the profiles keep a CHAP secret of its ACLs: (user, "password" | "mutual_password",
+    # file), for the secrets a profile names (`password_file`), which the site may hold too; not
+    # the ones remirror generates, which only the controller that made them holds.
+    secret_files: frozenset[tuple[str, str, str]] = frozenset()
 
     def merged(self, other: TargetScope) -> TargetScope:
         """Two profiles naming one target: either's form."""
@@ -101,6 +111,7 @@ class TargetScope:
             self.portals | other.portals,
             self.backstores | other.backstores,
             initiators,
+            self.secret_files | other.secret_files,
         )
 
 
@@ -124,6 +135,8 @@ def site_scope(profiles: Iterable[tuple[str, Profile]]) -> SiteScope:
     backstores: dict[str, frozenset[str]] = {}
     logins: dict[str, frozenset[ChapNames]] = {}
     node_settings: dict[str, frozenset[tuple[str, str]]] = {}
+    leg_devices: dict[str, frozenset[str]] = {}
+    home_primaries: set[str] = set()
 
     def serve(iqn: str, target: TargetScope, backstore: str, devices: set[str]) -> None:
         targets[iqn] = targets[iqn].merged(target) if iqn in targets else target
@@ -162,12 +175,19 @@ def site_scope(profiles: Iterable[tuple[str, Profile]]) -> SiteScope:
                 portals.update(_portals(profile, mirror, leg))
                 node_portals[iqn] = node_portals.get(iqn, frozenset()) | _portals(profile, mirror, leg)
                 if leg.site in local:
+                    leg_devices[mirror.name] = leg_devices.get(mirror.name, frozenset()) | {
+                        leg.disk,
+                        *_leg_devices(mirror, leg),
+                    }
+                    if leg is mirror.primary:
+                        home_primaries.add(mirror.name)
                     backstore = backstore_name(mirror, leg)
                     target = TargetScope(
                         frozenset({chap}),
                         _target_portals(profile, mirror, leg),
                         frozenset({backstore}),
                         _leg_initiators(profile, mirror, leg),
+                        _secret_files(mirror.iscsi.chap),
                     )
                     serve(profile.replica_iqn(mirror, leg), target, backstore, _leg_devices(mirror, leg))
                 if leg.site in local and leg.points is not None:
@@ -185,6 +205,7 @@ def site_scope(profiles: Iterable[tuple[str, Profile]]) -> SiteScope:
                     frozenset({_pair(export.portal_address)}),
                     frozenset({backstore}),
                     frozenset(export.initiators),
+                    _secret_files(export.chap),
                 )
                 volume = f"/dev/mapper/{stack_names(mirror.name)['volume']}"  # CDP's, when it has one
                 serve(export.iqn, target, backstore, {mirror.md_device, volume})
@@ -207,6 +228,8 @@ def site_scope(profiles: Iterable[tuple[str, Profile]]) -> SiteScope:
         logins=logins,
         known_sites=frozenset(known_sites),
         node_settings=node_settings,
+        leg_devices=leg_devices,
+        home_primaries=frozenset(home_primaries),
     )
 
 
@@ -230,6 +253,17 @@ def _chap_names(chap: Chap | None) -> ChapNames:
     if chap is None:
         return None
     return (chap.username, chap.target_username if chap.mutual else "")
+
+
+def _secret_files(chap: Chap | Literal["none"] | None) -> frozenset[tuple[str, str, str]]:
+    """The files of the CHAP secrets a profile names (TargetScope.secret_files); none for a
+    CHAP remirror generates (`chap` left out) or for none."""
+    if not isinstance(chap, Chap):
+        return frozenset()
+    files = {(chap.username, "password", chap.password_file)}
+    if chap.mutual:
+        files.add((chap.target_username, "mutual_password", chap.target_password_file))
+    return frozenset(files)
 
 
 def _target_portals(
