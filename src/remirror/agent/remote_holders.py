@@ -18,37 +18,46 @@ from remirror.agent import lock
 
 def remote_holders(name: str) -> list[int]:
     """The pids of the agents of other hosts' controllers that hold or wait for lock `name`."""
-    try:
-        lock_file = (lock.LOCK_DIR / f"{name}.lock").stat()
-    except FileNotFoundError:
-        return []
-    pids = [int(entry.name) for entry in Path("/proc").iterdir() if entry.name.isdigit()]
-    return [pid for pid in pids if pid != os.getpid() and _remote_agent_with_open(pid, lock_file)]
+    lock_file = _lock_file(name)
+    return [] if lock_file is None else _holders(lock_file)
 
 
 def end_remote_holders(name: str) -> list[str]:
     """End each of `remote_holders(name)` with SIGTERM (it ends as when its controller goes, a leg
     move finishing first: remirror.agent.serve), each confirmed again once a pidfd pins it, so a
-    pid reused meanwhile is never signalled. Each ended one, as the operator is told of it."""
-    try:
-        lock_file = (lock.LOCK_DIR / f"{name}.lock").stat()
-    except FileNotFoundError:
+    pid reused meanwhile is never signalled. Each ended one, as the operator is told of it (its
+    controller's address read before the signal: the process may be gone right after)."""
+    lock_file = _lock_file(name)
+    if lock_file is None:
         return []
     ended = []
-    for pid in remote_holders(name):
+    for pid in _holders(lock_file):
         try:
             pidfd = os.pidfd_open(pid)
         except ProcessLookupError:
             continue  # gone meanwhile
         try:
             if _remote_agent_with_open(pid, lock_file):
+                said = f"pid {pid} ({_peer(pid) or 'another host'})"
                 signal.pidfd_send_signal(pidfd, signal.SIGTERM)
-                ended.append(f"pid {pid} ({_peer(pid) or 'another host'})")
+                ended.append(said)
         except ProcessLookupError:
             continue
         finally:
             os.close(pidfd)
     return ended
+
+
+def _lock_file(name: str) -> os.stat_result | None:
+    try:
+        return (lock.LOCK_DIR / f"{name}.lock").stat()
+    except FileNotFoundError:
+        return None  # never taken since boot: nobody holds it
+
+
+def _holders(lock_file: os.stat_result) -> list[int]:
+    pids = [int(entry.name) for entry in Path("/proc").iterdir() if entry.name.isdigit()]
+    return [pid for pid in pids if pid != os.getpid() and _remote_agent_with_open(pid, lock_file)]
 
 
 def _remote_agent_with_open(pid: int, lock_file: os.stat_result) -> bool:
