@@ -23,6 +23,7 @@ from remirror.files import write_private_once
 from remirror.plan import Action, Plan, make_plan, make_teardown
 from remirror.plan.cdp import volume_path
 from remirror.plan.distinct import refuse_names_for_the_same_thing
+from remirror.plan.start import make_start
 from remirror.profile.model import Mirror, Profile
 from remirror.profile.names import cache_name, points_volume, replica_path
 from remirror.profile.wireguard import replica_portal
@@ -253,6 +254,11 @@ class Controller:
         """Observe and plan, each mirror as it runs now."""
         facts = self.observe()
         return make_plan(self.running(facts), facts, secrets)
+
+    def start(self, secrets: dict[str, str]) -> Plan:
+        """Observe and plan what a boot may do: start the mirrors that were running (plan/start.py)."""
+        facts = self.observe()
+        return make_start(self.running(facts), facts, secrets)
 
     def teardown(self, mirror: Mirror) -> Plan:
         """Observe and plan the removal of one mirror, as it runs now."""

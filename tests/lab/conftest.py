@@ -8,7 +8,6 @@ rather than skipping: a skipped lab test must never pass for a green one.
 from __future__ import annotations
 
 import json
-import sys
 from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
@@ -18,6 +17,7 @@ import pytest
 from remirror.lab.spec import LAB_FILE
 from remirror.runner.base import Completed
 from remirror.runner.local import LocalRunner
+from tests.live_report import pytest_runtest_logreport  # noqa: F401 - a pytest hook
 
 
 def pytest_configure(config: pytest.Config) -> None:
@@ -25,23 +25,6 @@ def pytest_configure(config: pytest.Config) -> None:
         pytest.exit(
             f"tests/lab must run inside the lab ({LAB_FILE} is missing): remirror lab run -- pytest tests/lab",
             returncode=4,
-        )
-
-
-def pytest_runtest_logreport(report: pytest.TestReport) -> None:
-    """A failure's report, and each test's duration, on the terminal at once, past pytest's capture.
-
-    pytest prints failures and durations at the end of the session; a lab cut
-    off by its time limit never gets there, and CI's log would show only an
-    `F`, and not which tests took the time.
-    """
-    if report.when == "call" or report.duration >= 10:
-        print(f"\n[{report.duration:7.1f}s] {report.nodeid} ({report.when})", file=sys.__stderr__, flush=True)
-    if report.failed:
-        print(
-            f"\n{report.nodeid} ({report.when}) FAILED:\n{report.longreprtext}",
-            file=sys.__stderr__,
-            flush=True,
         )
 
 

@@ -12,6 +12,7 @@ from remirror.facts.parsers import parse_examine
 from remirror.facts.site import DiskFacts, SiteFacts
 from remirror.health import State, assess
 from remirror.plan import Plan, make_plan
+from remirror.plan.actions import PlanError
 from remirror.plan.repair import Repair, make_repair
 from remirror.profile import Profile
 from remirror.profile.names import by_path
@@ -139,6 +140,34 @@ def test_after_a_dr_host_restart_its_lio_comes_back_then_the_session_then_the_le
     assert result.blocked == "the replica leg on b is re-added once its disk has been examined"
     sites.run(Plan(result.actions))
     the_next_pass_re_adds_the_leg(sites)
+
+
+def test_after_a_dr_host_boot_udev_s_partial_array_on_its_disk_is_stopped_then_lio_comes_back() -> None:
+    # Debian's initramfs (its mdadm.conf older than the `<ignore>` line) took the replica disk
+    # into an inactive md127 at boot: it never ran, but LIO cannot open the disk while it holds it
+    # (the hosts' lab, after the DR site's power cut).
+    sites = applied()
+    facts = primary(replica_leg_failed(sites.facts), sessions=())
+    b = facts["b"]
+    held = dataclasses.replace(b.disks["/dev/b0"], holders=("md127",))
+    facts = {
+        **facts,
+        "b": dataclasses.replace(
+            b,
+            targets={},
+            backstores={},
+            disks={**b.disks, "/dev/b0": held},
+            inactive_arrays={"md127": ("vdb",)},
+        ),
+    }
+    result = repair(dict(facts))
+    assert verbs(result)[:2] == ["b StopArray", "b CreateBackstore"], result
+    assert at_site(result.actions[0])[0]["argv"] == ["mdadm", "--stop", "/dev/md127"]
+    assert "a LoginSession" in verbs(result)
+    # Held by anything else (a running array, dm): in use, and nothing is stopped.
+    running = {**facts, "b": dataclasses.replace(facts["b"], inactive_arrays={})}
+    with pytest.raises(PlanError, match="in use"):
+        repair(dict(running))
 
 
 def test_lost_write_mostly_and_write_behind_are_restored() -> None:

@@ -10,9 +10,10 @@ ROOT = Path(__file__).resolve().parents[2]
 
 
 def defined_tests() -> dict[str, set[str]]:
-    """Test function names by file name, over the unit and lab tiers."""
+    """Test function names by file name, over the unit, lab and hosts' lab tiers."""
     found: dict[str, set[str]] = {}
-    for path in [*ROOT.glob("tests/unit/test_*.py"), *ROOT.glob("tests/lab/test_*.py")]:
+    tiers = ("unit", "lab", "hosts_lab")
+    for path in [path for tier in tiers for path in ROOT.glob(f"tests/{tier}/test_*.py")]:
         tree = ast.parse(path.read_text())
         names = {
             n.name for n in ast.walk(tree) if isinstance(n, ast.FunctionDef) and n.name.startswith("test_")

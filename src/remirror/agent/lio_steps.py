@@ -9,6 +9,7 @@ from collections.abc import Callable, Mapping
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
+from remirror.agent.observe_lio import keep_site_dbroot, site_root
 from remirror.errors import RemirrorError
 from remirror.protocol import lio
 
@@ -17,10 +18,8 @@ if TYPE_CHECKING:
 
 
 def _save(step: lio.LioSave) -> None:
-    from rtslib_fb import RTSRoot
-
     Path(step.path).parent.mkdir(parents=True, exist_ok=True)
-    RTSRoot().save_to_file(step.path)  # rtslib writes it 0600, temp file + rename
+    site_root().save_to_file(step.path)  # rtslib writes it 0600, temp file + rename
 
 
 def _fresh_backstores() -> None:
@@ -42,12 +41,10 @@ def _create_backstore(step: lio.LioCreateBackstore) -> None:
 
 
 def _delete_backstore(step: lio.LioDeleteBackstore) -> None:
-    from rtslib_fb import RTSRoot
-
     _fresh_backstores()
     # Found where configfs has it now, by its exact name. Only the LIO object: the disk and its
     # data stay. Gone already (another agent deleted it): nothing to do.
-    for found in [so for so in RTSRoot().storage_objects if so.name == step.name and so.plugin == "block"]:
+    for found in [so for so in site_root().storage_objects if so.name == step.name and so.plugin == "block"]:
         found.delete()
 
 
@@ -91,11 +88,11 @@ def _create_portal(step: lio.LioCreatePortal) -> None:
 
 
 def _create_lun(step: lio.LioCreateLun) -> None:
-    from rtslib_fb import LUN, RTSRoot
+    from rtslib_fb import LUN
 
     tpg = _tpg(step.iqn)
     _fresh_backstores()
-    backstore = next((s for s in RTSRoot().storage_objects if s.name == step.backstore), None)
+    backstore = next((s for s in site_root().storage_objects if s.name == step.backstore), None)
     if backstore is None:
         raise RemirrorError(f"no LIO backstore {step.backstore}")
     LUN(tpg, step.lun, backstore)
@@ -114,7 +111,18 @@ def _set_acl(step: lio.LioSetAcl) -> None:
     acl.chap_mutual_userid, acl.chap_mutual_password = chap.mutual_username, chap.mutual_password
 
 
-LIO_HANDLERS: dict[type[Any], Callable[[Any], None]] = {
+def _at_site_dbroot(handler: Callable[[Any], None]) -> Callable[[Any], None]:
+    """The handler, after rtslib is told to leave LIO's dbroot where the site keeps it: rtslib
+    opens its root inside many calls (a backstore's creation among them)."""
+
+    def run(step: Any) -> None:
+        keep_site_dbroot()
+        handler(step)
+
+    return run
+
+
+_HANDLERS: dict[type[Any], Callable[[Any], None]] = {
     lio.LioSave: _save,
     lio.LioCreateBackstore: _create_backstore,
     lio.LioDeleteBackstore: _delete_backstore,
@@ -125,3 +133,4 @@ LIO_HANDLERS: dict[type[Any], Callable[[Any], None]] = {
     lio.LioCreateLun: _create_lun,
     lio.LioSetAcl: _set_acl,
 }
+LIO_HANDLERS = {kind: _at_site_dbroot(handler) for kind, handler in _HANDLERS.items()}

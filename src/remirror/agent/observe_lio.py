@@ -11,9 +11,12 @@ from __future__ import annotations
 import threading
 from collections.abc import Callable
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from remirror.facts.model import secret_digest
+
+if TYPE_CHECKING:
+    from rtslib_fb import RTSRoot
 
 # Where the installed target service restores LIO from at boot: Debian's rtslib-fb-targetctl, or upstream's.
 LIO_SAVE_PATHS = ("/etc/rtslib-fb-target/saveconfig.json", "/etc/target/saveconfig.json")
@@ -54,13 +57,38 @@ def save_path() -> str:
     return LIO_SAVE_PATHS[1]
 
 
+def keep_site_dbroot() -> None:
+    """Have rtslib leave LIO's dbroot where this site's target service put it.
+
+    rtslib-fb (PyPI, in remirror's venv) moves LIO's dbroot to /etc/target whenever it opens
+    its root (as it does inside other calls too), and fails when that directory is missing. On
+    a Debian site, Debian's own rtslib-fb-targetctl has set it to /etc/rtslib-fb-target and
+    /etc/target does not exist: every agent request that touched LIO failed there (found by
+    the hosts' lab's first install). The dbroot in use is kept when it is a directory; else the
+    directory the target service restores from (`save_path`), which exists, is taken. Set on
+    rtslib's class: an agent process serves one site.
+    """
+    from rtslib_fb import RTSRoot  # imported here: only sites that run LIO need it
+
+    in_use = Path("/sys/kernel/config/target/dbroot")
+    current = in_use.read_text().strip() if in_use.exists() else ""
+    kept = current if current and Path(current).is_dir() else str(Path(save_path()).parent)
+    RTSRoot._preferred_dbroot = kept
+
+
+def site_root() -> RTSRoot:
+    """rtslib's root of LIO, its dbroot left where the site keeps it (`keep_site_dbroot`)."""
+    from rtslib_fb import RTSRoot
+
+    keep_site_dbroot()
+    return RTSRoot()
+
+
 def read() -> dict[str, Any]:
     """LIO objects through rtslib; nothing when LIO is not loaded here."""
     if not Path("/sys/kernel/config/target").is_dir():
         return {"available": False}
-    from rtslib_fb import RTSRoot  # imported here: only sites that run LIO need it
-
-    root = RTSRoot()
+    root = site_root()
     backstores = {
         so.name: {"plugin": so.plugin, "dev": getattr(so, "udev_path", "")} for so in root.storage_objects
     }

@@ -259,6 +259,9 @@ def _answer_unless_abandoned(request: dict[str, Any], requests: _Requests) -> di
     def work() -> None:
         try:
             box["answer"] = handle(request)
+        except Exception as error:  # said to the controller, not lost in a thread
+            box["answer"] = {"error": f"the agent failed: {type(error).__name__}: {error}"}
+            raise  # and its traceback on stderr, which reaches the controller's log
         finally:
             os.write(done_write, b"x")
 

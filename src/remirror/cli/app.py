@@ -32,6 +32,11 @@ VERBS: dict[str, tuple[str, str, str]] = {
         "apply",
         "Make the sites match the profile: show the plan, run it, report what changed.",
     ),
+    "start": (
+        "remirror.cli.mirror",
+        "start",
+        "Start the mirrors that were running, as apply would assemble them, and nothing else.",
+    ),
     "destroy": (
         "remirror.cli.mirror",
         "destroy",

@@ -107,6 +107,35 @@ def apply(profile_path: str, yes: bool, allow_destructive: bool, drain_timeout: 
 
 @click.command()
 @profile_argument
+@output_option
+def start(profile_path: str, output: str) -> int:
+    """Start the mirrors that were running, as apply would assemble them, and nothing else.
+
+    For boot (the unit remirror-start@): after a power cut nothing else starts
+    an array whose partner is at another site. A mirror whose plan holds more
+    than starting it, or that its plan refuses (a split brain), is held for
+    `apply` and named while the others start (exit 4, not retried by the
+    unit); an unreachable site exits 1 (the unit tries again).
+    """
+    from remirror.plan.start import EXIT_HELD, HELD
+
+    controller, secrets = _load(profile_path, lock="start")
+    held: list[str] = []
+
+    def make() -> Plan:
+        plan = controller.start(secrets)
+        held[:] = [note for note in plan.notes if note.startswith(HELD)]
+        return plan
+
+    try:
+        code = _carry_out("start", make, controller, True, False, output)
+    finally:
+        controller.close()
+    return EXIT_HELD if held else code
+
+
+@click.command()
+@profile_argument
 @click.argument("mirror_name", metavar="MIRROR")
 @click.option("--yes", is_flag=True, help="Do not ask before destroying.")
 @click.option(

@@ -19,5 +19,6 @@ Modules: `spec` (pure: what a lab is), `model` (pure: the performance model
 and its time dilation), `dilation` (the probes that measure it), `host`
 (boots it), `guest` (sets it up inside), `disks` (the disks it makes, plain
 or modelled), `net` (link and WAN control
-inside), `demo` (the narrated tour).
+inside), `demo` (the narrated tour). `hosts` is the other lab: separate VMs, each with its own
+kernel and systemd, booted and powered off from the test runner (docs/lab.md, "The hosts' lab").
 """

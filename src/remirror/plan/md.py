@@ -62,9 +62,15 @@ def release_partial_assembly(site: SiteFacts, leg: DiskFacts, uuid_: str) -> tup
     if leg.superblock is None or leg.superblock.array_uuid != uuid_:
         return [], leg  # not the mirror's leg (yet): nothing of ours to free
     partial = [h for h in leg.holders if h in site.inactive_arrays]
+    # The reconciler may stop them too (Action.repair): they hold no write, and until they are
+    # gone a DR site that booted cannot export its disk (seen in the hosts' lab: Debian's
+    # initramfs, whose mdadm.conf predates the `<ignore>` line, takes the replica disk).
     actions = [
-        stop_array_action(
-            site.name, f"/dev/{md}", f"inactive: assembled in part from {leg.path} by udev; never started"
+        dataclasses.replace(
+            stop_array_action(
+                site.name, f"/dev/{md}", f"inactive: assembled in part from {leg.path} by udev; never started"
+            ),
+            repair=True,
         )
         for md in partial
     ]

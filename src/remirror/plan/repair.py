@@ -73,7 +73,9 @@ def make_repair(
     # mirrors kept), not as this mirror alone would.
     tunnel = tunnel_actions(profile, observed)[0] if mirror.transport == "wireguard" else []
     planned = [*tunnel, *(a for a in make_plan(alone, observed, secrets).actions if a.verb not in _TUNNEL)]
-    former = [a for a in planned if a.verb == Verb.STOP_ARRAY]
+    # A running array elsewhere (a former primary's) is apply's to stop; a partial assembly by
+    # udev, which never ran, is the reconciler's too (plan/md.py, release_partial_assembly).
+    former = [a for a in planned if a.verb == Verb.STOP_ARRAY and not a.repair]
     if former:
         return Repair(
             mirror.name,

@@ -1,0 +1,132 @@
+"""The hosts' lab: separate VMs joined by links, with remirror installed as a site installs it.
+
+`HostsLab(work, {"site-a": ["a0"], "site-b": ["b0"]})` makes one host per site, each with its
+data disks (virtio serials: /dev/disk/by-id/virtio-a0 inside), and a link between every two
+hosts on its own TEST-NET subnet (RFC 5737: routed nowhere). `install` then does on every
+host what README, "Install on your sites" says (and the Ansible role does): remirror's wheel
+into its venv, LIO's restore and iscsid enabled, the modules loaded at boot, the units in
+/etc/systemd/system, one SSH key for remirror on every site with its public half in root's
+authorized_keys behind the agent's forced command, and known_hosts. The profile views are
+the tests' to write (`write_profile`).
+"""
+
+from __future__ import annotations
+
+import itertools
+import shlex
+import subprocess
+from concurrent.futures import ThreadPoolExecutor
+from pathlib import Path
+
+from remirror.lab.hosts.image import VENV, image_paths
+from remirror.lab.hosts.machine import Host, Nic
+
+SUBNETS = ("192.0.2", "198.51.100", "203.0.113")  # TEST-NET-1, -2, -3: one per link
+DISK_SIZE = 256 * 1024**2
+SITE_KEY = "/etc/remirror/id_ed25519"
+KNOWN_HOSTS = "/etc/remirror/known_hosts"
+# What the Ansible role loads at boot (/etc/modules-load.d/remirror.conf).
+MODULES = (
+    *("configfs", "target_core_mod", "iscsi_target_mod", "raid1"),
+    *("dm_writecache", "dm_cache", "dm_thin_pool", "dm_era"),
+)
+
+
+class HostsLab:
+    """Hosts by site name; `boot_all`, `install`, `stop` (every QEMU ends, the disks stay in `work`)."""
+
+    def __init__(
+        self, work: Path, disks: dict[str, list[str]], *, checkout: Path, disk_size: int = DISK_SIZE
+    ):
+        self.work = work
+        self.checkout = checkout
+        image = image_paths(checkout)
+        if not image["done"].exists():
+            raise RuntimeError(
+                f"the hosts' lab image is not built ({image['done'].parent}): run ./dev setup as root"
+            )
+        self.hosts = {
+            name: Host(name, work, image, dict.fromkeys(serials, disk_size))
+            for name, serials in disks.items()
+        }
+        names = list(self.hosts)
+        for index, (one, other) in enumerate(itertools.combinations(names, 2)):
+            subnet = SUBNETS[index]
+            ends = {one: f"{subnet}.{names.index(one) + 1}", other: f"{subnet}.{names.index(other) + 1}"}
+            for me, peer in ((one, other), (other, one)):
+                self.hosts[me].nics.append(
+                    Nic(
+                        netdev=f"link{index}",
+                        mac=f"52:54:00:0{index + 1}:00:0{names.index(me) + 1}",
+                        address=f"{ends[me]}/24",
+                        local=work / f"link{index}-{me}.sock",
+                        remote=work / f"link{index}-{peer}.sock",
+                    )
+                )
+                self.hosts[me].peers[peer] = ends[peer]
+        for host in self.hosts.values():
+            host.create_disks()
+
+    def __getitem__(self, name: str) -> Host:
+        return self.hosts[name]
+
+    def address(self, of: str, seen_from: str) -> str:
+        return self.hosts[seen_from].peers[of]
+
+    def boot_all(self) -> None:
+        for host in self.hosts.values():
+            host.start()
+        for host in self.hosts.values():
+            host.wait_up()
+
+    def link(self, one: str, other: str, up: bool) -> None:
+        """Cut or restore the link between two hosts, at both ends."""
+        for me, peer in ((one, other), (other, one)):
+            host = self.hosts[me]
+            nic = next(n for n in host.nics if n.remote.name.endswith(f"-{peer}.sock"))
+            host.set_link(nic, up)
+
+    def install(self) -> None:
+        """remirror on every host as a site installs it (README, "Install on your sites")."""
+        wheels = sorted((self.checkout / "build" / "site").glob("remirror-*.whl"))
+        if not wheels:
+            raise RuntimeError("no wheel in build/site: ./dev builds it (make_site_install)")
+        wheel = wheels[-1]
+        key = self.work / "site_ed25519"
+        if not key.exists():
+            subprocess.run(
+                ["ssh-keygen", "-q", "-t", "ed25519", "-N", "", "-C", "remirror", "-f", str(key)], check=True
+            )
+        forced = f'command="remirror agent --serve",restrict {key.with_suffix(".pub").read_text().strip()}\n'
+
+        def install_on(host: Host) -> None:
+            host.put(wheel, f"/root/{wheel.name}")
+            host.put(key, SITE_KEY, "0600")
+            host.run(
+                f"{VENV}/bin/pip install -q --disable-pip-version-check --no-index --no-deps "
+                f"--force-reinstall /root/{wheel.name} && "
+                f"ln -sf {VENV}/bin/remirror /usr/local/bin/remirror && "
+                f"printf '%s\\n' {' '.join(MODULES)} > /etc/modules-load.d/remirror.conf && "
+                f"cp {VENV}/share/remirror/contrib/systemd/* /etc/systemd/system/ && "
+                "systemctl daemon-reload && "
+                f"systemctl enable --now iscsid rtslib-fb-targetctl && "
+                f"echo {shlex.quote(forced.strip())} >> /root/.ssh/authorized_keys"
+            )
+
+        # At once on every host: each is its own machine.
+        with ThreadPoolExecutor(len(self.hosts)) as pool:
+            list(pool.map(install_on, self.hosts.values()))
+        for host in self.hosts.values():
+            peers = " ".join(host.peers)
+            host.run(f"ssh-keyscan -t ed25519 {peers} > {KNOWN_HOSTS} 2>/dev/null && test -s {KNOWN_HOSTS}")
+
+    def write_profile(self, name: str, views: dict[str, str]) -> str:
+        """Each site's own view of a profile as /etc/remirror/NAME.yaml; returns that path."""
+        path = f"/etc/remirror/{name}.yaml"
+        for site, text in views.items():
+            self.hosts[site].write(path, text, "0600")
+        return path
+
+    def stop(self) -> None:
+        for host in self.hosts.values():
+            host.stop()

@@ -1,0 +1,105 @@
+"""What a boot may do: start the mirrors that were running, as `apply` would assemble them. Pure.
+
+After a power cut the primary's own leg is not running: Debian's initramfs (or udev) takes it
+into an inactive array, as md127, and nothing at boot starts an array whose partner is at
+another site (docs/safety.md, "Boot"). `remirror start` (the unit remirror-start@) plans each
+mirror as `apply` would, alone, and carries out a mirror's plan only when it holds nothing but
+starting it: log in to the replicas, stop what udev assembled in part, make a DR site's LIO
+export again after its boot, assemble, activate a CDP or points stack that exists. Anything
+more (a profile edit nobody applied, a leg to rebuild, a cache to make again, a disk to write
+over) is `apply`'s, with an operator: that mirror is held, and the others are started. A
+split brain stops a mirror's plan itself; an unreachable site stops the whole pass (the unit
+tries again).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from pathlib import Path
+
+from remirror.errors import Refusal
+from remirror.facts.site import SiteFacts
+from remirror.plan.actions import Action, Plan, PlanError, Verb
+from remirror.plan.planner import make_plan
+from remirror.profile.model import Profile
+from remirror.protocol.commands import MdStop
+
+# An allow-list, not "what the reconciler may do": a leg's cache (CreateCache, AddCache) is not
+# in it, because its leg would be judged from the bare disk under the cache, which lacks what the
+# cache holds (a cached mirror is `apply`'s after a boot, for now: docs/cache.md, "Boot").
+STARTING = frozenset(
+    {
+        Verb.LOGIN_SESSION,
+        Verb.LOGIN_AFRESH,
+        Verb.ASSEMBLE_ARRAY,
+        Verb.ACTIVATE_CDP,
+        Verb.ACTIVATE_POINTS,
+        # A DR site's export, made again after its boot (its target service may not restore it).
+        Verb.CREATE_BACKSTORE,
+        Verb.CREATE_TARGET,
+        Verb.CREATE_PORTAL,
+        Verb.CREATE_LUN,
+        Verb.CREATE_NODE_ACL,
+        Verb.SAVE_LIO_CONFIG,
+        Verb.SET_TUNNEL,
+    }
+)
+HELD = "held for `remirror apply`"
+EXIT_HELD = 4  # not 1: the unit does not try again what waits for an operator
+
+
+class MoreThanStarting(PlanError, Refusal):
+    """The plan that would start a mirror holds more than starting it: left for `apply`."""
+
+    reason = "more_than_starting"
+    exit_code = EXIT_HELD
+
+
+def _allowed(action: Action, facts: Mapping[str, SiteFacts]) -> bool:
+    """Starting, or a stop only of arrays the site's facts show udev assembled in part (inactive,
+    never started: they hold no write); never a destructive action."""
+    if action.destructive:
+        return False
+    if action.verb in STARTING:
+        return True
+    site = facts.get(action.site)
+    return (
+        action.verb == Verb.STOP_ARRAY
+        and action.repair
+        and site is not None
+        and bool(action.steps)
+        and all(isinstance(s, MdStop) and Path(s.md).name in site.inactive_arrays for s in action.steps)
+    )
+
+
+def start_mirror(plan: Plan, facts: Mapping[str, SiteFacts]) -> Plan:
+    """One mirror's plan to carry out at boot: empty when it needs no assembling and waits for
+    nothing (the reconciler does the rest), the plan when it only starts the mirror; else
+    MoreThanStarting naming the first action that is more."""
+    if not plan.pending and not any(a.verb == Verb.ASSEMBLE_ARRAY for a in plan.actions):
+        return Plan(())
+    for action in plan.actions:
+        if not _allowed(action, facts):
+            raise MoreThanStarting(f"starting it would also take `{action.line()}`")
+    return plan
+
+
+def make_start(profile: Profile, facts: Mapping[str, SiteFacts], secrets: Mapping[str, str]) -> Plan:
+    """Every mirror's start (each planned alone, as the reconciler plans it); a mirror whose
+    plan holds more, or that its plan refuses (a split brain, data to write over), is held and
+    named in the notes ("held for `remirror apply`: ...") while the others start."""
+    actions: list[Action] = []
+    pending: list[str] = []
+    held: list[str] = []
+    for mirror in profile.mirrors:
+        alone = profile.model_copy(update={"mirrors": [mirror]})
+        try:
+            started = start_mirror(make_plan(alone, facts, secrets), facts)
+        except PlanError as refused:  # MoreThanStarting, SplitBrain, a disk in use ...
+            held.append(f"{HELD}: {mirror.name}: {refused}")
+            continue
+        # A tunnel's actions are every mirror's: carried out once.
+        actions += [a for a in started.actions if a not in actions]
+        if started.pending:
+            pending.append(started.pending)
+    return Plan(tuple(actions), "; ".join(pending), tuple(held))
