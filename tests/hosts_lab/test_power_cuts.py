@@ -56,9 +56,11 @@ SLOW = 600.0
 
 
 class Writer:
-    """writer.py on a host over SSH; `acknowledged` is the last record whose fsync returned."""
+    """writer.py on a host over SSH; `acknowledged` is the last record whose fsync returned,
+    `first` the first this writer wrote (the file may hold an earlier writer's records)."""
 
     def __init__(self, host: Host) -> None:
+        self.first = -1
         self.acknowledged = -1
         self.proc = subprocess.Popen(
             [*host.ssh_argv(), f"python3 {WRITER} {RECORDS}"],
@@ -72,14 +74,22 @@ class Writer:
     def _read(self) -> None:
         assert self.proc.stdout is not None
         for line in self.proc.stdout:
+            if self.first < 0:
+                self.first = int(line)
             self.acknowledged = int(line)
 
-    def wait_for(self, count: int, timeout: float = SLOW) -> None:
+    def wait_for(self, number: int, timeout: float = SLOW) -> None:
+        """Until record `number` is acknowledged."""
         deadline = time.monotonic() + timeout
-        while self.acknowledged < count:
-            assert self.proc.poll() is None or self.acknowledged >= count, "the writer ended"
-            assert time.monotonic() < deadline, f"only {self.acknowledged + 1} records acknowledged"
+        while self.acknowledged < number:
+            assert self.proc.poll() is None, "the writer ended"
+            assert time.monotonic() < deadline, f"only records up to {self.acknowledged} acknowledged"
             time.sleep(0.5)
+
+    def wait_for_more(self, count: int) -> None:
+        """Until this writer has had `count` records of its own acknowledged."""
+        self.wait_for(0)  # its first record: `first` is known from then on
+        self.wait_for(self.first + count - 1)
 
     def ended(self) -> int:
         """After its host's power cut (or stop): the last acknowledged record."""
@@ -181,7 +191,7 @@ def test_the_primary_s_power_cut_comes_back_unattended_with_every_acknowledged_w
     a, b = sites["site-a"], sites["site-b"]
     wait_mirrored(a)
     load = Writer(a)
-    load.wait_for(200)
+    load.wait_for_more(200)
     a.power_cut()
     last = load.ended()
     # Sync mode: what the application was told is written is on the DR site's leg too, and
@@ -217,7 +227,7 @@ def test_the_dr_site_s_power_cut_leaves_the_primary_writing_and_the_dr_site_rejo
     a, b = sites["site-a"], sites["site-b"]
     wait_mirrored(a)
     load = Writer(a)
-    load.wait_for(load.acknowledged + 100 if load.acknowledged >= 0 else 100)
+    load.wait_for_more(100)
     b.power_cut()
     cut_at = load.acknowledged
     # The primary degrades (the iSCSI session's replacement timeout) and goes on writing.

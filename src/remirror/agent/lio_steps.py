@@ -9,7 +9,7 @@ from collections.abc import Callable, Mapping
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-from remirror.agent.observe_lio import keep_site_dbroot, site_root
+from remirror.agent.observe_lio import keep_site_dbroot
 from remirror.errors import RemirrorError
 from remirror.protocol import lio
 
@@ -18,8 +18,10 @@ if TYPE_CHECKING:
 
 
 def _save(step: lio.LioSave) -> None:
+    from rtslib_fb import RTSRoot
+
     Path(step.path).parent.mkdir(parents=True, exist_ok=True)
-    site_root().save_to_file(step.path)  # rtslib writes it 0600, temp file + rename
+    RTSRoot().save_to_file(step.path)  # rtslib writes it 0600, temp file + rename
 
 
 def _fresh_backstores() -> None:
@@ -41,10 +43,12 @@ def _create_backstore(step: lio.LioCreateBackstore) -> None:
 
 
 def _delete_backstore(step: lio.LioDeleteBackstore) -> None:
+    from rtslib_fb import RTSRoot
+
     _fresh_backstores()
     # Found where configfs has it now, by its exact name. Only the LIO object: the disk and its
     # data stay. Gone already (another agent deleted it): nothing to do.
-    for found in [so for so in site_root().storage_objects if so.name == step.name and so.plugin == "block"]:
+    for found in [so for so in RTSRoot().storage_objects if so.name == step.name and so.plugin == "block"]:
         found.delete()
 
 
@@ -88,11 +92,11 @@ def _create_portal(step: lio.LioCreatePortal) -> None:
 
 
 def _create_lun(step: lio.LioCreateLun) -> None:
-    from rtslib_fb import LUN
+    from rtslib_fb import LUN, RTSRoot
 
     tpg = _tpg(step.iqn)
     _fresh_backstores()
-    backstore = next((s for s in site_root().storage_objects if s.name == step.backstore), None)
+    backstore = next((s for s in RTSRoot().storage_objects if s.name == step.backstore), None)
     if backstore is None:
         raise RemirrorError(f"no LIO backstore {step.backstore}")
     LUN(tpg, step.lun, backstore)
@@ -113,7 +117,8 @@ def _set_acl(step: lio.LioSetAcl) -> None:
 
 def _at_site_dbroot(handler: Callable[[Any], None]) -> Callable[[Any], None]:
     """The handler, after rtslib is told to leave LIO's dbroot where the site keeps it: rtslib
-    opens its root inside many calls (a backstore's creation among them)."""
+    opens its root inside many calls (a backstore's creation among them), so every handler's
+    rtslib objects, its own RTSRoot() included, are made after this."""
 
     def run(step: Any) -> None:
         keep_site_dbroot()

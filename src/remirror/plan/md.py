@@ -66,10 +66,10 @@ def release_partial_assembly(site: SiteFacts, leg: DiskFacts, uuid_: str) -> tup
     # gone a DR site that booted cannot export its disk (seen in the hosts' lab: Debian's
     # initramfs, whose mdadm.conf predates the `<ignore>` line, takes the replica disk).
     actions = [
-        dataclasses.replace(
-            stop_array_action(
-                site.name, f"/dev/{md}", f"inactive: assembled in part from {leg.path} by udev; never started"
-            ),
+        stop_array_action(
+            site.name,
+            f"/dev/{md}",
+            f"inactive: assembled in part from {leg.path} by udev; never started",
             repair=True,
         )
         for md in partial
@@ -77,10 +77,11 @@ def release_partial_assembly(site: SiteFacts, leg: DiskFacts, uuid_: str) -> tup
     return actions, dataclasses.replace(leg, holders=tuple(h for h in leg.holders if h not in partial))
 
 
-def stop_array_action(site: str, device: str, why: str) -> Action:
+def stop_array_action(site: str, device: str, why: str, repair: bool = False) -> Action:
     """`mdadm --stop` of an array on `site`; `why` says what becomes of it (shown in the plan).
-    md writes out its write-behind queue before the array stops."""
-    return Action(site, Verb.STOP_ARRAY, f"{device} ({why})", DELETE, (MdStop(device),))
+    md writes out its write-behind queue before the array stops. `repair`: the reconciler may
+    stop it too (only an array that never ran)."""
+    return Action(site, Verb.STOP_ARRAY, f"{device} ({why})", DELETE, (MdStop(device),), repair=repair)
 
 
 def stand_down_former_primary(mirror: Mirror, site: SiteFacts, leg: DiskFacts, uuid_: str) -> list[Action]:

@@ -70,9 +70,6 @@ class HostsLab:
     def __getitem__(self, name: str) -> Host:
         return self.hosts[name]
 
-    def address(self, of: str, seen_from: str) -> str:
-        return self.hosts[seen_from].peers[of]
-
     def boot_all(self) -> None:
         for host in self.hosts.values():
             host.start()
