@@ -136,6 +136,39 @@ def unit_outcome(host: Host, unit: str) -> str:
         time.sleep(3)
 
 
+def cut_while_writing(a: Host, cut: list[Host], count: int) -> int:
+    """From MIRRORED, the writer on the primary until `count` of its records are acknowledged,
+    then the power of `cut` (in that order, at once); the last record acknowledged."""
+    wait_mirrored(a)
+    load = Writer(a)
+    load.wait_for_more(count)
+    for host in cut:
+        host.power_cut()
+    return load.ended()
+
+
+def wait_started_and_mounted(a: Host) -> None:
+    """After the primary's boot: until fstab's entry has mounted the mirror's file system, which
+    remirror-start@ assembled (no one types anything); the unit must have ended well."""
+    deadline = time.monotonic() + SLOW
+    while a.run(f"findmnt -n {DATA}", check=False).returncode != 0:
+        assert time.monotonic() < deadline, a.run(
+            "cat /proc/mdstat; journalctl -b -u 'remirror-start*' -u 'mdadm*' --no-pager | tail -30"
+        ).stdout
+        time.sleep(3)
+    assert unit_outcome(a, "remirror-start@m.service") == "active success", a.run(
+        "journalctl -b -u remirror-start@m --no-pager -o cat | tail -30"
+    ).stdout
+
+
+def legs_agree(a: Host) -> str:
+    """md's own check of the mirror (every block of both legs read and compared): its
+    mismatch count, "0" when the legs hold the same data."""
+    md = f"/sys/block/$(basename $(readlink -f {MD}))/md"
+    a.run(f"echo check > {md}/sync_action && sleep 1 && mdadm --wait {MD}", check=False, timeout=SLOW)
+    return a.run(f"cat {md}/mismatch_cnt").stdout.strip()
+
+
 def written_sectors(host: Host, disk: str) -> int:
     """Sectors written to a disk since the host booted (its sysfs stat, field 7)."""
     return int(host.run(f"cat /sys/class/block/$(basename $(readlink -f {disk}))/stat").stdout.split()[6])
@@ -189,11 +222,7 @@ def test_the_primary_s_power_cut_comes_back_unattended_with_every_acknowledged_w
     sites: HostsLab, record_property: Callable[[str, object], None]
 ) -> None:
     a, b = sites["site-a"], sites["site-b"]
-    wait_mirrored(a)
-    load = Writer(a)
-    load.wait_for_more(200)
-    a.power_cut()
-    last = load.ended()
+    last = cut_while_writing(a, [a], 200)
     # Sync mode: what the application was told is written is on the DR site's leg too, and
     # that leg alone is a file system that only needs its journal replayed.
     assert replica_holds(b, last) == f"records 0..{last} are all in /mnt/leg/records"
@@ -202,13 +231,7 @@ def test_the_primary_s_power_cut_comes_back_unattended_with_every_acknowledged_w
     # Nobody types anything: remirror-start@ assembles the mirror as apply would (udev took the
     # primary's leg into an inactive md127, which nothing else ever starts), and fstab's
     # entry checks and mounts its file system.
-    deadline = time.monotonic() + SLOW
-    while a.run(f"findmnt -n {DATA}", check=False).returncode != 0:
-        assert time.monotonic() < deadline, a.run(
-            "cat /proc/mdstat; journalctl -b -u 'mdadm*' --no-pager | tail -20"
-        ).stdout
-        time.sleep(3)
-    assert unit_outcome(a, "remirror-start@m.service") == "active success"
+    wait_started_and_mounted(a)
     assert a.run(f"python3 {WRITER} --check {RECORDS} {last}").returncode == 0
     # The replica came back with it (both legs assembled together, as apply judged them), and
     # md resynchronised what the bitmap marked: the DR site's disk takes a few chunks, not the
@@ -250,3 +273,70 @@ def test_the_dr_site_s_power_cut_leaves_the_primary_writing_and_the_dr_site_rejo
     record_property("replica_bytes_written_by_the_rejoin", resynced)
     assert 0 < resynced < 256 * 1024**2 // 4, resynced
     assert a.run(f"python3 {WRITER} --check {RECORDS} {last}").returncode == 0
+
+
+def test_both_sites_power_cut_at_once_come_back_mirrored_with_no_split_brain_and_nothing_lost(
+    sites: HostsLab, record_property: Callable[[str, object], None]
+) -> None:
+    a, b = sites["site-a"], sites["site-b"]
+    # A site-wide outage: both hosts lose power in the same instant, and come back together.
+    last = cut_while_writing(a, [a, b], 100)
+    booted = [threading.Thread(target=host.boot) for host in (a, b)]
+    for thread in booted:
+        thread.start()
+    for thread in booted:
+        thread.join()
+    # The primary's start waits for the DR site (it tries again until it can reach it), makes
+    # its export again and assembles both legs: each leg's superblock says the other was in
+    # sync when the power went, so nothing is taken for a split brain.
+    wait_started_and_mounted(a)
+    started = a.run("journalctl -b -u remirror-start@m --no-pager -o cat").stdout
+    assert "AssembleArray /dev/md/m0 from /dev/disk/by-id/virtio-a0 and 1 replica(s)" in started, started
+    assert "split brain" not in started.lower(), started
+    wait_mirrored(a)
+    assert a.run(f"python3 {WRITER} --check {RECORDS} {last}").returncode == 0
+    resynced = written_sectors(b, B_LEG) * 512
+    record_property("replica_bytes_written_after_the_outage", resynced)
+    assert 0 < resynced < 256 * 1024**2 // 4, resynced
+    assert legs_agree(a) == "0"
+
+
+def test_a_reboot_of_the_primary_during_a_resync_resumes_it_and_the_legs_end_equal(
+    sites: HostsLab, record_property: Callable[[str, object], None]
+) -> None:
+    a, b = sites["site-a"], sites["site-b"]
+    wait_mirrored(a)
+    # The link goes down; the primary degrades and takes 48 MiB the DR site misses.
+    sites.link("site-a", "site-b", up=False)
+    a.run(f"dd if=/dev/urandom of={DATA}/bulk bs=1M count=48 conv=fsync status=none", timeout=SLOW)
+    assert a.run("cat /sys/block/md*/md/degraded").stdout.strip() == "1"
+    bulk = a.run(f"sha256sum {DATA}/bulk").stdout
+    # md's own rate limit (the host's, not the mirror's: the profile sets none) keeps the resync
+    # running long enough to reboot during it; a boot forgets it.
+    a.run("echo 2000 > /proc/sys/dev/raid/speed_limit_max")
+    before = written_sectors(b, B_LEG)
+    sites.link("site-a", "site-b", up=True)
+    md = f"/sys/block/$(basename $(readlink -f {MD}))/md"
+    deadline = time.monotonic() + SLOW
+    while a.run(f"cat {md}/sync_action").stdout.strip() != "recover":
+        assert time.monotonic() < deadline, a.run("cat /proc/mdstat").stdout
+        time.sleep(2)
+    time.sleep(5)
+    progress = a.run(f"cat {md}/sync_completed").stdout.strip()
+    record_property("resync_when_rebooted", progress)
+    # A clean reboot in the middle: systemd unmounts, logs the session out, stops the array.
+    record_property("primary_reboot_seconds", round(a.reboot(), 1))
+    wait_started_and_mounted(a)
+    # Early boot started the primary's own leg alone, under another name than /dev/md/m0 (md
+    # had failed the replica's leg when its session ended at shutdown): start assembles it
+    # again under its name, and the resync goes on from the bitmap.
+    started = a.run("journalctl -b -u remirror-start@m --no-pager -o cat").stdout
+    assert "AssembleArray /dev/md/m0 from /dev/disk/by-id/virtio-a0" in started, started
+    record_property("started_under_another_name_first", "under another name" in started)
+    wait_mirrored(a)
+    resynced = (written_sectors(b, B_LEG) - before) * 512
+    record_property("replica_bytes_written_by_the_resyncs", resynced)
+    # What the bitmap marked, once and a part again: never the whole disk.
+    assert 48 * 1024**2 <= resynced < 160 * 1024**2, resynced
+    assert a.run(f"sha256sum {DATA}/bulk").stdout == bulk
+    assert legs_agree(a) == "0"

@@ -280,21 +280,6 @@ def test_under_wait_an_outage_of_20s_or_more_fails_no_leg_and_io_resumes_by_itse
     assert remirror("reconcile", LAB)[1].startswith("lab0: MIRRORED")
 
 
-def test_a_dr_host_restart_is_repaired_from_the_profile(mirror: dict[str, str]) -> None:
-    written = write_random(96 * MiB, 4 * MiB)
-    wait_in_sync()
-    # The DR host comes back without its LIO configuration (no target service).
-    on_b(str(Path(sys.executable).parent / "targetctl"), "clear")
-    deadline = time.monotonic() + 60
-    while all(p.read_text().strip() == "LOGGED_IN" for p in Path("/sys/class/iscsi_session").glob("*/state")):
-        assert time.monotonic() < deadline, "the initiator did not notice the target was gone"
-        time.sleep(1)
-    lines = reconcile_until_mirrored()
-    assert any("CreateTarget" in line or "MIRROR_DEFUNCT" in line for line in lines), lines
-    assert md_digest(96 * MiB, 4 * MiB) == written
-    assert legs_match()
-
-
 def test_nothing_changes_a_site_while_another_command_holds_its_lock(
     mirror: dict[str, str], monkeypatch: pytest.MonkeyPatch
 ) -> None:

@@ -7,9 +7,11 @@ import dataclasses
 import pytest
 
 from remirror.facts.site import SiteFacts
+from remirror.health import assess
 from remirror.plan import make_plan
 from remirror.plan import start as start_module
 from remirror.plan.actions import CHANGE, DELETE, Action, Plan, PlanError, Verb
+from remirror.plan.repair import make_repair
 from remirror.plan.start import EXIT_HELD, HELD, MoreThanStarting, make_start, start_mirror
 from remirror.protocol.commands import MdStop
 from tests.unit.test_failover import PROFILE, applied
@@ -77,3 +79,114 @@ def test_stopping_an_array_that_runs_is_not_starting() -> None:
     stop_other = Action("a", Verb.STOP_ARRAY, "/dev/md5", DELETE, (MdStop("/dev/md5"),), repair=True)
     with pytest.raises(MoreThanStarting, match="md5"):
         start_mirror(dataclasses.replace(plan, actions=(stop_other, *plan.actions)), facts)
+
+
+def both_after_a_site_wide_outage() -> dict[str, SiteFacts]:
+    """Both sites booted again: the primary as after its power cut; at the DR site, Debian's target
+    service restored the target and its ACL from what remirror's rtslib saved, but not the
+    storage object (rtslib 2.1.75 refuses its `exclusive`), so neither the LUN nor the ACL's
+    mapping of it (as the hosts' lab saw on Debian 12)."""
+    facts = after_a_power_cut()
+    b = facts["b"]
+    ((iqn, target),) = b.targets.items()
+    unmapped = {name: dataclasses.replace(acl, mapped_luns=()) for name, acl in target.acls.items()}
+    restored = dataclasses.replace(target, luns={}, acls=unmapped)
+    return {**facts, "b": dataclasses.replace(b, backstores={}, targets={iqn: restored}, sessions=())}
+
+
+def test_after_both_sites_power_cut_start_completes_the_dr_site_s_half_restored_export() -> None:
+    plan = make_start(PROFILE, both_after_a_site_wide_outage(), SECRETS)
+    verbs = [(a.site, a.verb) for a in plan.actions]
+    assert plan.notes == ()
+    for made in (Verb.CREATE_BACKSTORE, Verb.CREATE_LUN, Verb.UPDATE_NODE_ACL):
+        assert ("b", made) in verbs
+    assert verbs[-1] == ("a", Verb.ASSEMBLE_ARRAY)
+
+
+def with_other_chap(facts: dict[str, SiteFacts]) -> dict[str, SiteFacts]:
+    """The DR site's ACL with another CHAP password than the profile's."""
+    b = facts["b"]
+    ((iqn, target),) = b.targets.items()
+    other = {name: dataclasses.replace(acl, chap_password="another") for name, acl in target.acls.items()}
+    return {**facts, "b": dataclasses.replace(b, targets={iqn: dataclasses.replace(target, acls=other)})}
+
+
+def test_an_acl_with_its_lun_and_other_chap_is_a_profile_edit_held_for_apply() -> None:
+    plan = make_start(PROFILE, with_other_chap(after_a_power_cut()), SECRETS)
+    assert plan.is_empty
+    (note,) = plan.notes
+    assert note.startswith(f"{HELD}: m0: starting it would also take `~ b: UpdateNodeAcl "), note
+
+
+def started_misnamed(array_state: str) -> dict[str, SiteFacts]:
+    """The primary after a clean reboot in which its replica's session ended first: its own leg,
+    all the array then expected, started by early boot as md127 (`/dev/md/m0_0`), and
+    `/dev/md/m0` absent (as the hosts' lab saw on Debian 12)."""
+    facts = applied().facts
+    a = facts["a"]
+    (array,) = a.arrays
+    booted = dataclasses.replace(array, array_state=array_state, degraded=1)
+    return {
+        **facts,
+        "a": dataclasses.replace(a, arrays=(booted,), array_links={"md127": ("m0_0",)}, sessions=()),
+    }
+
+
+def test_an_array_boot_started_under_another_name_and_never_written_is_assembled_again_under_its_own() -> (
+    None
+):
+    plan = make_start(PROFILE, started_misnamed("read-auto"), SECRETS)
+    lines = [a.line() for a in plan.actions]
+    assert plan.notes == ()
+    # Stopped before the replica's login: nothing of it near what boot started.
+    assert [(a.site, a.verb) for a in plan.actions] == [
+        ("a", Verb.STOP_ARRAY),
+        ("a", Verb.LOGIN_SESSION),
+        ("a", Verb.ASSEMBLE_ARRAY),
+    ]
+    assert lines[0].startswith("- a: StopArray /dev/md127 (mirror m0's, started at boot under another name")
+    assert lines[-1] == "+ a: AssembleArray /dev/md/m0 from /dev/a0 and 1 replica(s)"
+    # Start stops it only in the plan that assembles it again.
+    without = dataclasses.replace(plan, actions=plan.actions[:2], pending="the assembly")
+    with pytest.raises(MoreThanStarting, match="StopArray /dev/md127"):
+        start_mirror(without, started_misnamed("read-auto"))
+
+
+def test_the_reconciler_leaves_an_array_running_under_another_name_to_start_and_apply() -> None:
+    facts = started_misnamed("read-auto")
+    mirror = PROFILE.mirrors[0]
+    repair = make_repair(PROFILE, mirror, facts, SECRETS, assess(PROFILE, mirror, facts))
+    assert repair.actions == ()
+    assert repair.blocked == (
+        "/dev/md/m0 runs as /dev/md127 (read-auto): `remirror start` or `remirror apply` assembles it"
+        " again under its name"
+    )
+
+
+def test_an_array_running_under_another_name_and_written_is_left_to_an_operator() -> None:
+    plan = make_start(PROFILE, started_misnamed("clean"), SECRETS)
+    assert plan.is_empty
+    assert plan.notes == (
+        f"{HELD}: m0: site a: mirror m0's array runs as /dev/md127, not /dev/md/m0, and has been"
+        " written as such (clean): stop what uses it and the array (mdadm --stop /dev/md127), then apply",
+    )
+    with pytest.raises(PlanError, match="runs as /dev/md127"):
+        make_plan(PROFILE, started_misnamed("clean"), SECRETS)
+
+
+def test_an_acl_restored_without_its_lun_but_with_other_chap_is_held_for_apply() -> None:
+    (note,) = make_start(PROFILE, with_other_chap(both_after_a_site_wide_outage()), SECRETS).notes
+    assert "UpdateNodeAcl" in note, note
+
+
+def test_a_new_acl_on_a_target_that_stayed_is_held_and_one_on_a_target_made_again_is_not() -> None:
+    facts = both_after_a_site_wide_outage()
+    b = facts["b"]
+    ((iqn, target),) = b.targets.items()
+    without = {**facts, "b": dataclasses.replace(b, targets={iqn: dataclasses.replace(target, acls={})})}
+    (note,) = make_start(PROFILE, without, SECRETS).notes
+    assert "CreateNodeAcl" in note, note
+    nothing = {**facts, "b": dataclasses.replace(b, targets={})}
+    made = make_start(PROFILE, nothing, SECRETS)
+    assert made.notes == ()
+    assert {Verb.CREATE_TARGET, Verb.CREATE_NODE_ACL} <= {a.verb for a in made.actions}

@@ -89,6 +89,14 @@ class Export:
     chap: Chap | None
 
 
+def acl_chap_as_seen(chap: AclChap | None) -> tuple[str, str, str, str]:
+    """An ACL's CHAP as a site's facts show it (LioAcl): users, and passwords as digests."""
+    if chap is None:
+        return ("", "", "", "")
+    mutual = secret_digest(chap.mutual_password) if chap.mutual_password else ""
+    return (chap.username, secret_digest(chap.password), chap.mutual_username, mutual)
+
+
 def _target_actions(export: Export, secrets: Mapping[str, str], destructive: str) -> list[Action]:
     """Backstore, target, TPG, portal, LUN 0 and one ACL per initiator; saved if anything changed."""
     site, iqn, name, disk = export.site, export.iqn, export.backstore, export.disk
@@ -176,12 +184,7 @@ def _target_actions(export: Export, secrets: Mapping[str, str], destructive: str
             wanted_chap = AclChap(
                 chap.username, wanted_chap.password, chap.target_username, secrets[chap.target_password_file]
             )
-    wanted_acl = (
-        wanted_chap.username if wanted_chap else "",
-        secret_digest(wanted_chap.password) if wanted_chap else "",
-        wanted_chap.mutual_username if wanted_chap else "",
-        secret_digest(wanted_chap.mutual_password) if wanted_chap and wanted_chap.mutual_password else "",
-    )
+    wanted_acl = acl_chap_as_seen(wanted_chap)
     said = (wanted_chap.password, wanted_chap.mutual_password) if wanted_chap else ()
     passwords = tuple(password for password in said if password)  # for redaction
     for initiator in export.initiators:

@@ -50,33 +50,6 @@ def destroys(site: str, disk: DiskFacts, uuid_: str) -> str:
     return f"site {site}: {disk.path} holds " + ", ".join(dict.fromkeys(s.describe() for s in found))
 
 
-def release_partial_assembly(site: SiteFacts, leg: DiskFacts, uuid_: str) -> tuple[list[Action], DiskFacts]:
-    """Stop the inactive arrays holding a leg of the mirror; the leg without them.
-
-    udev assembles arrays incrementally (`mdadm --incremental`) from the
-    devices a change event shows: a leg record written to a stopped leg, a
-    boot with the other legs away. What it builds stays inactive until every
-    leg is there: it never ran, so it holds no write, but it holds the leg,
-    and neither `mdadm --assemble` nor LIO can open it then.
-    """
-    if leg.superblock is None or leg.superblock.array_uuid != uuid_:
-        return [], leg  # not the mirror's leg (yet): nothing of ours to free
-    partial = [h for h in leg.holders if h in site.inactive_arrays]
-    # The reconciler may stop them too (Action.repair): they hold no write, and until they are
-    # gone a DR site that booted cannot export its disk (seen in the hosts' lab: Debian's
-    # initramfs, whose mdadm.conf predates the `<ignore>` line, takes the replica disk).
-    actions = [
-        stop_array_action(
-            site.name,
-            f"/dev/{md}",
-            f"inactive: assembled in part from {leg.path} by udev; never started",
-            repair=True,
-        )
-        for md in partial
-    ]
-    return actions, dataclasses.replace(leg, holders=tuple(h for h in leg.holders if h not in partial))
-
-
 def stop_array_action(site: str, device: str, why: str, repair: bool = False) -> Action:
     """`mdadm --stop` of an array on `site`; `why` says what becomes of it (shown in the plan).
     md writes out its write-behind queue before the array stops. `repair`: the reconciler may

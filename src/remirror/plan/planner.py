@@ -16,11 +16,12 @@ from collections.abc import Mapping
 
 from remirror.facts.site import DiskFacts, SiteFacts
 from remirror.plan.actions import Action, MissingDisks, Plan, PlanError, SplitBrain, Verb
+from remirror.plan.boot_arrays import release_misnamed_array, release_partial_assembly
 from remirror.plan.cache import CacheError, cache_actions
 from remirror.plan.cdp import CdpPlanError, cdp_actions, volume_path
 from remirror.plan.initiator import initiator_actions, logout_actions
 from remirror.plan.lio import export_actions, replica_export_actions
-from remirror.plan.md import array_actions, destroys, release_partial_assembly, stand_down_former_primary
+from remirror.plan.md import array_actions, destroys, stand_down_former_primary
 from remirror.plan.md_create import prove_blank_actions
 from remirror.plan.mdadm_conf import mdadm_conf_actions, with_mdadm_conf
 from remirror.plan.points import points_actions
@@ -41,7 +42,8 @@ def make_plan(profile: Profile, facts: Mapping[str, SiteFacts], secrets: Mapping
         if pending and mirror.transport == "wireguard":
             continue
         uuid_ = array_uuid(profile, mirror)
-        primary = facts[mirror.primary.site]
+        renamed, primary = release_misnamed_array(mirror, facts[mirror.primary.site], uuid_)
+        facts = {**facts, primary.name: primary}  # the array stopped, if it ran misnamed
         if primary.initiator is None:
             raise PlanError(
                 f"site {primary.name}: no initiator name in /etc/iscsi/initiatorname.iscsi"
@@ -71,6 +73,7 @@ def make_plan(profile: Profile, facts: Mapping[str, SiteFacts], secrets: Mapping
             actions += [a for p in leg_points.values() for a in p.actions]
             waiting.append(mirror.name)
             continue
+        actions += renamed  # before the logins: nothing of the replicas near what boot started
         first = len(actions)  # where this mirror's actions begin
         remote_paths = []
         replica_disks: list[DiskFacts] = []

@@ -18,10 +18,11 @@ from collections.abc import Mapping
 from remirror.facts.site import SiteFacts
 from remirror.health.state import State, assess
 from remirror.plan.actions import CHANGE, CREATE, Action, Plan, PlanError, Verb
+from remirror.plan.boot_arrays import release_partial_assembly
 from remirror.plan.cdp import deactivation_actions
 from remirror.plan.initiator import logout_actions
 from remirror.plan.lio import export_removal_actions, leg_export_removal
-from remirror.plan.md import assemble_steps, release_partial_assembly, stop_array_action
+from remirror.plan.md import assemble_steps, stop_array_action
 from remirror.plan.mdadm_conf import mdadm_conf_actions, with_mdadm_conf
 from remirror.plan.planner import leg_where, serving_actions
 from remirror.plan.points import points_actions

@@ -18,6 +18,7 @@ from dataclasses import dataclass
 from remirror.facts.site import SiteFacts
 from remirror.health.state import FAULTY, INCOMPLETE, MISSING, MirrorHealth, State
 from remirror.plan.actions import CHANGE, Action, Verb
+from remirror.plan.boot_arrays import misnamed_array
 from remirror.plan.initiator import logout_step
 from remirror.plan.planner import make_plan
 from remirror.plan.tunnel import tunnel_actions
@@ -67,6 +68,16 @@ def make_repair(
     if unreachable:
         return Repair(mirror.name, (), f"site {', '.join(unreachable)} could not be reached: waiting for it")
     observed = {name: site for name, site in facts.items() if site is not None}
+    misnamed = misnamed_array(mirror, observed[mirror.primary.site], array_uuid(profile, mirror))
+    if misnamed is not None:
+        # Every repair names the mirror's device, which does not lead to it: start or apply
+        # assembles it again under its name (plan/boot_arrays.py); the reconciler does not stop it.
+        return Repair(
+            mirror.name,
+            (),
+            f"{mirror.md_device} runs as /dev/{misnamed.kernel_name} ({misnamed.array_state}):"
+            " `remirror start` or `remirror apply` assembles it again under its name",
+        )
     # Apply's own plan, for this mirror alone, minus what only apply may do.
     alone = profile.model_copy(update={"mirrors": [mirror]})
     # The tunnel is every mirror's: its ends as the whole profile has them (peers of other
@@ -74,7 +85,7 @@ def make_repair(
     tunnel = tunnel_actions(profile, observed)[0] if mirror.transport == "wireguard" else []
     planned = [*tunnel, *(a for a in make_plan(alone, observed, secrets).actions if a.verb not in _TUNNEL)]
     # A running array elsewhere (a former primary's) is apply's to stop; a partial assembly by
-    # udev, which never ran, is the reconciler's too (plan/md.py, release_partial_assembly).
+    # udev, which never ran, is the reconciler's too (plan/boot_arrays.py, release_partial_assembly).
     former = [a for a in planned if a.verb == Verb.STOP_ARRAY and not a.repair]
     if former:
         return Repair(

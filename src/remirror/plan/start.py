@@ -20,9 +20,11 @@ from pathlib import Path
 from remirror.errors import Refusal
 from remirror.facts.site import SiteFacts
 from remirror.plan.actions import Action, Plan, PlanError, Verb
+from remirror.plan.lio import acl_chap_as_seen
 from remirror.plan.planner import make_plan
 from remirror.profile.model import Profile
 from remirror.protocol.commands import MdStop
+from remirror.protocol.lio import LioSetAcl
 
 # An allow-list, not "what the reconciler may do": a leg's cache (CreateCache, AddCache) is not
 # in it, because its leg would be judged from the bare disk under the cache, which lacks what the
@@ -39,7 +41,6 @@ STARTING = frozenset(
         Verb.CREATE_TARGET,
         Verb.CREATE_PORTAL,
         Verb.CREATE_LUN,
-        Verb.CREATE_NODE_ACL,
         Verb.SAVE_LIO_CONFIG,
         Verb.SET_TUNNEL,
     }
@@ -55,21 +56,64 @@ class MoreThanStarting(PlanError, Refusal):
     exit_code = EXIT_HELD
 
 
-def _allowed(action: Action, facts: Mapping[str, SiteFacts]) -> bool:
-    """Starting, or a stop only of arrays the site's facts show udev assembled in part (inactive,
-    never started: they hold no write); never a destructive action."""
+def _restores_an_acl(action: Action, site: SiteFacts, plan: Plan) -> bool:
+    """An ACL made again, not changed: on a target this plan makes again, or an ACL the site's
+    LIO has without its LUN and with the CHAP the step sets (Debian's target service restores
+    the ACL, not the LUN, from what remirror's rtslib saved). A new ACL on a target that stayed,
+    or other CHAP, is a profile edit nobody applied: `apply`'s."""
+    steps = [s for s in action.steps if isinstance(s, LioSetAcl)]
+    if not steps or len(steps) != len(action.steps):
+        return False
+    for step in steps:
+        target = site.targets.get(step.iqn)
+        acl = target.acls.get(step.initiator) if target is not None else None
+        if acl is None:
+            made = {(a.site, a.target) for a in plan.actions if a.verb == Verb.CREATE_TARGET}
+            if (action.site, step.iqn) not in made:
+                return False
+        elif step.lun in acl.mapped_luns or acl_chap_as_seen(step.chap) != (
+            acl.chap_userid,
+            acl.chap_password,
+            acl.chap_mutual_userid,
+            acl.chap_mutual_password,
+        ):
+            return False
+    return True
+
+
+def _never_written(kernel_name: str, site: SiteFacts) -> bool:
+    """An array udev assembled in part (inactive), or one started at boot that nothing has
+    written since (auto-read-only): stopping it loses no write."""
+    if kernel_name in site.inactive_arrays:
+        return True
+    return any(a.kernel_name == kernel_name and a.array_state == "read-auto" for a in site.arrays)
+
+
+def _stops_only_unwritten(action: Action, site: SiteFacts, plan: Plan) -> bool:
+    """A stop of arrays udev assembled in part (a repair), or of the mirror's array that boot
+    started under another name, in the plan that assembles it again at that site."""
+    if not action.steps or not all(isinstance(s, MdStop) for s in action.steps):
+        return False
+    names = [Path(s.md).name for s in action.steps if isinstance(s, MdStop)]
+    if action.repair:
+        return all(name in site.inactive_arrays for name in names)
+    assembles = any(a.verb == Verb.ASSEMBLE_ARRAY and a.site == action.site for a in plan.actions)
+    return assembles and all(_never_written(name, site) for name in names)
+
+
+def _allowed(action: Action, facts: Mapping[str, SiteFacts], plan: Plan) -> bool:
+    """Starting, a stop only of arrays never written, or an ACL made again; never a destructive
+    action."""
     if action.destructive:
         return False
     if action.verb in STARTING:
         return True
     site = facts.get(action.site)
-    return (
-        action.verb == Verb.STOP_ARRAY
-        and action.repair
-        and site is not None
-        and bool(action.steps)
-        and all(isinstance(s, MdStop) and Path(s.md).name in site.inactive_arrays for s in action.steps)
-    )
+    if site is None:
+        return False
+    if action.verb in (Verb.CREATE_NODE_ACL, Verb.UPDATE_NODE_ACL):
+        return _restores_an_acl(action, site, plan)
+    return action.verb == Verb.STOP_ARRAY and _stops_only_unwritten(action, site, plan)
 
 
 def start_mirror(plan: Plan, facts: Mapping[str, SiteFacts]) -> Plan:
@@ -79,7 +123,7 @@ def start_mirror(plan: Plan, facts: Mapping[str, SiteFacts]) -> Plan:
     if not plan.pending and not any(a.verb == Verb.ASSEMBLE_ARRAY for a in plan.actions):
         return Plan(())
     for action in plan.actions:
-        if not _allowed(action, facts):
+        if not _allowed(action, facts, plan):
             raise MoreThanStarting(f"starting it would also take `{action.line()}`")
     return plan
 
