@@ -462,3 +462,26 @@ def test_lio_is_read_beside_the_rest_and_its_failure_reaches_the_observe(
     wait = observe_lio.read_beside()
     with pytest.raises(PermissionError, match="configfs"):
         wait()
+
+
+def test_an_error_the_agent_did_not_expect_is_answered_and_logged_without_the_request_s_secrets(
+    monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
+) -> None:
+    import remirror.agent
+    from remirror.agent import serve
+
+    def breaks(request: dict[str, object]) -> dict[str, object]:
+        raise ValueError(f"cannot use {request['steps'][0]['secrets'][0]}")  # type: ignore[index]
+
+    monkeypatch.setattr(remirror.agent, "handle", breaks)
+    read, write = os.pipe()  # the controller's end stays open: it waits for the answer
+    try:
+        request = {"op": "run", "steps": [{"kind": "lio_set_acl", "secrets": ["chap-s3cret"]}]}
+        answer = serve._answer_unless_abandoned(request, serve._Requests(read))
+    finally:
+        os.close(read)
+        os.close(write)
+    assert answer == {"error": "the agent failed: ValueError: cannot use <redacted>"}
+    logged = capsys.readouterr().err
+    assert "ValueError: cannot use <redacted>" in logged
+    assert "chap-s3cret" not in logged

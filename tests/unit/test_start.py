@@ -68,6 +68,7 @@ def test_a_mirror_its_plan_refuses_is_held_and_named_while_the_others_start(
     plan = make_start(PROFILE, after_a_power_cut(), SECRETS)
     assert plan.is_empty
     assert plan.notes == (f"{HELD}: m0: mirror m0 is in split brain: ...",)
+    assert plan.summary() == "No changes."  # not "the sites match the profile"
 
 
 def test_stopping_an_array_that_runs_is_not_starting() -> None:

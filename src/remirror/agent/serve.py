@@ -20,12 +20,14 @@ import shlex
 import signal
 import sys
 import threading
+import traceback
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, NoReturn
 
 from remirror.agent import lock
 from remirror.errors import EXIT_BAD_INPUT
 from remirror.logs import setup_logging
+from remirror.runner.base import redact
 
 if TYPE_CHECKING:
     from remirror.profile.scope import SiteScope
@@ -259,9 +261,13 @@ def _answer_unless_abandoned(request: dict[str, Any], requests: _Requests) -> di
     def work() -> None:
         try:
             box["answer"] = handle(request)
-        except Exception as error:  # said to the controller, not lost in a thread
-            box["answer"] = {"error": f"the agent failed: {type(error).__name__}: {error}"}
-            raise  # and its traceback on stderr, which reaches the controller's log
+        except Exception as error:  # noqa: BLE001 - said to the controller, not lost in a thread
+            # And its traceback on stderr, which reaches the controller's log: both without the
+            # request's secrets, which an unexpected error's text may quote.
+            hidden = _request_secrets(request)
+            said = f"the agent failed: {type(error).__name__}: {error}"
+            box["answer"] = {"error": redact(said, hidden)}
+            sys.stderr.write(redact("".join(traceback.format_exception(error)), hidden))
         finally:
             os.write(done_write, b"x")
 
@@ -277,6 +283,17 @@ def _answer_unless_abandoned(request: dict[str, Any], requests: _Requests) -> di
     os.close(done_read)  # only now: the worker no longer writes to it
     os.close(done_write)
     return box.get("answer", {"error": "the agent failed to answer"})
+
+
+def _request_secrets(request: dict[str, Any]) -> list[str]:
+    """The secrets a request's steps carry (what every step result is redacted of)."""
+    steps = request.get("steps")
+    each = (
+        [step.get("secrets") for step in steps if isinstance(step, dict)] if isinstance(steps, list) else []
+    )
+    return [
+        secret for listed in each if isinstance(listed, list) for secret in listed if isinstance(secret, str)
+    ]
 
 
 def _own_process_group() -> None:

@@ -178,6 +178,10 @@ class Plan:
         line = (
             f"Plan: {counts[CREATE]} to add, {counts[CHANGE]} to change, {counts[DELETE]} to remove."
             if self.actions
+            # With notes (a mirror `start` held for apply, what a teardown leaves), the sites may
+            # not match the profile: the notes say what is left.
+            else "No changes."
+            if self.notes
             else "No changes: the sites match the profile."
         )
         return f"{line} Then: {self.pending}." if self.pending else line
