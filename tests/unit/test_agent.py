@@ -464,14 +464,15 @@ def test_lio_is_read_beside_the_rest_and_its_failure_reaches_the_observe(
         wait()
 
 
+@pytest.mark.parametrize("kind", [ValueError, SystemExit])
 def test_an_error_the_agent_did_not_expect_is_answered_and_logged_without_the_request_s_secrets(
-    monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
+    kind: type[BaseException], monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
 ) -> None:
     import remirror.agent
     from remirror.agent import serve
 
     def breaks(request: dict[str, object]) -> dict[str, object]:
-        raise ValueError(f"cannot use {request['steps'][0]['secrets'][0]}")  # type: ignore[index]
+        raise kind(f"cannot use {request['steps'][0]['secrets'][0]}")  # type: ignore[index]
 
     monkeypatch.setattr(remirror.agent, "handle", breaks)
     read, write = os.pipe()  # the controller's end stays open: it waits for the answer
@@ -481,7 +482,18 @@ def test_an_error_the_agent_did_not_expect_is_answered_and_logged_without_the_re
     finally:
         os.close(read)
         os.close(write)
-    assert answer == {"error": "the agent failed: ValueError: cannot use <redacted>"}
+    assert answer == {"error": f"the agent failed: {kind.__name__}: cannot use <redacted>"}
     logged = capsys.readouterr().err
-    assert "ValueError: cannot use <redacted>" in logged
+    assert f"{kind.__name__}: cannot use <redacted>" in logged
     assert "chap-s3cret" not in logged
+
+
+def test_a_step_s_error_is_redacted_of_every_step_s_secrets(monkeypatch: pytest.MonkeyPatch) -> None:
+    from remirror.agent import steps
+
+    def quotes_the_next(obj: object) -> object:
+        raise ValueError("it would have set s3cret-of-the-next-step")
+
+    monkeypatch.setattr(steps, "decode", quotes_the_next)
+    results = steps.run_steps([{"secrets": []}, {"secrets": ["s3cret-of-the-next-step"]}])
+    assert results == [{"ok": False, "error": "ValueError: it would have set <redacted>"}]

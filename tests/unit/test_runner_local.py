@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import json
 import logging
 
 import pytest
@@ -81,3 +82,9 @@ def test_secrets_never_reach_logs_or_errors(caplog: pytest.LogCaptureFixture) ->
 def test_redact_masks_longest_secret_first() -> None:
     assert redact("pw=abcdef pw2=abc", ["abc", "abcdef"]) == f"pw={REDACTED} pw2={REDACTED}"
     assert redact("nothing here", [""]) == "nothing here"
+
+
+def test_redact_masks_a_secret_as_an_error_may_quote_it_escaped() -> None:
+    secret = "ab\\cd\"e'f"  # a CHAP password may hold a backslash and quotes
+    for quoted in (repr(secret), repr(secret.encode()), json.dumps(secret), str(KeyError(secret))):
+        assert "cd" not in redact(f"failed: {quoted}", [secret]), quoted

@@ -13,7 +13,7 @@ from typing import TYPE_CHECKING, Any, cast
 from remirror.agent.protocol import PROTOCOL_VERSION
 from remirror.errors import CommandError, RemirrorError, SiteBusy, SiteError
 from remirror.profile.model import Site
-from remirror.runner.base import INSTALL_DIRS, NOT_FOUND
+from remirror.runner.base import INSTALL_DIRS, NOT_FOUND, redact
 from remirror.runner.sites import runner_for_site
 
 if TYPE_CHECKING:
@@ -188,7 +188,8 @@ class AgentClient:
         if answer.get("busy"):
             raise SiteBusy(self.name, answer["error"])
         if "error" in answer:
-            raise SiteError(self.name, f"agent: {answer['error']}")
+            # Redacted here too: an agent may quote what it was sent (an older one did, unredacted).
+            raise SiteError(self.name, f"agent: {redact(str(answer['error']), secrets or [])}")
         return answer
 
     def _refuse_if_lost(self) -> None:

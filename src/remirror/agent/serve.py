@@ -261,7 +261,7 @@ def _answer_unless_abandoned(request: dict[str, Any], requests: _Requests) -> di
     def work() -> None:
         try:
             box["answer"] = handle(request)
-        except Exception as error:  # noqa: BLE001 - said to the controller, not lost in a thread
+        except BaseException as error:  # noqa: BLE001 - said to the controller, not lost in a thread
             # And its traceback on stderr, which reaches the controller's log: both without the
             # request's secrets, which an unexpected error's text may quote.
             hidden = _request_secrets(request)

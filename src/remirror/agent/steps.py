@@ -55,8 +55,9 @@ _runner = LocalRunner("agent")
 def run_steps(steps: list[Any]) -> list[dict[str, Any]]:
     """Execute steps (JSON objects of the protocol) in order; one result per step attempted."""
     results: list[dict[str, Any]] = []
+    # Every step's secrets, for every step's error: one step's error may quote another's.
+    secrets = [s for obj in steps if isinstance(obj, dict) for s in _listed(obj.get("secrets"))]
     for obj in steps:
-        secrets = obj.get("secrets", []) if isinstance(obj, dict) else []
         try:
             step = decode(obj)
             _STEPS[type(step)](step)
@@ -68,6 +69,11 @@ def run_steps(steps: list[Any]) -> list[dict[str, Any]]:
             results.append({"ok": False, "error": redact(message, secrets)})
             break
     return results
+
+
+def _listed(secrets: Any) -> list[str]:
+    """A step's `secrets`, the strings of it (a malformed one is refused by decode, later)."""
+    return [s for s in secrets if isinstance(s, str)] if isinstance(secrets, list) else []
 
 
 def _command(step: Command) -> None:

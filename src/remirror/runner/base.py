@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import json
 import logging
 import threading
 import time
@@ -57,10 +58,17 @@ class Completed:
 
 
 def redact(text: str, secrets: Iterable[str]) -> str:
-    """`text` with every secret replaced, longest first (one may contain another)."""
-    for secret in sorted((s for s in secrets if s), key=len, reverse=True):
-        text = text.replace(secret, REDACTED)
+    """`text` with every secret replaced, longest first (one may contain another), as written and
+    as an error's text may quote it: repr() of the string or of its bytes, or JSON (a password
+    may hold a backslash or a quote, which those escape)."""
+    forms = {form for s in secrets if s for form in _quoted_forms(s)}
+    for form in sorted((f for f in forms if f), key=len, reverse=True):
+        text = text.replace(form, REDACTED)
     return text
+
+
+def _quoted_forms(secret: str) -> tuple[str, ...]:
+    return (secret, repr(secret)[1:-1], repr(secret.encode())[2:-1], json.dumps(secret)[1:-1])
 
 
 def stderr_tail(stderr: str, lines: int = STDERR_TAIL_LINES) -> str:
