@@ -174,11 +174,11 @@ def written_sectors(host: Host, disk: str) -> int:
     return int(host.run(f"cat /sys/class/block/$(basename $(readlink -f {disk}))/stat").stdout.split()[6])
 
 
-def replica_holds(b: Host, last: int) -> str:
-    """Whether records 0..last are on site B's leg alone: its data copied out, fsck'd, mounted."""
-    examine = b.run(f"mdadm --examine {B_LEG}").stdout
+def replica_holds(b: Host, last: int, leg: str = B_LEG) -> str:
+    """Whether records 0..last are on a DR site's leg alone: its data copied out, fsck'd, mounted."""
+    examine = b.run(f"mdadm --examine {leg}").stdout
     offset = int(re.search(r"Data Offset : (\d+) sectors", examine).group(1))  # type: ignore[union-attr]
-    b.run(f"dd if={B_LEG} of=/var/tmp/leg.img bs=1M iflag=skip_bytes,direct skip={offset * 512} status=none")
+    b.run(f"dd if={leg} of=/var/tmp/leg.img bs=1M iflag=skip_bytes,direct skip={offset * 512} status=none")
     preen = b.run("e2fsck -fp /var/tmp/leg.img", check=False)
     assert preen.returncode in (0, 1), (
         f"the replica's file system needed more than replaying its journal: {preen}"
@@ -197,25 +197,41 @@ def sites(work: Path) -> Iterator[HostsLab]:
     from fstab, the reconciler's unit enabled, and the writer on site-a and site-b."""
     lab = HostsLab(work, {"site-a": ["a0"], "site-b": ["b0"]}, checkout=CHECKOUT)
     try:
-        lab.boot_all()
-        lab.install()
-        lab.write_profile("m", VIEWS)
-        a, b = lab["site-a"], lab["site-b"]
-        for host in (a, b):
-            host.put(Path(writer.__file__), WRITER)
-        a.run(f"remirror apply {PROFILE} --yes")
-        wait_mirrored(a)
-        # Inode tables zeroed now, not by ext4's lazy init after each mount (a background
-        # writer that would blur what a resync wrote).
-        a.run(f"mkfs.ext4 -q -E lazy_itable_init=0,lazy_journal_init=0 {MD} && mkdir -p {DATA}")
-        a.write("/etc/fstab", a.run("cat /etc/fstab").stdout + FSTAB)
-        a.run(
-            f"systemctl daemon-reload && mount {DATA} && "
-            "systemctl enable remirror-start@m.service && systemctl enable --now remirror-watch@m.service"
-        )
+        set_up(lab, VIEWS)
         yield lab
     finally:
         lab.stop()
+
+
+def set_up(lab: HostsLab, views: dict[str, str]) -> None:
+    """Hosts booted, remirror installed, each site's view written, the mirror applied and in
+    sync, its file system mounted from fstab, the start and reconciler units enabled at the
+    primary (site-a), and the writer on every host."""
+    lab.boot_all()
+    lab.install()
+    lab.write_profile("m", views)
+    for host in lab.hosts.values():
+        host.put(Path(writer.__file__), WRITER)
+    a = lab["site-a"]
+    a.run(f"remirror apply {PROFILE} --yes")
+    wait_mirrored(a)
+    # Inode tables zeroed now, not by ext4's lazy init after each mount (a background
+    # writer that would blur what a resync wrote).
+    a.run(f"mkfs.ext4 -q -E lazy_itable_init=0,lazy_journal_init=0 {MD} && mkdir -p {DATA}")
+    a.write("/etc/fstab", a.run("cat /etc/fstab").stdout + FSTAB)
+    a.run(
+        f"systemctl daemon-reload && mount {DATA} && "
+        "systemctl enable remirror-start@m.service && systemctl enable --now remirror-watch@m.service"
+    )
+
+
+def boot_together(hosts: list[Host]) -> None:
+    """The power back at once on every host of `hosts`, each booting on its own."""
+    booted = [threading.Thread(target=host.boot) for host in hosts]
+    for thread in booted:
+        thread.start()
+    for thread in booted:
+        thread.join()
 
 
 def test_the_primary_s_power_cut_comes_back_unattended_with_every_acknowledged_write_on_both_legs(
@@ -281,11 +297,7 @@ def test_both_sites_power_cut_at_once_come_back_mirrored_with_no_split_brain_and
     a, b = sites["site-a"], sites["site-b"]
     # A site-wide outage: both hosts lose power in the same instant, and come back together.
     last = cut_while_writing(a, [a, b], 100)
-    booted = [threading.Thread(target=host.boot) for host in (a, b)]
-    for thread in booted:
-        thread.start()
-    for thread in booted:
-        thread.join()
+    boot_together([a, b])
     # The primary's start waits for the DR site (it tries again until it can reach it), makes
     # its export again and assembles both legs: each leg's superblock says the other was in
     # sync when the power went, so nothing is taken for a split brain.
