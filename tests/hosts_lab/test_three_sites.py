@@ -1,5 +1,6 @@
-"""Three sites: a primary with a replica at each of two DR sites (the N-way mirror of Mariner,
-by Ningning Zhu, Jiawu Chen and Tzi-cker Chiueh), on separate hosts with systemd.
+"""Three sites: a primary with a replica at each of two DR sites, on separate hosts with systemd:
+the N-way mirror of Mariner, in "Efficient Logging and Replication Techniques for Comprehensive
+Data Protection" (Maohua Lu, Shibiao Lin and Tzi-cker Chiueh).
 
 One DR site loses its power: the primary goes on with the other in sync. Then the primary
 loses its power: the remaining DR site's leg alone holds every acknowledged write. Both boot
