@@ -264,7 +264,9 @@ def _answer_unless_abandoned(request: dict[str, Any], requests: _Requests) -> di
         except BaseException as error:  # noqa: BLE001 - said to the controller, not lost in a thread
             # And its traceback on stderr, which reaches the controller's log: both without the
             # request's secrets, which an unexpected error's text may quote.
-            hidden = _request_secrets(request)
+            from remirror.agent.steps import secrets_of  # loaded by handle() already
+
+            hidden = secrets_of(request.get("steps"))
             said = f"the agent failed: {type(error).__name__}: {error}"
             box["answer"] = {"error": redact(said, hidden)}
             sys.stderr.write(redact("".join(traceback.format_exception(error)), hidden))
@@ -283,17 +285,6 @@ def _answer_unless_abandoned(request: dict[str, Any], requests: _Requests) -> di
     os.close(done_read)  # only now: the worker no longer writes to it
     os.close(done_write)
     return box.get("answer", {"error": "the agent failed to answer"})
-
-
-def _request_secrets(request: dict[str, Any]) -> list[str]:
-    """The secrets a request's steps carry (what every step result is redacted of)."""
-    steps = request.get("steps")
-    each = (
-        [step.get("secrets") for step in steps if isinstance(step, dict)] if isinstance(steps, list) else []
-    )
-    return [
-        secret for listed in each if isinstance(listed, list) for secret in listed if isinstance(secret, str)
-    ]
 
 
 def _own_process_group() -> None:

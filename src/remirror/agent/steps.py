@@ -55,8 +55,7 @@ _runner = LocalRunner("agent")
 def run_steps(steps: list[Any]) -> list[dict[str, Any]]:
     """Execute steps (JSON objects of the protocol) in order; one result per step attempted."""
     results: list[dict[str, Any]] = []
-    # Every step's secrets, for every step's error: one step's error may quote another's.
-    secrets = [s for obj in steps if isinstance(obj, dict) for s in _listed(obj.get("secrets"))]
+    secrets = secrets_of(steps)  # every step's, for every step's error: one may quote another's
     for obj in steps:
         try:
             step = decode(obj)
@@ -71,9 +70,11 @@ def run_steps(steps: list[Any]) -> list[dict[str, Any]]:
     return results
 
 
-def _listed(secrets: Any) -> list[str]:
-    """A step's `secrets`, the strings of it (a malformed one is refused by decode, later)."""
-    return [s for s in secrets if isinstance(s, str)] if isinstance(secrets, list) else []
+def secrets_of(steps: Any) -> list[str]:
+    """The secrets the steps of a request carry, as sent (malformed steps are refused by decode,
+    later): what their results and any error of the request are redacted of."""
+    listed = [obj.get("secrets") for obj in steps if isinstance(obj, dict)] if isinstance(steps, list) else []
+    return [s for each in listed if isinstance(each, list) for s in each if isinstance(s, str)]
 
 
 def _command(step: Command) -> None:

@@ -73,6 +73,11 @@ class LioAcl:
     mapped_luns: tuple[int, ...]
     logged_in: bool = False
 
+    @property
+    def chap(self) -> tuple[str, str, str, str]:
+        """Its CHAP: the user, the password's digest, the mutual user, its password's digest."""
+        return (self.chap_userid, self.chap_password, self.chap_mutual_userid, self.chap_mutual_password)
+
 
 @dataclass(frozen=True)
 class LioTarget:

@@ -90,7 +90,7 @@ class Export:
 
 
 def acl_chap_as_seen(chap: AclChap | None) -> tuple[str, str, str, str]:
-    """An ACL's CHAP as a site's facts show it (LioAcl): users, and passwords as digests."""
+    """An ACL's CHAP as a site's facts show it (LioAcl.chap): users, and passwords as digests."""
     if chap is None:
         return ("", "", "", "")
     mutual = secret_digest(chap.mutual_password) if chap.mutual_password else ""
@@ -202,12 +202,7 @@ def _target_actions(export: Export, secrets: Mapping[str, str], destructive: str
                     target=iqn,
                 )
             )
-        elif (
-            acl.chap_userid,
-            acl.chap_password,
-            acl.chap_mutual_userid,
-            acl.chap_mutual_password,
-        ) != wanted_acl or 0 not in acl.mapped_luns:
+        elif acl.chap != wanted_acl or 0 not in acl.mapped_luns:
             actions.append(
                 Action(
                     site.name,

@@ -43,7 +43,8 @@ def make_plan(profile: Profile, facts: Mapping[str, SiteFacts], secrets: Mapping
             continue
         uuid_ = array_uuid(profile, mirror)
         renamed, primary = release_misnamed_array(mirror, facts[mirror.primary.site], uuid_)
-        facts = {**facts, primary.name: primary}  # the array stopped, if it ran misnamed
+        if renamed:
+            facts = {**facts, primary.name: primary}  # the site as once that array is stopped
         if primary.initiator is None:
             raise PlanError(
                 f"site {primary.name}: no initiator name in /etc/iscsi/initiatorname.iscsi"

@@ -64,19 +64,14 @@ def _restores_an_acl(action: Action, site: SiteFacts, plan: Plan) -> bool:
     steps = [s for s in action.steps if isinstance(s, LioSetAcl)]
     if not steps or len(steps) != len(action.steps):
         return False
+    made = {(a.site, a.target) for a in plan.actions if a.verb == Verb.CREATE_TARGET}
     for step in steps:
         target = site.targets.get(step.iqn)
         acl = target.acls.get(step.initiator) if target is not None else None
         if acl is None:
-            made = {(a.site, a.target) for a in plan.actions if a.verb == Verb.CREATE_TARGET}
             if (action.site, step.iqn) not in made:
                 return False
-        elif step.lun in acl.mapped_luns or acl_chap_as_seen(step.chap) != (
-            acl.chap_userid,
-            acl.chap_password,
-            acl.chap_mutual_userid,
-            acl.chap_mutual_password,
-        ):
+        elif step.lun in acl.mapped_luns or acl_chap_as_seen(step.chap) != acl.chap:
             return False
     return True
 
