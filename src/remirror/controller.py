@@ -9,7 +9,7 @@ import stat
 from collections.abc import Callable, Iterator, Mapping
 from concurrent.futures import Future, ThreadPoolExecutor
 from contextlib import contextmanager
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from pathlib import Path
 from secrets import token_urlsafe
 from typing import Any, Literal
@@ -23,7 +23,7 @@ from remirror.files import write_private_once
 from remirror.plan import Action, Plan, make_plan, make_teardown
 from remirror.plan.cdp import volume_path
 from remirror.plan.distinct import refuse_names_for_the_same_thing
-from remirror.plan.start import make_start
+from remirror.plan.start import make_start, promoted_elsewhere
 from remirror.profile.model import Mirror, Profile
 from remirror.profile.names import cache_name, points_volume, replica_path
 from remirror.profile.wireguard import replica_portal
@@ -258,7 +258,10 @@ class Controller:
     def start(self, secrets: dict[str, str]) -> Plan:
         """Observe and plan what a boot may do: start the mirrors that were running (plan/start.py)."""
         facts = self.observe()
-        return make_start(self.running(facts), facts, secrets)
+        running = self.running(facts)
+        plan = make_start(running, facts, secrets)
+        moved = promoted_elsewhere(self.profile, running)
+        return replace(plan, notes=plan.notes + moved) if moved else plan
 
     def teardown(self, mirror: Mirror) -> Plan:
         """Observe and plan the removal of one mirror, as it runs now."""

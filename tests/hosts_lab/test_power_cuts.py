@@ -11,184 +11,61 @@ order on the same pair of hosts: each starts from, and ends at, MIRRORED.
 from __future__ import annotations
 
 import json
-import re
+import shlex
 import subprocess
-import threading
 import time
 from collections.abc import Callable, Iterator
 from pathlib import Path
 
 import pytest
 
-from remirror.lab.hosts import writer
-from remirror.lab.hosts.lab import KNOWN_HOSTS, SITE_KEY, HostsLab
+from remirror.lab import database
+from remirror.lab.hosts.lab import HostsLab
 from remirror.lab.hosts.machine import Host
 from tests.hosts_lab.conftest import CHECKOUT
+from tests.hosts_lab.mirror import (
+    B_LEG,
+    DATA,
+    MD,
+    PROFILE,
+    RECORDS,
+    SLOW,
+    VIEWS,
+    WRITER,
+    Writer,
+    boot_together,
+    cut_while_writing,
+    legs_agree,
+    replica_holds,
+    set_up,
+    wait_mirrored,
+    wait_started_and_mounted,
+    written_sectors,
+)
 
-PROFILE = "/etc/remirror/m.yaml"
-MD = "/dev/md/m0"
-DATA = "/srv/data"
-RECORDS = f"{DATA}/records"
-WRITER = "/root/writer.py"
-A_LEG = "/dev/disk/by-id/virtio-a0"
-B_LEG = "/dev/disk/by-id/virtio-b0"
-MIRRORS = """\
-mirrors:
-  - name: m0
-    device: /dev/md/m0
-    primary: {site: site-a, disk: /dev/disk/by-id/virtio-a0}
-    replicas:
-      - {site: site-b, disk: /dev/disk/by-id/virtio-b0, portal: "192.0.2.2:3260"}
-    replication: {mode: sync, bitmap_chunk: 1MiB, on_link_loss: degrade}
-"""
-SSH = f"ssh: {{identity_file: {SITE_KEY}, known_hosts: {KNOWN_HOSTS}}}"
-VIEWS = {
-    "site-a": f"version: 1\nname: m\nsites:\n  site-a: {{host: local}}\n"
-    f"  site-b: {{host: 'ssh://root@site-b', {SSH}}}\n{MIRRORS}",
-    "site-b": f"version: 1\nname: m\nsites:\n  site-a: {{host: 'ssh://root@site-a', {SSH}}}\n"
-    f"  site-b: {{host: local}}\n{MIRRORS}",
-}
-# What an administrator puts in fstab for a file system on the mirror (docs/safety.md,
-# "Boot"): no boot waits on it forever (nofail), and the device gets the time
-# remirror-start@ takes to assemble it, waiting for the DR site if it boots too.
-FSTAB = f"{MD} {DATA} ext4 defaults,nofail,x-systemd.device-timeout=10min 0 2\n"
-SLOW = 600.0
+SYNC = "replication: {mode: sync, bitmap_chunk: 1MiB, on_link_loss: degrade}"
+ASYNC = "replication: {mode: async, write_behind: 1024, bitmap_chunk: 1MiB, on_link_loss: degrade}"
+assert all(SYNC in view for view in VIEWS.values())
+A_ADDRESS, B_ADDRESS = "192.0.2.1", "192.0.2.2"  # the link's ends (remirror.lab.hosts.lab)
+TPCB, PGBENCH_LOGS = "/root/tpcb-tagged.sql", "/root/pgbench"  # at the DR site, with the clients
+COPY = "/mnt/copy"  # where the DR site mounts its promoted copy
 
 
-class Writer:
-    """writer.py on a host over SSH; `acknowledged` is the last record whose fsync returned,
-    `first` the first this writer wrote (the file may hold an earlier writer's records)."""
-
-    def __init__(self, host: Host) -> None:
-        self.first = -1
-        self.acknowledged = -1
-        self.proc = subprocess.Popen(
-            [*host.ssh_argv(), f"python3 {WRITER} {RECORDS}"],
-            stdout=subprocess.PIPE,
-            stderr=subprocess.DEVNULL,
-            text=True,
+def first_start(host: Host) -> dict[str, str]:
+    """How remirror-start@m's first run at this boot ended: its unit's state and main process's
+    exit status once it is done or waits to try again."""
+    deadline = time.monotonic() + SLOW
+    while True:
+        shown = dict(
+            line.split("=", 1)
+            for line in host.run(
+                "systemctl show -p ActiveState -p SubState -p NRestarts -p ExecMainStatus remirror-start@m"
+            ).stdout.splitlines()
         )
-        self.reader = threading.Thread(target=self._read, daemon=True)
-        self.reader.start()
-
-    def _read(self) -> None:
-        assert self.proc.stdout is not None
-        for line in self.proc.stdout:
-            if self.first < 0:
-                self.first = int(line)
-            self.acknowledged = int(line)
-
-    def wait_for(self, number: int, timeout: float = SLOW) -> None:
-        """Until record `number` is acknowledged."""
-        deadline = time.monotonic() + timeout
-        while self.acknowledged < number:
-            assert self.proc.poll() is None, "the writer ended"
-            assert time.monotonic() < deadline, f"only records up to {self.acknowledged} acknowledged"
-            time.sleep(0.5)
-
-    def wait_for_more(self, count: int) -> None:
-        """Until this writer has had `count` records of its own acknowledged."""
-        self.wait_for(0)  # its first record: `first` is known from then on
-        self.wait_for(self.first + count - 1)
-
-    def ended(self) -> int:
-        """After its host's power cut (or stop): the last acknowledged record."""
-        self.proc.wait(timeout=60)
-        self.reader.join(timeout=10)
-        return self.acknowledged
-
-    def stop(self, host: Host) -> int:
-        host.run(f"pkill -f '{WRITER}'", check=False)
-        return self.ended()
-
-
-def mirror_state(a: Host) -> str:
-    out = a.run(f"remirror status {PROFILE} -o json", check=False).stdout
-    try:
-        return str(json.loads(out)["mirrors"][0]["state"])
-    except (ValueError, KeyError, IndexError):
-        return "unknown"
-
-
-def wait_mirrored(a: Host, timeout: float = SLOW) -> None:
-    """Until status says MIRRORED and md has nothing left to resync."""
-    deadline = time.monotonic() + timeout
-    while True:
-        state = mirror_state(a)
-        if (
-            state == "MIRRORED"
-            and a.run(f"mdadm --wait {MD}; cat /sys/block/md*/md/degraded").stdout.split()[-1] == "0"
-        ):
-            return
-        assert time.monotonic() < deadline, f"still {state}: {a.run('cat /proc/mdstat').stdout}"
-        time.sleep(5)
-
-
-def unit_outcome(host: Host, unit: str) -> str:
-    """A oneshot unit's state and result once it is done: "active success" when it ran well."""
-    deadline = time.monotonic() + SLOW
-    while True:
-        shown = host.run(
-            f"systemctl show -P ActiveState {unit}; systemctl show -P Result {unit}"
-        ).stdout.split()
-        if shown[0] != "activating" or time.monotonic() > deadline:
-            return " ".join(shown)
+        if shown["ActiveState"] in ("active", "failed") or shown["SubState"] == "auto-restart":
+            return shown
+        assert time.monotonic() < deadline, shown
         time.sleep(3)
-
-
-def cut_while_writing(a: Host, cut: list[Host], count: int) -> int:
-    """From MIRRORED, the writer on the primary until `count` of its records are acknowledged,
-    then the power of `cut` (in that order, at once); the last record acknowledged."""
-    wait_mirrored(a)
-    load = Writer(a)
-    load.wait_for_more(count)
-    for host in cut:
-        host.power_cut()
-    return load.ended()
-
-
-def wait_started_and_mounted(a: Host) -> None:
-    """After the primary's boot: until fstab's entry has mounted the mirror's file system, which
-    remirror-start@ assembled (no one types anything); the unit must have ended well."""
-    deadline = time.monotonic() + SLOW
-    while a.run(f"findmnt -n {DATA}", check=False).returncode != 0:
-        assert time.monotonic() < deadline, a.run(
-            "cat /proc/mdstat; journalctl -b -u 'remirror-start*' -u 'mdadm*' --no-pager | tail -30"
-        ).stdout
-        time.sleep(3)
-    assert unit_outcome(a, "remirror-start@m.service") == "active success", a.run(
-        "journalctl -b -u remirror-start@m --no-pager -o cat | tail -30"
-    ).stdout
-
-
-def legs_agree(a: Host) -> str:
-    """md's own check of the mirror (every block of both legs read and compared): its
-    mismatch count, "0" when the legs hold the same data."""
-    md = f"/sys/block/$(basename $(readlink -f {MD}))/md"
-    a.run(f"echo check > {md}/sync_action && sleep 1 && mdadm --wait {MD}", check=False, timeout=SLOW)
-    return a.run(f"cat {md}/mismatch_cnt").stdout.strip()
-
-
-def written_sectors(host: Host, disk: str) -> int:
-    """Sectors written to a disk since the host booted (its sysfs stat, field 7)."""
-    return int(host.run(f"cat /sys/class/block/$(basename $(readlink -f {disk}))/stat").stdout.split()[6])
-
-
-def replica_holds(b: Host, last: int, leg: str = B_LEG) -> str:
-    """Whether records 0..last are on a DR site's leg alone: its data copied out, fsck'd, mounted."""
-    examine = b.run(f"mdadm --examine {leg}").stdout
-    offset = int(re.search(r"Data Offset : (\d+) sectors", examine).group(1))  # type: ignore[union-attr]
-    b.run(f"dd if={leg} of=/var/tmp/leg.img bs=1M iflag=skip_bytes,direct skip={offset * 512} status=none")
-    preen = b.run("e2fsck -fp /var/tmp/leg.img", check=False)
-    assert preen.returncode in (0, 1), (
-        f"the replica's file system needed more than replaying its journal: {preen}"
-    )
-    assert b.run("e2fsck -fn /var/tmp/leg.img", check=False).returncode == 0
-    b.run("mkdir -p /mnt/leg && mount -o loop,ro /var/tmp/leg.img /mnt/leg")
-    try:
-        return b.run(f"python3 {WRITER} --check /mnt/leg/records {last}", check=False).stdout.strip()
-    finally:
-        b.run("umount /mnt/leg; rm -f /var/tmp/leg.img")
 
 
 @pytest.fixture(scope="module")
@@ -201,37 +78,6 @@ def sites(work: Path) -> Iterator[HostsLab]:
         yield lab
     finally:
         lab.stop()
-
-
-def set_up(lab: HostsLab, views: dict[str, str]) -> None:
-    """Hosts booted, remirror installed, each site's view written, the mirror applied and in
-    sync, its file system mounted from fstab, the start and reconciler units enabled at the
-    primary (site-a), and the writer on every host."""
-    lab.boot_all()
-    lab.install()
-    lab.write_profile("m", views)
-    for host in lab.hosts.values():
-        host.put(Path(writer.__file__), WRITER)
-    a = lab["site-a"]
-    a.run(f"remirror apply {PROFILE} --yes")
-    wait_mirrored(a)
-    # Inode tables zeroed now, not by ext4's lazy init after each mount (a background
-    # writer that would blur what a resync wrote).
-    a.run(f"mkfs.ext4 -q -E lazy_itable_init=0,lazy_journal_init=0 {MD} && mkdir -p {DATA}")
-    a.write("/etc/fstab", a.run("cat /etc/fstab").stdout + FSTAB)
-    a.run(
-        f"systemctl daemon-reload && mount {DATA} && "
-        "systemctl enable remirror-start@m.service && systemctl enable --now remirror-watch@m.service"
-    )
-
-
-def boot_together(hosts: list[Host]) -> None:
-    """The power back at once on every host of `hosts`, each booting on its own."""
-    booted = [threading.Thread(target=host.boot) for host in hosts]
-    for thread in booted:
-        thread.start()
-    for thread in booted:
-        thread.join()
 
 
 def test_the_primary_s_power_cut_comes_back_unattended_with_every_acknowledged_write_on_both_legs(
@@ -352,3 +198,78 @@ def test_a_reboot_of_the_primary_during_a_resync_resumes_it_and_the_legs_end_equ
     assert 48 * 1024**2 <= resynced < 160 * 1024**2, resynced
     assert a.run(f"sha256sum {DATA}/bulk").stdout == bulk
     assert legs_agree(a) == "0"
+
+
+def test_an_async_primary_s_power_cut_then_a_forced_promotion_leaves_the_dr_site_a_database_that_comes_up_clean(
+    sites: HostsLab, record_property: Callable[[str, object], None]
+) -> None:
+    """The module's last test: the primary stays off, and the DR site runs the mirror from here.
+
+    The same mirror made asynchronous (apply moves it live: write-behind on the DR site's leg),
+    PostgreSQL on its file system, and pgbench at the DR site as the database's clients over
+    the link: what they were told is committed is in their log, which outlives the primary.
+    The primary's power is cut under load; at the DR site, as its operator would, `remirror
+    promote --force`, then the copy is judged as its users would: fsck, and the database started
+    on it (crash recovery), its balances, amcheck, and the committed transactions it lacks (in
+    async mode, at most what was behind; recorded, not asserted)."""
+    a, b = sites["site-a"], sites["site-b"]
+    wait_mirrored(a)
+    sites.write_profile("m", {site: view.replace(SYNC, ASYNC) for site, view in VIEWS.items()})
+    a.run(f"remirror apply {PROFILE} --yes", timeout=SLOW)
+    wait_mirrored(a)
+    assert a.run(f"cat /sys/block/$(basename $(readlink -f {MD}))/md/bitmap/backlog").stdout.strip() == "1024"
+    primary = database.create("site-a", DATA, remote=tuple(a.ssh_argv()))
+    a.run(
+        f"echo \"listen_addresses = '*'\" >> {primary.data}/postgresql.conf && "
+        f"echo 'host all postgres {B_ADDRESS}/32 trust' >> {primary.data}/pg_hba.conf"
+    )
+    primary.start()
+    database.load(primary)
+    a.run("sync")
+    b.write(TPCB, database.TAGGED_TPCB)
+    # Keepalives end the clients' connections within seconds of the power cut (the primary
+    # never closes them), and pgbench then ends and writes out its log.
+    server = (
+        f"host={A_ADDRESS} port={primary.port} dbname=postgres user=postgres connect_timeout=10 "
+        "keepalives=1 keepalives_idle=2 keepalives_interval=1 keepalives_count=3 tcp_user_timeout=5000"
+    )
+    clients = subprocess.Popen(
+        [*b.ssh_argv(), f"rm -rf {PGBENCH_LOGS} && mkdir -p {PGBENCH_LOGS} && "
+         f"{database.PG_BIN}/pgbench -n -c 4 -j 2 -T 3600 -l --log-prefix {PGBENCH_LOGS}/tx "
+         f"-f {TPCB} {shlex.quote(server)}"],
+        stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True,
+    )  # fmt: skip
+    time.sleep(15)
+    assert clients.poll() is None, clients.communicate()[0][-2000:]
+    a.power_cut()
+    said, _ = clients.communicate(timeout=SLOW)
+    acknowledged = database.committed(b.run(f"cat {PGBENCH_LOGS}/tx*").stdout.splitlines())
+    record_property("transactions_acknowledged", sum(acknowledged.values()))
+    assert sum(acknowledged.values()) > 0, said[-2000:]
+    promoted = b.run(f"remirror promote {PROFILE} m0 --site site-b --force --yes", check=False, timeout=SLOW)
+    assert promoted.returncode == 0, promoted.stdout[-3000:] + promoted.stderr[-3000:]
+    b.run(f"mkdir -p {COPY} && mount {MD} {COPY} && umount {COPY}")  # ext4 replays its journal
+    fsck = b.run(f"e2fsck -fn {MD}", check=False)
+    assert fsck.returncode == 0, fsck.stdout[-2000:]
+    b.run(f"mount {MD} {COPY}")
+    copy = database.Cluster("site-b", f"{COPY}/pg", primary.port, tuple(b.ssh_argv()))
+    try:
+        verdict = database.judge(copy)
+    finally:
+        copy.stop()
+    record_property("database_at_the_dr_site", json.dumps(verdict.as_json()))
+    record_property("acknowledged_transactions_missing", verdict.missing(acknowledged))
+    assert verdict.sound, verdict.as_json()
+    # The old primary's power comes back, with nobody there. The DR site runs the mirror now
+    # (its database's recovery wrote to it): the old primary must not run it too.
+    record_property("old_primary_boot_seconds", round(a.boot(), 1))
+    outcome = first_start(a)
+    started = a.run("journalctl -b -u remirror-start@m --no-pager -o cat").stdout
+    record_property("old_primary_start", f"{outcome}: {started[-1500:]}")
+    # Its start plans with the roles the legs' records give: the DR site is primary, and runs
+    # the mirror; nothing to start, and it says so.
+    assert (outcome["ActiveState"], outcome["ExecMainStatus"]) == ("active", "0"), started
+    assert "m0 runs at site-b (promoted there" in started, started
+    assert a.run(f"test -e {MD}", check=False).returncode != 0, a.run("cat /proc/mdstat").stdout
+    assert a.run(f"findmnt -n {DATA}", check=False).returncode != 0, started
+    assert b.run(f"findmnt -n {COPY}").stdout.strip(), "the DR site's copy is no longer mounted"

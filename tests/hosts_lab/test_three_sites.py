@@ -6,28 +6,40 @@ One DR site loses its power: the primary goes on with the other in sync. Then th
 loses its power: the remaining DR site's leg alone holds every acknowledged write. Both boot
 with nobody typing anything: the primary's start assembles the mirror, and the reconciler
 brings the first DR site back by the bitmap.
+
+The three hosts are installed as an operator with Ansible installs them: site.yml run from
+this machine (the controller) against the hosts, which installs remirror on every site from
+its wheel, deploys the key and each site's view of the profile, applies the profile from
+site-a and enables its units (docs/ansible.md). A last test runs it again in check mode.
 """
 
 from __future__ import annotations
 
 from collections.abc import Callable, Iterator
+from dataclasses import dataclass
 from pathlib import Path
 
 import pytest
+from ruamel.yaml import YAML
 
-from remirror.lab.hosts.lab import HostsLab
-from tests.hosts_lab.conftest import CHECKOUT
-from tests.hosts_lab.test_power_cuts import (
+from remirror.lab.hosts.image import VENV
+from remirror.lab.hosts.lab import SITE_KEY, HostsLab
+from remirror.lab.hosts.machine import Host
+from tests.hosts_lab.ansible import APPLY_TASK, PROFILE_TASK, Run, inventory, playbook
+from tests.hosts_lab.conftest import CHECKOUT, OUT
+from tests.hosts_lab.mirror import (
     B_LEG,
+    MD,
     MIRRORS,
+    PROFILE,
     RECORDS,
     SSH,
     WRITER,
     Writer,
     boot_together,
     legs_agree,
+    mirror_in_use,
     replica_holds,
-    set_up,
     wait_mirrored,
     wait_started_and_mounted,
     written_sectors,
@@ -51,18 +63,68 @@ def view(local: str) -> str:
     return f"version: 1\nname: m\nsites:\n{sites}{THREE}"
 
 
+@dataclass
+class Deployed:
+    """The three hosts as the playbook left them, and its first run."""
+
+    lab: HostsLab
+    inventory: Path
+    first_run: Run
+
+    def __getitem__(self, name: str) -> Host:
+        return self.lab[name]
+
+
 @pytest.fixture(scope="module")
-def sites(work: Path) -> Iterator[HostsLab]:
+def sites(work: Path) -> Iterator[Deployed]:
+    """Three hosts, remirror installed and the mirror applied by the Ansible role (site.yml, run
+    from here: the controller on this machine, as on an operator's laptop), then in use."""
     lab = HostsLab(work, {"site-a": ["a0"], "site-b": ["b0"], "site-c": ["c0"]}, checkout=CHECKOUT)
     try:
-        set_up(lab, {site: view(site) for site in ("site-a", "site-b", "site-c")})
-        yield lab
+        lab.boot_all()
+        hosts = inventory(lab, work / "inventory", YAML(typ="safe").load(view("site-a")), lab.site_key())
+        first = playbook(lab, hosts, out=OUT / "ansible")
+        mirror_in_use(lab)
+        yield Deployed(lab, hosts, first)
     finally:
         lab.stop()
 
 
+def test_the_playbook_installs_every_site_and_leaves_the_primary_its_units(sites: Deployed) -> None:
+    """What the role did on each host: remirror from the wheel in its venv, the key for root only
+    and behind the agent's forced command, each site's own view of the profile, LIO's restore
+    and iscsid enabled; at the primary, the units that start the mirror at boot, reconcile it
+    and check it (docs/ansible.md)."""
+    assert "changed: [site-a]" in sites.first_run.task(APPLY_TASK), sites.first_run.task(APPLY_TASK)
+    wheel = sorted((CHECKOUT / "build" / "site").glob("remirror-*.whl"))[-1]
+    for name, host in sites.lab.hosts.items():
+        version = host.run(
+            f"{VENV}/bin/python -c 'import importlib.metadata as m; print(m.version(\"remirror\"))'"
+        )
+        assert wheel.name.startswith(f"remirror-{version.stdout.strip()}-"), (name, version.stdout)
+        assert host.run("readlink /usr/local/bin/remirror").stdout.strip() == f"{VENV}/bin/remirror"
+        assert host.run(f"stat -c %a {SITE_KEY} /etc/remirror").stdout.split() == ["600", "700"], name
+        assert (
+            'command="remirror agent --serve",restrict ' in host.run("cat /root/.ssh/authorized_keys").stdout
+        )
+        # Its own view: itself local, the primary over SSH with the deployed key, the other
+        # DR site as written (remirror_site_view): what its operator promotes from.
+        deployed = YAML(typ="safe").load(host.run(f"cat {PROFILE}").stdout)
+        assert deployed == YAML(typ="safe").load(view(name)), (name, deployed)
+        assert host.run("systemctl is-enabled iscsid rtslib-fb-targetctl").stdout.split() == ["enabled"] * 2
+    a = sites["site-a"]
+    assert a.run("systemctl is-enabled remirror-start@m.service").stdout.strip() == "enabled"
+    assert (
+        a.run("systemctl is-active remirror-watch@m.service remirror-check@m.timer").stdout.split()
+        == ["active"] * 2
+    )
+    for replica in ("site-b", "site-c"):
+        shown = sites[replica].run("systemctl is-enabled remirror-watch@m.service", check=False).stdout
+        assert shown.strip() != "enabled", shown
+
+
 def test_with_a_replica_at_each_of_two_sites_the_last_one_standing_holds_every_acknowledged_write(
-    sites: HostsLab, record_property: Callable[[str, object], None]
+    sites: Deployed, record_property: Callable[[str, object], None]
 ) -> None:
     a, b, c = sites["site-a"], sites["site-b"], sites["site-c"]
     wait_mirrored(a)
@@ -84,3 +146,28 @@ def test_with_a_replica_at_each_of_two_sites_the_last_one_standing_holds_every_a
     record_property("site_c_bytes_written_by_the_rejoin", resynced)
     assert 0 < resynced < 256 * 1024**2 // 4, resynced
     assert legs_agree(a) == "0"
+
+
+def test_a_second_run_in_check_mode_would_change_the_profile_and_the_mirror_and_nothing_else(
+    sites: Deployed,
+) -> None:
+    """Check mode with a changed profile (async, write-behind 512): the one run shows both what a
+    second run would do (change the profile, and the mirror it describes; every other task is
+    already as it should be) and that check mode writes nothing. Ansible's check mode asks each
+    module whether it would change anything, so a task that is not idempotent reports
+    `changed` here too. From site-a alone: the DR sites run the same tasks of the same role."""
+    a = sites["site-a"]
+    wait_mirrored(a)
+    profile = YAML(typ="safe").load(view("site-a"))
+    profile["mirrors"][0]["replication"].update({"mode": "async", "write_behind": 512})
+    altered = inventory(sites.lab, sites.inventory.parent / "altered", profile, sites.lab.site_key())
+    before = {name: host.run(f"cat {PROFILE}").stdout for name, host in sites.lab.hosts.items()}
+    run = playbook(sites.lab, altered, "--check", "--diff", "--limit", "site-a", out=OUT / "ansible")
+    assert run.changed() == {(PROFILE_TASK, "site-a"), (APPLY_TASK, "site-a")}, run.output[-6000:]
+    # The module planned from the profile the run would write; its diff names the change.
+    assert f"{MD} backlog 0 -> 512" in run.task(APPLY_TASK), run.task(APPLY_TASK)
+    assert {name: host.run(f"cat {PROFILE}").stdout for name, host in sites.lab.hosts.items()} == before
+    md = f"/sys/block/$(basename $(readlink -f {MD}))/md"
+    assert a.run(f"cat {md}/bitmap/backlog").stdout.strip() == "0"  # still synchronous
+    planned = a.run(f"remirror plan --detailed-exitcode {PROFILE}", check=False)
+    assert planned.returncode == 0, planned.stdout  # the sites still match the deployed profile

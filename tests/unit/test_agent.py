@@ -497,3 +497,26 @@ def test_a_step_s_error_is_redacted_of_every_step_s_secrets(monkeypatch: pytest.
     monkeypatch.setattr(steps, "decode", quotes_the_next)
     results = steps.run_steps([{"secrets": []}, {"secrets": ["s3cret-of-the-next-step"]}])
     assert results == [{"ok": False, "error": "ValueError: it would have set <redacted>"}]
+
+
+def test_the_local_agents_unexpected_error_is_said_without_the_requests_secrets(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    import remirror.agent
+    from remirror.agent.client import AgentClient
+    from remirror.errors import SiteError
+    from remirror.profile.model import Site
+
+    secret = "s3cr3t-chap-pass"
+
+    def failing(request: dict[str, Any]) -> dict[str, Any]:
+        raise ValueError(f"cannot parse {request['steps'][0]['secrets'][0]!r}")
+
+    monkeypatch.setattr(remirror.agent, "handle", failing)
+    client = AgentClient("here", Site(host="local"))
+    with pytest.raises(SiteError) as caught:
+        client.request({"op": "run", "steps": [{"kind": "x", "secrets": [secret]}]}, secrets=[secret])
+    assert secret not in str(caught.value), str(caught.value)
+    assert "cannot parse" in str(caught.value)
+    assert caught.value.__cause__ is None  # nor is the original error chained to it
+    assert caught.value.__suppress_context__

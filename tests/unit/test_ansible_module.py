@@ -3,8 +3,8 @@ plans only, safe mode is remirror's refusal of a destructive plan, changed comes
 own report.
 
 remirror itself is stood in for by fixtures/fake-remirror, answering as `remirror plan/apply
--o json` answer (their JSON as tests/unit/test_cli.py pins it); the lab test (tests/lab/test_ansible.py) runs the
-real one across two sites.
+-o json` answer (their JSON as tests/unit/test_cli.py pins it); the hosts' lab
+(tests/hosts_lab/test_three_sites.py) runs the real one across three hosts.
 """
 
 from __future__ import annotations
@@ -155,3 +155,29 @@ def test_state_absent_destroys_each_mirror_of_the_profile(tmp_path: Path) -> Non
     stuck = run_module(tmp_path, [teardown], [teardown], mirrors=both, state="absent")
     assert stuck["failed"] is True
     assert stuck["msg"].startswith("destroy of m0 left actions undone")
+
+
+def test_without_systemd_cron_reconciles_and_checks_the_profile_every_five_minutes() -> None:
+    """The health task's cron file, rendered as Ansible renders it (Jinja, the role's defaults):
+    the hosts' lab runs systemd, so its tests take the units' path; this is the other one."""
+    from jinja2 import Environment, StrictUndefined
+
+    tasks = YAML(typ="safe").load(PLAYBOOKS / "roles/remirror/tasks/health.yml")
+    (cron,) = [t for t in tasks if "cron" in t["name"]]
+    assert "!= 'systemd'" in cron["when"]
+    defaults = {
+        "remirror_command": "/usr/local/bin/remirror",
+        "remirror_profile_path": "/etc/remirror/m.yaml",
+    }
+    for watch, check in ((True, True), (False, True), (True, False)):
+        text = (
+            Environment(undefined=StrictUndefined, keep_trailing_newline=True)  # noqa: S701 - a cron file, as Ansible renders it
+            .from_string(cron["ansible.builtin.copy"]["content"])
+            .render(**defaults, remirror_watch=watch, remirror_health_check=check)
+        )
+        entries = [line for line in text.splitlines() if line.startswith("*/5 * * * * root ")]
+        wanted = ["/usr/local/bin/remirror reconcile /etc/remirror/m.yaml >/dev/null"] * watch + [
+            'out=$(/usr/local/bin/remirror check -t 120 /etc/remirror/m.yaml) || echo "$out"'
+        ] * check
+        assert [line.removeprefix("*/5 * * * * root ") for line in entries] == wanted, text
+        assert "PATH=/usr/local/sbin:/usr/local/bin:" in text

@@ -498,3 +498,37 @@ def test_after_a_promotion_of_an_async_mirror_the_new_primarys_leg_moves_last() 
     assert member is not None
     assert member.slot == max(m.slot or 0 for m in array.members)
     assert roles(mirror, leg_records(mirror, array_uuid(profile, mirror), sites.facts)).primary == "b"
+
+
+def test_a_former_primary_running_under_another_name_is_stood_down_by_that_name() -> None:
+    # Site a was cut off while b was promoted by force; a clean reboot then started a's array
+    # as md127 with /dev/md/m0_0 only (docs/safety.md, "Boot"): stopping /dev/md/m0 would stop
+    # nothing, and a's leg could never be exported to b.
+    sites = applied()
+    sites.run(make_promotion(PROFILE, "m0", "b", {**sites.facts, "a": None}, SECRETS, force=True))
+    (array,) = sites.facts["a"].arrays
+    running = profile_as_run(PROFILE, {"m0": "b"})
+    for links, stopped in (
+        ((MIRROR.name,), "/dev/md/m0"),
+        ((f"{MIRROR.name}_0",), f"/dev/{array.kernel_name}"),
+    ):
+        facts = {
+            **sites.facts,
+            "a": dataclasses.replace(sites.facts["a"], array_links={array.kernel_name: links}),
+        }
+        plan = make_plan(running, facts, SECRETS)
+        (stop,) = [a for a in plan.actions if a.verb == "StopArray"]
+        assert (stop.site, at_site(stop)[0]["argv"]) == ("a", ["mdadm", "--stop", stopped])
+        assert plan.actions.index(stop) < plan.actions.index(
+            next(a for a in plan.actions if a.verb == "CreateBackstore")
+        )
+
+
+def test_a_forced_promotion_is_refused_while_the_old_primary_is_reached_and_runs_the_array() -> None:
+    # Forced with site a answering and running the mirror (its start at boot won a race with
+    # the promotion, or it never went): two primaries would write, each on its own leg.
+    sites = applied()
+    with pytest.raises(PlanError, match="would make two primaries"):
+        make_promotion(PROFILE, "m0", "b", sites.facts, SECRETS, force=True)
+    stopped = {**sites.facts, "a": dataclasses.replace(sites.facts["a"], arrays=())}
+    assert "b FenceTarget" in verbs(make_promotion(PROFILE, "m0", "b", stopped, SECRETS, force=True))

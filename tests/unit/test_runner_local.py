@@ -88,3 +88,14 @@ def test_redact_masks_a_secret_as_an_error_may_quote_it_escaped() -> None:
     secret = "ab\\cd\"e'f"  # a CHAP password may hold a backslash and quotes
     for quoted in (repr(secret), repr(secret.encode()), json.dumps(secret), str(KeyError(secret))):
         assert "cd" not in redact(f"failed: {quoted}", [secret]), quoted
+
+
+def test_a_command_stopped_at_its_timeout_is_reported_without_its_secrets() -> None:
+    secret = "s3cr3t-chap-pass"
+    with pytest.raises(CommandTimeout) as caught:
+        LocalRunner().run(
+            ["sh", "-c", 'echo "login with $0" >&2; sleep 5', secret], secrets=[secret], timeout=0.5
+        )
+    assert "login with" in str(caught.value)  # what it said is kept, for the operator
+    assert secret not in str(caught.value), str(caught.value)
+    assert secret not in caught.value.stderr_tail

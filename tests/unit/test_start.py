@@ -14,7 +14,7 @@ from remirror.plan.actions import CHANGE, DELETE, Action, Plan, PlanError, Verb
 from remirror.plan.repair import make_repair
 from remirror.plan.start import EXIT_HELD, HELD, MoreThanStarting, make_start, start_mirror
 from remirror.protocol.commands import MdStop
-from tests.unit.test_failover import PROFILE, applied
+from tests.unit.test_failover import PROFILE, UUID, applied
 from tests.unit.test_plan_properties import SECRETS
 
 
@@ -191,3 +191,22 @@ def test_a_new_acl_on_a_target_that_stayed_is_held_and_one_on_a_target_made_agai
     made = make_start(PROFILE, nothing, SECRETS)
     assert made.notes == ()
     assert {Verb.CREATE_TARGET, Verb.CREATE_NODE_ACL} <= {a.verb for a in made.actions}
+
+
+def test_an_old_primary_booting_after_its_dr_site_s_promotion_starts_nothing_and_says_why() -> None:
+    # Site a's power came back after site b was promoted by force (the hosts' lab): its own
+    # profile still names it primary; the legs' records name b, which runs the mirror.
+    from remirror.plan.promote import make_promotion
+    from remirror.plan.start import promoted_elsewhere
+    from remirror.roles import leg_records, profile_as_run, roles
+
+    sites = applied()
+    sites.run(make_promotion(PROFILE, "m0", "b", {**sites.facts, "a": None}, SECRETS, force=True))
+    booted = {**sites.facts, "a": dataclasses.replace(sites.facts["a"], arrays=(), sessions=())}
+    mirror = PROFILE.mirrors[0]
+    running = profile_as_run(PROFILE, {"m0": roles(mirror, leg_records(mirror, UUID, booted)).primary})
+    assert running.mirrors[0].primary.site == "b"
+    assert make_start(running, booted, SECRETS).actions == ()  # b runs it: nothing to start
+    (note,) = promoted_elsewhere(PROFILE, running)
+    assert note.startswith("m0 runs at b (promoted there"), note
+    assert promoted_elsewhere(PROFILE, PROFILE) == ()

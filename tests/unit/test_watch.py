@@ -18,6 +18,14 @@ def test_the_wait_grows_with_failures_up_to_the_cap() -> None:
     assert [timing.after(2, n) for n in range(1, 6)] == [60, 120, 240, 480, 600]
 
 
+def test_while_a_site_cannot_be_reached_it_is_asked_again_every_interval() -> None:
+    """A DR site back from a long outage is taken back within an interval of its return: no
+    event at the primary says it came back, and asking costs a connection attempt."""
+    timing = Timing(interval=60, busy=10, debounce=2, max_backoff=600)
+    assert [timing.after(2, n, unreachable=True) for n in range(1, 6)] == [60] * 5
+    assert Timing(interval=300, max_backoff=120).after(2, 3, unreachable=True) == 120  # never past the cap
+
+
 def test_systemd_hears_ready_and_watchdog(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     address = str(tmp_path / "notify")
     with socket.socket(socket.AF_UNIX, socket.SOCK_DGRAM) as server:

@@ -163,7 +163,15 @@ class AgentClient:
         if self._runner is None:
             from remirror.agent import handle
 
-            answer = handle(request)
+            try:
+                answer = handle(request)
+            except Exception as error:
+                # An unexpected error's text may quote what it was sent: said without the secrets,
+                # as a remote agent's worker says it (agent/serve.py).
+                said = redact(f"{type(error).__name__}: {error}", secrets or [])
+                if said != f"{type(error).__name__}: {error}":
+                    raise SiteError(self.name, f"the agent failed: {said}") from None
+                raise
         else:
             with self._exchange:
                 self._refuse_if_lost()  # (a keepalive's failure drops the stream meanwhile)

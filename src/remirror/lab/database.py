@@ -14,17 +14,19 @@ client's transactions commit one after another, so "which are missing" is
 exact: per client, pgbench's log says how many it saw committed before a
 moment, and the history at site B how many it holds.
 
-Used by the lab tests (tests/lab/test_disaster.py) and the experiment
-`bench/async_disaster.py`.
+Used by the hosts' lab (tests/hosts_lab: a primary's power cut, then a
+forced promotion) and the experiment `bench/async_disaster.py`.
 """
 
 from __future__ import annotations
 
 import json
+import math
 import shlex
 import subprocess
 import time
 from collections import Counter
+from collections.abc import Iterable
 from dataclasses import dataclass, field
 from pathlib import Path
 
@@ -73,9 +75,12 @@ def _sh(argv: list[str], timeout: float = 600, check: bool = True) -> subprocess
 class Cluster:
     """A PostgreSQL cluster in `data` on one lab site, on a socket of its own."""
 
-    site: str  # "a" or "b"
+    site: str  # "a" or "b" (the single-VM lab's sites), or a host's name
     data: str
     port: int
+    # How a command reaches the cluster's host when it is not this kernel: an SSH argv that
+    # takes the command as one string (the hosts' lab, remirror.lab.hosts.machine.Host.ssh_argv).
+    remote: tuple[str, ...] = ()
 
     @property
     def socket(self) -> str:
@@ -85,6 +90,8 @@ class Cluster:
     def argv(self, *argv: str, user: str = "postgres") -> list[str]:
         """`argv` on the cluster's site, as `user`."""
         command = ["runuser", "-u", user, "--", *argv] if user != "root" else list(argv)
+        if self.remote:
+            return [*self.remote, shlex.join(command)]
         return in_site_b(command) if self.site == "b" else command
 
     def run(self, *argv: str, user: str = "postgres", timeout: float = 600, check: bool = True) -> str:
@@ -131,9 +138,9 @@ class Cluster:
         ).strip()  # fmt: skip
 
 
-def create(site: str, mount: str, port: int = 5432) -> Cluster:
+def create(site: str, mount: str, port: int = 5432, remote: tuple[str, ...] = ()) -> Cluster:
     """A new cluster in `mount`/pg (a file system on the mirror), tuned by SETTINGS."""
-    cluster = Cluster(site, f"{mount}/pg", port)
+    cluster = Cluster(site, f"{mount}/pg", port, remote)
     cluster.run("install", "-d", "-o", "postgres", "-g", "postgres", "-m", "0700", cluster.data, user="root")
     cluster.run("chown", "postgres:postgres", mount, user="root")
     cluster.run(f"{PG_BIN}/initdb", "--no-sync", "-A", "trust", "-U", "postgres", "-D", cluster.data)
@@ -185,17 +192,23 @@ class Workload:
     def committed_before(self, moment: float) -> Counter[str]:
         """Per client (`c0`, `c1`, ...), the transactions pgbench saw committed before `moment`
         (unix time): its per-transaction log gives each one's end as epoch seconds and microseconds."""
-        seen: Counter[str] = Counter()
-        for path in Path(self.log_dir).glob("tx*"):
-            for line in path.read_text().splitlines():
-                fields = line.split()
-                # client_id transaction_no time script_no time_epoch time_us
-                numbers = fields[2:3] + fields[4:6]
-                if len(numbers) < 3 or not all(f.isdigit() for f in numbers):
-                    continue  # a transaction that failed is logged with "failed" for its time
-                if int(fields[4]) + int(fields[5]) / 1e6 < moment:
-                    seen[f"c{fields[0]}"] += 1
-        return seen
+        lines = (line for path in Path(self.log_dir).glob("tx*") for line in path.read_text().splitlines())
+        return committed(lines, moment)
+
+
+def committed(log_lines: Iterable[str], before: float = math.inf) -> Counter[str]:
+    """Per client (`c0`, `c1`, ...), the transactions pgbench's per-transaction log (`-l`) says
+    committed before `before` (unix time; by default all of them)."""
+    seen: Counter[str] = Counter()
+    for line in log_lines:
+        fields = line.split()
+        # client_id transaction_no time script_no time_epoch time_us
+        numbers = fields[2:3] + fields[4:6]
+        if len(numbers) < 3 or not all(f.isdigit() for f in numbers):
+            continue  # a transaction that failed is logged with "failed" for its time
+        if int(fields[4]) + int(fields[5]) / 1e6 < before:
+            seen[f"c{fields[0]}"] += 1
+    return seen
 
 
 @dataclass(frozen=True)

@@ -64,15 +64,21 @@ def stand_down_former_primary(mirror: Mirror, site: SiteFacts, leg: DiskFacts, u
     array = site.array_named(mirror.name, uuid_)
     if array is None or not leg.kernel_name or array.member(leg.kernel_name) is None:
         return []
-    users = site.disks.get(mirror.md_device, DiskFacts(mirror.md_device, False)).users()
+    # By the name it runs under: after a clean reboot early boot starts it as md127, with
+    # /dev/md/NAME_0 and no /dev/md/NAME (plan/boot_arrays.py), and `mdadm --stop` of a name
+    # that is not there stops nothing.
+    named = mirror.md_device.removeprefix("/dev/md/") in site.array_links.get(array.kernel_name, ())
+    device = mirror.md_device if named else f"/dev/{array.kernel_name}"
+    users = site.disks.get(device, DiskFacts(device, False)).users()
     if users:
         raise PlanError(
-            f"site {site.name} still runs {mirror.md_device} from before {mirror.primary.site} was"
+            f"site {site.name} still runs {device} from before {mirror.primary.site} was"
             f" promoted, and it is in use ({'; '.join(users)}): stop what uses it there first"
         )
+    # (Not observed under another name: `mdadm --stop` refuses an array anything holds open.)
     return [
         stop_array_action(
-            site.name, mirror.md_device, f"{array.kernel_name}: a former primary's; its leg keeps its data"
+            site.name, device, f"{array.kernel_name}: a former primary's; its leg keeps its data"
         )
     ]
 

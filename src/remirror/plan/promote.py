@@ -93,6 +93,15 @@ def make_promotion(
     old = facts.get(now.primary)
     actions: list[Action] = []
     if force:
+        running_there = old.array_named(name, uuid_) if old is not None else None
+        if running_there is not None:
+            # Reached and running the array (its start at boot, an operator's apply): forced
+            # here, two primaries would write, each on its own leg.
+            raise PlanError(
+                f"site {now.primary} is reached and runs {name} (/dev/{running_there.kernel_name}):"
+                f" promoting {site} by force would make two primaries; stop the array there first,"
+                " or promote without `--force` once every leg is in sync"
+            )
         # Fence first: once the target is gone the old primary cannot write here, link or not.
         actions += leg_export_removal(profile, running, leg, new, fence=True)
         actions.append(record_action(site, [own], uuid_, site, now.generation.n, "forced", name))

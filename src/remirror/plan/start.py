@@ -142,3 +142,16 @@ def make_start(profile: Profile, facts: Mapping[str, SiteFacts], secrets: Mappin
         if started.pending:
             pending.append(started.pending)
     return Plan(tuple(actions), "; ".join(pending), tuple(held))
+
+
+def promoted_elsewhere(profile: Profile, running: Profile) -> tuple[str, ...]:
+    """Notes for the mirrors that run at another site than `profile` names primary (`running`:
+    as the legs' records have them): an old primary booting after its DR site's promotion
+    starts nothing, and says why, not only that nothing changed."""
+    return tuple(
+        f"{mirror.name} runs at {running.mirror(mirror.name).primary.site} (promoted there, as its"
+        f" legs' records say), not at {mirror.primary.site} as the profile has it: this site's"
+        " leg is its replica now (docs/failover.md)"
+        for mirror in profile.mirrors
+        if running.mirror(mirror.name).primary.site != mirror.primary.site
+    )

@@ -5,7 +5,11 @@ everything again (level-based), so a missed or duplicated event costs at
 most one timer interval. Events come in bursts (a lost session changes
 several block devices), so a pass starts only after `debounce` seconds
 without new ones. Passes that fail back off exponentially, up to
-`max_backoff`, so that a site that stays broken is not hammered.
+`max_backoff`, so that a site that stays broken is not hammered; while a
+site cannot be reached, no longer than `interval`: asking again costs a
+connection attempt, and a DR site back from an outage (its power, its
+link) is taken back within a minute of its return, however long it was
+gone. No event at the primary says it returned.
 """
 
 from __future__ import annotations
@@ -36,10 +40,12 @@ class Timing:
     debounce: float = 2.0  # quiet time after an event before a pass
     max_backoff: float = 600.0  # longest wait after repeated failures
 
-    def after(self, code: int, failures: int) -> float:
-        """Seconds until the next pass, given this pass's exit code and the failures in a row."""
+    def after(self, code: int, failures: int, unreachable: bool = False) -> float:
+        """Seconds until the next pass, given this pass's exit code, the failures in a row, and
+        whether a site could not be reached."""
         if failures:
-            return float(min(self.interval * 2 ** (failures - 1), self.max_backoff))
+            backoff = min(self.interval * 2 ** (failures - 1), self.max_backoff)
+            return float(min(backoff, self.interval) if unreachable else backoff)
         return self.interval if code == EXIT_OK else self.busy
 
 
@@ -58,8 +64,11 @@ def watch(
     while not stop.is_set():
         code = _one_pass(controller, secrets, emit)
         failures = failures + 1 if code >= EXIT_CANNOT else 0
-        delay = timing.after(code, failures)
-        emit(json.dumps({"event": "sleep", "seconds": delay, "failures": failures}))
+        unreachable = sorted(getattr(controller, "unreachable", {}))  # as the pass observed them
+        delay = timing.after(code, failures, unreachable=bool(unreachable))
+        emit(
+            json.dumps({"event": "sleep", "seconds": delay, "failures": failures, "unreachable": unreachable})
+        )
         _wait(events, delay, timing.debounce, ping, stop)
     notify("STOPPING=1")
 

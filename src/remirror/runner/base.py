@@ -110,7 +110,10 @@ class Runner(ABC):
         log.debug("site %s: run: %s", self.site, " ".join(shown))
         _started.count = commands_started() + 1
         started = time.monotonic()
-        returncode, stdout, stderr = self._execute(list(argv), stdin, timeout, shown)
+        try:
+            returncode, stdout, stderr = self._execute(list(argv), stdin, timeout, shown)
+        except CommandTimeout as timed_out:  # what it said before it was stopped, redacted too
+            raise self._timed_out(shown, timeout, redact(timed_out.stderr_tail, secret_list)) from None
         elapsed = time.monotonic() - started
         completed = Completed(self.site, shown, returncode, stdout, stderr, elapsed)
         log.debug("site %s: exit %d after %.2fs: %s", self.site, returncode, elapsed, shown[0])
@@ -119,6 +122,7 @@ class Runner(ABC):
         return completed
 
     def _timed_out(self, shown: tuple[str, ...], timeout: float, stderr: str) -> CommandTimeout:
+        """The error of a command stopped at its timeout; `run` redacts it of the command's secrets."""
         return CommandTimeout(
             self.site, shown, None, stderr_tail(stderr), reason=f"timed out after {timeout:g}s"
         )

@@ -243,7 +243,8 @@ class SshStream:
         while b"\n" not in self._pending:
             remaining = deadline - time.monotonic()
             if remaining <= 0:
-                raise self._runner._timed_out(self._argv, timeout, self._err.decode(errors="replace"))
+                said = redact(self._err.decode(errors="replace"), secrets)
+                raise self._runner._timed_out(self._argv, timeout, said)
             ready, _, _ = select.select([out, err], [], [], min(remaining, 1.0))
             if err in ready:
                 self._drain_stderr(err)

@@ -26,18 +26,22 @@ import tomllib
 from pathlib import Path
 
 # What every site runs (README, "Install on your sites"), what a boot needs (kernel, init,
-# udev, the network, sshd), and what the tests look with (e2fsprogs for fsck, procps).
+# udev, the network, sshd), what Ansible's modules need on a site (python3-apt for apt,
+# python3-packaging for pip: the role's package list), what the tests look with (e2fsprogs
+# for fsck, procps), and the application a disaster is judged by (postgresql-15: the server,
+# pgbench and amcheck).
 PACKAGES = [
     *("systemd-sysv", "udev", "kmod", "dbus", "iproute2", "openssh-server", "ca-certificates"),
     *("linux-image-amd64", "initramfs-tools", "e2fsprogs", "util-linux", "procps"),
     *("mdadm", "open-iscsi", "python3-rtslib-fb", "thin-provisioning-tools", "python3-venv"),
+    *("python3-apt", "python3-packaging", "postgresql-15"),
 ]
 SUITE = "bookworm"
 IMAGE_SIZE = "3G"
 ROOT_LABEL = "lab-root"
 VENV = "/opt/remirror/venv"
 # Bumped when the steps below change what an image holds.
-RECIPE = 1
+RECIPE = 3
 
 IDENTITY_SCRIPT = r"""#!/bin/sh
 # The hosts' lab: who this host is, from the kernel command line the lab boots it with
@@ -191,8 +195,15 @@ def _customize(tree: Path, wheels: Path, key: Path) -> None:
     write("/usr/local/sbin/lab-identity", IDENTITY_SCRIPT, 0o755)
     write("/etc/systemd/system/lab-identity.service", IDENTITY_UNIT)
     chroot("systemctl", "enable", "lab-identity.service", "systemd-networkd.service")
+    # No database at boot: the tests make their own cluster on the mirror's file system (Debian's
+    # default cluster would take a boot's time and memory under emulation for nothing).
+    chroot("pg_dropcluster", "15", "main")
+    chroot("systemctl", "disable", "postgresql.service")
     write("/etc/systemd/network/10-control.network", CONTROL_NETWORK)
     write("/etc/fstab", f"LABEL={ROOT_LABEL} / ext4 defaults 0 1\n")
+    # The hosts have no network beyond their links: pip (the role's install from a wheel on the
+    # host) finds remirror's dependencies in its venv and never asks an index.
+    write("/etc/pip.conf", "[global]\nno-index = true\ndisable-pip-version-check = true\n")
     # The lab's control key: the test runner logs in as root with it (over the control link).
     if not key.exists():
         subprocess.run(

@@ -89,11 +89,7 @@ class HostsLab:
         if not wheels:
             raise RuntimeError("no wheel in build/site: ./dev builds it (make_site_install)")
         wheel = wheels[-1]
-        key = self.work / "site_ed25519"
-        if not key.exists():
-            subprocess.run(
-                ["ssh-keygen", "-q", "-t", "ed25519", "-N", "", "-C", "remirror", "-f", str(key)], check=True
-            )
+        key = self.site_key()
         forced = f'command="remirror agent --serve",restrict {key.with_suffix(".pub").read_text().strip()}\n'
 
         def install_on(host: Host) -> None:
@@ -116,6 +112,15 @@ class HostsLab:
         for host in self.hosts.values():
             peers = " ".join(host.peers)
             host.run(f"ssh-keyscan -t ed25519 {peers} > {KNOWN_HOSTS} 2>/dev/null && test -s {KNOWN_HOSTS}")
+
+    def site_key(self) -> Path:
+        """The SSH key remirror reaches the other sites with, the same on every site (made once)."""
+        key = self.work / "site_ed25519"
+        if not key.exists():
+            subprocess.run(
+                ["ssh-keygen", "-q", "-t", "ed25519", "-N", "", "-C", "remirror", "-f", str(key)], check=True
+            )
+        return key
 
     def write_profile(self, name: str, views: dict[str, str]) -> str:
         """Each site's own view of a profile as /etc/remirror/NAME.yaml; returns that path."""
