@@ -532,3 +532,12 @@ def test_a_forced_promotion_is_refused_while_the_old_primary_is_reached_and_runs
         make_promotion(PROFILE, "m0", "b", sites.facts, SECRETS, force=True)
     stopped = {**sites.facts, "a": dataclasses.replace(sites.facts["a"], arrays=())}
     assert "b FenceTarget" in verbs(make_promotion(PROFILE, "m0", "b", stopped, SECRETS, force=True))
+    # Nor does a retry that finishes a forced promotion cut short (its generation written, its
+    # assembly not) while site a came back running the array.
+    sites.run(make_promotion(PROFILE, "m0", "b", {**sites.facts, "a": None}, SECRETS, force=True))
+    unfinished = {**sites.facts, "b": dataclasses.replace(sites.facts["b"], arrays=())}
+    assert sites.facts["a"].arrays  # a never heard of it
+    with pytest.raises(PlanError, match=r"site a is reached and runs m0 as /dev/md\d+: .* `mdadm --stop"):
+        make_promotion(PROFILE, "m0", "b", unfinished, SECRETS, force=True)
+    finished = make_promotion(PROFILE, "m0", "b", {**unfinished, "a": None}, SECRETS, force=True)
+    assert "b AssembleArray" in verbs(finished)  # with a out of reach: finished, a fenced

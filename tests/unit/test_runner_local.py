@@ -99,3 +99,4 @@ def test_a_command_stopped_at_its_timeout_is_reported_without_its_secrets() -> N
     assert "login with" in str(caught.value)  # what it said is kept, for the operator
     assert secret not in str(caught.value), str(caught.value)
     assert secret not in caught.value.stderr_tail
+    assert caught.value.__context__ is None  # the unredacted error is not attached to it

@@ -7,6 +7,7 @@ import json
 import secrets
 import threading
 import time
+import traceback
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, cast
 
@@ -96,6 +97,16 @@ class _KeptAgents:
             stream.close()
 
 
+def _chained(error: BaseException) -> str:
+    """The errors attached to `error` (its cause and context, suppressed or not), as text."""
+    text, seen, linked = "", {id(error)}, error.__cause__ or error.__context__
+    while linked is not None and id(linked) not in seen:
+        seen.add(id(linked))
+        text += f"{type(linked).__name__}: {linked}\n"
+        linked = linked.__cause__ or linked.__context__
+    return text
+
+
 def _answers(stream: SshStream) -> bool:
     """Whether a kept agent answers a round trip with what was sent (a size chosen for it: a
     late answer to an earlier request cannot pass for it)."""
@@ -166,12 +177,17 @@ class AgentClient:
             try:
                 answer = handle(request)
             except Exception as error:
-                # An unexpected error's text may quote what it was sent: said without the secrets,
-                # as a remote agent's worker says it (agent/serve.py).
-                said = redact(f"{type(error).__name__}: {error}", secrets or [])
-                if said != f"{type(error).__name__}: {error}":
-                    raise SiteError(self.name, f"the agent failed: {said}") from None
-                raise
+                # An unexpected error's text, or its traceback's (the errors it chains), may quote
+                # what it was sent: then said without the secrets, as a remote agent's worker says
+                # it (agent/serve.py), and raised out of the handler, with nothing attached.
+                told = "".join(traceback.format_exception(error)) + _chained(error)
+                if redact(told, secrets or []) == told:
+                    raise
+                said: str | None = redact(f"{type(error).__name__}: {error}", secrets or [])
+            else:
+                said = None
+            if said is not None:
+                raise SiteError(self.name, f"the agent failed: {said}")
         else:
             with self._exchange:
                 self._refuse_if_lost()  # (a keepalive's failure drops the stream meanwhile)

@@ -71,6 +71,7 @@ def make_promotion(
                 f" not run there (a promotion that did not finish): `remirror promote ... --site {site}"
                 " --force` finishes it"
             )
+        _refuse_two_primaries(name, uuid_, site, facts)
         return _finish_forced(profile, home, now, new, facts, secrets, uuid_)
     if new is None:
         raise PlanError(f"site {site} cannot be reached: a promotion runs there")
@@ -93,15 +94,7 @@ def make_promotion(
     old = facts.get(now.primary)
     actions: list[Action] = []
     if force:
-        running_there = old.array_named(name, uuid_) if old is not None else None
-        if running_there is not None:
-            # Reached and running the array (its start at boot, an operator's apply): forced
-            # here, two primaries would write, each on its own leg.
-            raise PlanError(
-                f"site {now.primary} is reached and runs {name} (/dev/{running_there.kernel_name}):"
-                f" promoting {site} by force would make two primaries; stop the array there first,"
-                " or promote without `--force` once every leg is in sync"
-            )
+        _refuse_two_primaries(name, uuid_, site, facts)
         # Fence first: once the target is gone the old primary cannot write here, link or not.
         actions += leg_export_removal(profile, running, leg, new, fence=True)
         actions.append(record_action(site, [own], uuid_, site, now.generation.n, "forced", name))
@@ -169,6 +162,23 @@ def _run_on_own_leg(
         actions += release_partial_assembly(new, new.disks[own], uuid_)[0]
     actions.append(assemble_action(new.name, home, uuid_, own))
     return actions + serving_actions(profile, profile.mirrors.index(home), promoted, new, secrets)
+
+
+def _refuse_two_primaries(name: str, uuid_: str, site: str, facts: Mapping[str, SiteFacts | None]) -> None:
+    """A forced promotion is refused while another site it reaches runs the array (the old
+    primary's start at boot won a race with it, or it never went down; a promotion finished
+    later, by a retry): two primaries would write, each on its own leg. A site it cannot reach
+    is fenced instead."""
+    for other, there in facts.items():
+        array = there.array_named(name, uuid_) if there is not None and other != site else None
+        if array is not None:
+            raise PlanError(
+                f"site {other} is reached and runs {name} as /dev/{array.kernel_name}: promoting"
+                f" {site} by force would make two primaries. Stop it there first (what uses it,"
+                f" then `mdadm --stop /dev/{array.kernel_name}`), or cut {other} off (its power, its"
+                " link: a site that cannot be reached is fenced), or promote without `--force`"
+                " once every leg is in sync"
+            )
 
 
 def _finish_forced(

@@ -150,8 +150,8 @@ def promoted_elsewhere(profile: Profile, running: Profile) -> tuple[str, ...]:
     starts nothing, and says why, not only that nothing changed."""
     return tuple(
         f"{mirror.name} runs at {running.mirror(mirror.name).primary.site} (promoted there, as its"
-        f" legs' records say), not at {mirror.primary.site} as the profile has it: this site's"
-        " leg is its replica now (docs/failover.md)"
+        f" legs' records say), not at {mirror.primary.site} as the profile has it:"
+        f" {mirror.primary.site}'s leg is its replica now (docs/failover.md)"
         for mirror in profile.mirrors
         if running.mirror(mirror.name).primary.site != mirror.primary.site
     )

@@ -76,6 +76,7 @@ def watch(
 def _one_pass(controller: Controller, secrets: dict[str, str], emit: Callable[[str], None]) -> int:
     """One reconcile pass, logged; its exit code (`reconcile`'s)."""
     started = time.monotonic()
+    controller.unreachable = {}  # this pass's: one that fails before it observes reached none
     try:
         passes = reconcile_once(controller, secrets, lambda line: log.info("%s", line))
     except RemirrorError as error:

@@ -113,7 +113,13 @@ class Runner(ABC):
         try:
             returncode, stdout, stderr = self._execute(list(argv), stdin, timeout, shown)
         except CommandTimeout as timed_out:  # what it said before it was stopped, redacted too
-            raise self._timed_out(shown, timeout, redact(timed_out.stderr_tail, secret_list)) from None
+            said: str | None = redact(timed_out.stderr_tail, secret_list)
+        else:
+            said = None
+        if said is not None:
+            # Raised out here: inside the handler the unredacted error (and the process's, with
+            # the raw argv) would stay attached to it as its context, for a traceback to print.
+            raise self._timed_out(shown, timeout, said)
         elapsed = time.monotonic() - started
         completed = Completed(self.site, shown, returncode, stdout, stderr, elapsed)
         log.debug("site %s: exit %d after %.2fs: %s", self.site, returncode, elapsed, shown[0])
