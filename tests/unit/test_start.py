@@ -210,3 +210,23 @@ def test_an_old_primary_booting_after_its_dr_site_s_promotion_starts_nothing_and
     (note,) = promoted_elsewhere(PROFILE, running)
     assert note.startswith("m0 runs at b (promoted there"), note
     assert promoted_elsewhere(PROFILE, PROFILE) == ()
+
+
+def test_a_boot_assembles_the_mirror_only_at_the_booting_host() -> None:
+    # Site b was promoted and its operator stopped the array there; site a's boot plans with b
+    # primary (the legs' records), and would assemble b's array from a's boot: b's to start.
+    from remirror.plan.promote import make_promotion
+    from remirror.roles import profile_as_run
+
+    sites = applied()
+    sites.run(make_promotion(PROFILE, "m0", "b", {**sites.facts, "a": None}, SECRETS, force=True))
+    stopped = {**sites.facts, "b": dataclasses.replace(sites.facts["b"], arrays=())}
+    plan = make_plan(profile_as_run(PROFILE, {"m0": "b"}), stopped, SECRETS)
+    assemble = Plan(tuple(a for a in plan.actions if a.verb == Verb.ASSEMBLE_ARRAY))
+    assert [a.site for a in assemble.actions] == ["b"]
+    with pytest.raises(MoreThanStarting, match="assemble the mirror at b, not here"):
+        start_mirror(assemble, stopped, frozenset({"a"}))
+    assert start_mirror(assemble, stopped, frozenset({"b"})) == assemble  # at b's own boot
+    held = make_start(profile_as_run(PROFILE, {"m0": "b"}), stopped, SECRETS)
+    assert held.actions == (), held  # from a (local in PROFILE): held, and named
+    assert held.notes[0].startswith(f"{HELD}: m0: "), held.notes

@@ -111,13 +111,19 @@ def _allowed(action: Action, facts: Mapping[str, SiteFacts], plan: Plan) -> bool
     return action.verb == Verb.STOP_ARRAY and _stops_only_unwritten(action, site, plan)
 
 
-def start_mirror(plan: Plan, facts: Mapping[str, SiteFacts]) -> Plan:
+def start_mirror(plan: Plan, facts: Mapping[str, SiteFacts], here: frozenset[str] | None = None) -> Plan:
     """One mirror's plan to carry out at boot: empty when it needs no assembling and waits for
     nothing (the reconciler does the rest), the plan when it only starts the mirror; else
     MoreThanStarting naming the first action that is more."""
     if not plan.pending and not any(a.verb == Verb.ASSEMBLE_ARRAY for a in plan.actions):
         return Plan(())
     for action in plan.actions:
+        if here is not None and action.verb == Verb.ASSEMBLE_ARRAY and action.site not in here:
+            # A boot starts what runs at the booting host: an array at another site (one its
+            # operator stopped there, at a DR site promoted meanwhile) is that site's to start.
+            raise MoreThanStarting(
+                f"it would assemble the mirror at {action.site}, not here: `{action.line()}`"
+            )
         if not _allowed(action, facts, plan):
             raise MoreThanStarting(f"starting it would also take `{action.line()}`")
     return plan
@@ -133,7 +139,8 @@ def make_start(profile: Profile, facts: Mapping[str, SiteFacts], secrets: Mappin
     for mirror in profile.mirrors:
         alone = profile.model_copy(update={"mirrors": [mirror]})
         try:
-            started = start_mirror(make_plan(alone, facts, secrets), facts)
+            here = frozenset(name for name, site in profile.sites.items() if site.is_local)
+            started = start_mirror(make_plan(alone, facts, secrets), facts, here)
         except PlanError as refused:  # MoreThanStarting, SplitBrain, a disk in use ...
             held.append(f"{HELD}: {mirror.name}: {refused}")
             continue
