@@ -114,15 +114,20 @@ def wait_mirrored(a: Host, timeout: float = SLOW) -> None:
         time.sleep(5)
 
 
-def unit_outcome(host: Host, unit: str) -> str:
-    """A oneshot unit's state and result once it is done: "active success" when it ran well."""
+def unit_outcome(host: Host, unit: str) -> dict[str, str]:
+    """How a oneshot unit's run ended, once it is done or waits to try again: its ActiveState,
+    SubState, Result and ExecMainStatus ("active", "exited", "success", "0" when it ran well)."""
     deadline = time.monotonic() + SLOW
     while True:
-        shown = host.run(
-            f"systemctl show -P ActiveState {unit}; systemctl show -P Result {unit}"
-        ).stdout.split()
-        if shown[0] != "activating" or time.monotonic() > deadline:
-            return " ".join(shown)
+        shown = dict(
+            line.split("=", 1)
+            for line in host.run(
+                f"systemctl show -p ActiveState -p SubState -p Result -p ExecMainStatus {unit}"
+            ).stdout.splitlines()
+        )
+        waiting = shown["ActiveState"] == "activating" and shown["SubState"] != "auto-restart"
+        if not waiting or time.monotonic() > deadline:
+            return shown
         time.sleep(3)
 
 
@@ -146,7 +151,8 @@ def wait_started_and_mounted(a: Host) -> None:
             "cat /proc/mdstat; journalctl -b -u 'remirror-start*' -u 'mdadm*' --no-pager | tail -30"
         ).stdout
         time.sleep(3)
-    assert unit_outcome(a, "remirror-start@m.service") == "active success", a.run(
+    outcome = unit_outcome(a, "remirror-start@m.service")
+    assert (outcome["ActiveState"], outcome["Result"]) == ("active", "success"), a.run(
         "journalctl -b -u remirror-start@m --no-pager -o cat | tail -30"
     ).stdout
 

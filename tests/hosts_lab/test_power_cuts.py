@@ -21,7 +21,6 @@ import pytest
 
 from remirror.lab import database
 from remirror.lab.hosts.lab import HostsLab
-from remirror.lab.hosts.machine import Host
 from tests.hosts_lab.conftest import CHECKOUT
 from tests.hosts_lab.mirror import (
     B_LEG,
@@ -38,6 +37,7 @@ from tests.hosts_lab.mirror import (
     legs_agree,
     replica_holds,
     set_up,
+    unit_outcome,
     wait_mirrored,
     wait_started_and_mounted,
     written_sectors,
@@ -49,23 +49,6 @@ assert all(SYNC in view for view in VIEWS.values())
 A_ADDRESS, B_ADDRESS = "192.0.2.1", "192.0.2.2"  # the link's ends (remirror.lab.hosts.lab)
 TPCB, PGBENCH_LOGS = "/root/tpcb-tagged.sql", "/root/pgbench"  # at the DR site, with the clients
 COPY = "/mnt/copy"  # where the DR site mounts its promoted copy
-
-
-def first_start(host: Host) -> dict[str, str]:
-    """How remirror-start@m's first run at this boot ended: its unit's state and main process's
-    exit status once it is done or waits to try again."""
-    deadline = time.monotonic() + SLOW
-    while True:
-        shown = dict(
-            line.split("=", 1)
-            for line in host.run(
-                "systemctl show -p ActiveState -p SubState -p NRestarts -p ExecMainStatus remirror-start@m"
-            ).stdout.splitlines()
-        )
-        if shown["ActiveState"] in ("active", "failed") or shown["SubState"] == "auto-restart":
-            return shown
-        assert time.monotonic() < deadline, shown
-        time.sleep(3)
 
 
 @pytest.fixture(scope="module")
@@ -263,7 +246,7 @@ def test_an_async_primary_s_power_cut_then_a_forced_promotion_leaves_the_dr_site
     # The old primary's power comes back, with nobody there. The DR site runs the mirror now
     # (its database's recovery wrote to it): the old primary must not run it too.
     record_property("old_primary_boot_seconds", round(a.boot(), 1))
-    outcome = first_start(a)
+    outcome = unit_outcome(a, "remirror-start@m.service")
     started = a.run("journalctl -b -u remirror-start@m --no-pager -o cat").stdout
     record_property("old_primary_start", f"{outcome}: {started[-1500:]}")
     # Its start plans with the roles the legs' records give: the DR site is primary, and runs

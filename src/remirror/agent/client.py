@@ -7,7 +7,6 @@ import json
 import secrets
 import threading
 import time
-import traceback
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, cast
 
@@ -97,9 +96,10 @@ class _KeptAgents:
             stream.close()
 
 
-def _chained(error: BaseException) -> str:
-    """The errors attached to `error` (its cause and context, suppressed or not), as text."""
-    text, seen, linked = "", {id(error)}, error.__cause__ or error.__context__
+def _error_chain(error: BaseException) -> str:
+    """`error` and the errors attached to it (its cause and context, suppressed or not), as text."""
+    text, seen = "", set()
+    linked: BaseException | None = error
     while linked is not None and id(linked) not in seen:
         seen.add(id(linked))
         text += f"{type(linked).__name__}: {linked}\n"
@@ -177,10 +177,10 @@ class AgentClient:
             try:
                 answer = handle(request)
             except Exception as error:
-                # An unexpected error's text, or its traceback's (the errors it chains), may quote
-                # what it was sent: then said without the secrets, as a remote agent's worker says
-                # it (agent/serve.py), and raised out of the handler, with nothing attached.
-                told = "".join(traceback.format_exception(error)) + _chained(error)
+                # An unexpected error's text, or an error chained to it, may quote what it was
+                # sent: then said without the secrets, as a remote agent's worker says it
+                # (agent/serve.py), and raised out of the handler, with nothing attached.
+                told = _error_chain(error)
                 if redact(told, secrets or []) == told:
                     raise
                 said: str | None = redact(f"{type(error).__name__}: {error}", secrets or [])

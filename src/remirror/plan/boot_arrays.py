@@ -13,7 +13,7 @@ import dataclasses
 from remirror.facts.model import MdArray
 from remirror.facts.site import DiskFacts, SiteFacts
 from remirror.plan.actions import Action, PlanError
-from remirror.plan.md import stop_array_action
+from remirror.plan.md import runs_under_its_name, stop_array_action
 from remirror.profile.model import Mirror
 
 
@@ -82,9 +82,8 @@ def release_misnamed_array(mirror: Mirror, site: SiteFacts, uuid_: str) -> tuple
 def misnamed_array(mirror: Mirror, site: SiteFacts, uuid_: str) -> MdArray | None:
     """The mirror's array where it runs only under other /dev/md names than the profile's device.
     One with no name yet (udev not done with it) is not taken for misnamed."""
-    name = mirror.md_device.removeprefix("/dev/md/")
     ours = [a for a in site.arrays if a.uuid == uuid_]
-    if not ours or any(name in site.array_links.get(a.kernel_name, ()) for a in ours):
+    if not ours or any(runs_under_its_name(mirror, site, a) for a in ours):
         return None
     named = [a for a in ours if site.array_links.get(a.kernel_name)]
     return named[0] if named else None

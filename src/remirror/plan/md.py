@@ -57,6 +57,11 @@ def stop_array_action(site: str, device: str, why: str, repair: bool = False) ->
     return Action(site, Verb.STOP_ARRAY, f"{device} ({why})", DELETE, (MdStop(device),), repair=repair)
 
 
+def runs_under_its_name(mirror: Mirror, site: SiteFacts, array: MdArray) -> bool:
+    """Whether the profile's device, /dev/md/NAME, is a link to the running `array` at the site."""
+    return mirror.md_device.removeprefix("/dev/md/") in site.array_links.get(array.kernel_name, ())
+
+
 def stand_down_former_primary(mirror: Mirror, site: SiteFacts, leg: DiskFacts, uuid_: str) -> list[Action]:
     """A replica site still running the array on its own leg: a former primary, back after a
     forced promotion (docs/failover.md). Its array stops so that its leg can be exported to the
@@ -67,8 +72,7 @@ def stand_down_former_primary(mirror: Mirror, site: SiteFacts, leg: DiskFacts, u
     # By the name it runs under: after a clean reboot early boot starts it as md127, with
     # /dev/md/NAME_0 and no /dev/md/NAME (plan/boot_arrays.py), and `mdadm --stop` of a name
     # that is not there stops nothing.
-    named = mirror.md_device.removeprefix("/dev/md/") in site.array_links.get(array.kernel_name, ())
-    device = mirror.md_device if named else f"/dev/{array.kernel_name}"
+    device = mirror.md_device if runs_under_its_name(mirror, site, array) else f"/dev/{array.kernel_name}"
     users = site.disks.get(device, DiskFacts(device, False)).users()
     if users:
         raise PlanError(

@@ -136,10 +136,10 @@ def make_start(profile: Profile, facts: Mapping[str, SiteFacts], secrets: Mappin
     actions: list[Action] = []
     pending: list[str] = []
     held: list[str] = []
+    here = frozenset(name for name, site in profile.sites.items() if site.is_local)
     for mirror in profile.mirrors:
         alone = profile.model_copy(update={"mirrors": [mirror]})
         try:
-            here = frozenset(name for name, site in profile.sites.items() if site.is_local)
             started = start_mirror(make_plan(alone, facts, secrets), facts, here)
         except PlanError as refused:  # MoreThanStarting, SplitBrain, a disk in use ...
             held.append(f"{HELD}: {mirror.name}: {refused}")

@@ -64,7 +64,7 @@ def watch(
     while not stop.is_set():
         code = _one_pass(controller, secrets, emit)
         failures = failures + 1 if code >= EXIT_CANNOT else 0
-        unreachable = sorted(getattr(controller, "unreachable", {}))  # as the pass observed them
+        unreachable = sorted(controller.unreachable)  # as the pass observed them
         delay = timing.after(code, failures, unreachable=bool(unreachable))
         emit(
             json.dumps({"event": "sleep", "seconds": delay, "failures": failures, "unreachable": unreachable})
