@@ -119,6 +119,10 @@ def _read_secret(path: str, where: str) -> str:
 LOCK_WAIT = 90.0
 
 
+def _raise(error: Exception) -> SiteFacts:
+    raise error
+
+
 class Controller:
     """Holds one agent client per site of a profile.
 
@@ -245,10 +249,29 @@ class Controller:
 
     def _observe_all(self) -> dict[str, Future[SiteFacts]]:
         order = sorted(self.profile.sites, key=lambda name: self.profile.sites[name].is_local)
-        # All at once: observing is read-only, and each remote site costs an
-        # SSH round trip and a Python start there.
+        cut_off = self._lock_in_order() if self._lock else {}
+        # All at once: observing is read-only, and each remote site costs an SSH round trip and
+        # a Python start there (paid in the locks' order first, one by one, when this locks).
         with ThreadPoolExecutor(max_workers=len(order)) as pool:
-            return {name: pool.submit(self.observe_site, name) for name in order}
+            return {
+                name: pool.submit(_raise, cut_off[name])
+                if name in cut_off
+                else pool.submit(self.observe_site, name)
+                for name in order
+            }
+
+    def _lock_in_order(self) -> dict[str, SiteUnreachable]:
+        """Take the sites' locks one by one, in the order of their names, the same at every
+        controller: two that start at once (both sites booting, each running its start) never
+        each hold one site's lock while waiting for the other's (they did, for LOCK_WAIT, in the
+        hosts' lab). The sites that could not be reached, for observe_reachable."""
+        cut_off: dict[str, SiteUnreachable] = {}
+        for name in sorted(self.profile.sites):
+            try:
+                self.clients[name].lock(SITE_LOCK, holder(self._lock), self._lock_wait)
+            except SiteUnreachable as error:
+                cut_off[name] = error
+        return cut_off
 
     def plan(self, secrets: dict[str, str]) -> Plan:
         """Observe and plan, each mirror as it runs now."""
@@ -259,7 +282,7 @@ class Controller:
         """Observe and plan what a boot may do: start the mirrors that were running (plan/start.py)."""
         facts = self.observe()
         running = self.running(facts)
-        plan = make_start(running, facts, secrets)
+        plan = make_start(running, facts, secrets, configured=self.profile)
         moved = promoted_elsewhere(self.profile, running)
         return replace(plan, notes=plan.notes + moved) if moved else plan
 

@@ -117,6 +117,18 @@ def ran_without_primary(
       primary's own superblock says where the primary sits.
     * it counts more events than the primary's leg.
 
+    And one that it may hold writes the primary's leg lacks without having
+    run alone: a promotion by force left it behind (its record does not know
+    that generation: the old primary's leg, or another replica's that was
+    away), and its superblock is not `clean`. Writes were pending then: write-behind's tail, or writes in
+    flight on its leg and not the other's. The bits that marked them in the
+    promoted leg's bitmap may be gone (md loads them as not needed when that
+    leg is assembled alone with its bitmap's events up to date, and clears
+    them), so a re-add would copy only what was written since and leave
+    those blocks differing, unseen. `clean` is proof there were none: md
+    marks the array clean only when no write is pending on any leg, a
+    write-behind copy included.
+
     md itself checks neither: recorded in the lab (fixtures/lab-6.1), a leg
     that ran on its own counted *fewer* events than the array, and md took
     it back with `--re-add` at once, leaving its writes on one leg only; and
@@ -133,6 +145,7 @@ def ran_without_primary(
     own = superblock_of(mirror, mirror.primary, primary, uuid_)
     if primary is None or own is None:
         return ""
+    records = leg_records(mirror, uuid_, facts)
     for replica in mirror.replicas:
         if replica.site in members:
             continue
@@ -150,6 +163,13 @@ def ran_without_primary(
             )
         elif theirs.events > own.events:
             why = f"it counts {theirs.events} events, the array {own.events}"
+        elif theirs.clean is not True and _forced_over(records[mirror.primary.site], records[replica.site]):
+            why = (
+                f"it did not stop cleanly (its superblock's State is not clean) before"
+                f" {mirror.primary.site} was promoted by force without it: it may hold writes"
+                f" {mirror.primary.site} never got (write-behind's tail, writes in flight), which a"
+                " re-add by the bitmap would leave on it unseen"
+            )
         if why:
             return (
                 f"the replica leg on {replica.site} ran without the primary: {why};"
@@ -157,6 +177,16 @@ def ran_without_primary(
                 f" which side wins (remirror resolve PROFILE {mirror.name} --keep SITE)"
             )
     return ""
+
+
+def _forced_over(newest: LegRecord | None, theirs: LegRecord | None) -> bool:
+    """Whether a promotion by force (in the running leg's record) left this leg behind: it
+    does not know that generation (not reached by it, not re-added since), or it has no
+    record to say. The old primary's leg, or another replica's that was away."""
+    forced = [g for g in newest.generations if g.how == "forced"] if newest is not None else []
+    if not forced:
+        return False
+    return theirs is None or not theirs.knows(forced[-1])
 
 
 def roles(mirror: Mirror, records: Mapping[str, LegRecord | None]) -> Roles:

@@ -114,9 +114,10 @@ def wait_mirrored(a: Host, timeout: float = SLOW) -> None:
         time.sleep(5)
 
 
-def unit_outcome(host: Host, unit: str) -> dict[str, str]:
-    """How a oneshot unit's run ended, once it is done or waits to try again: its ActiveState,
-    SubState, Result and ExecMainStatus ("active", "exited", "success", "0" when it ran well)."""
+def unit_outcome(host: Host, unit: str, through_retries: bool = False) -> dict[str, str]:
+    """How a oneshot unit's run ended, once it is done or waits to try again (or, with
+    `through_retries`, once it is done for good): its ActiveState, SubState, Result and
+    ExecMainStatus ("active", "exited", "success", "0" when it ran well)."""
     deadline = time.monotonic() + SLOW
     while True:
         shown = dict(
@@ -125,7 +126,9 @@ def unit_outcome(host: Host, unit: str) -> dict[str, str]:
                 f"systemctl show -p ActiveState -p SubState -p Result -p ExecMainStatus {unit}"
             ).stdout.splitlines()
         )
-        waiting = shown["ActiveState"] == "activating" and shown["SubState"] != "auto-restart"
+        waiting = shown["ActiveState"] == "activating" and (
+            through_retries or shown["SubState"] != "auto-restart"
+        )
         if not waiting or time.monotonic() > deadline:
             return shown
         time.sleep(3)
@@ -189,14 +192,15 @@ def replica_holds(b: Host, last: int, leg: str = B_LEG) -> str:
 
 def set_up(lab: HostsLab, views: dict[str, str]) -> None:
     """As README's steps install a site: hosts booted, remirror installed, each site's view
-    written, the mirror applied, the start and reconciler units enabled at the primary
-    (site-a); then `mirror_in_use`."""
+    written, the mirror applied, the start unit enabled at both sites and the reconciler's at
+    the primary (site-a); then `mirror_in_use`."""
     lab.boot_all()
     lab.install()
     lab.write_profile("m", views)
     a = lab["site-a"]
     a.run(f"remirror apply {PROFILE} --yes")
     a.run("systemctl enable remirror-start@m.service && systemctl enable --now remirror-watch@m.service")
+    lab["site-b"].run("systemctl enable remirror-start@m.service")  # its export made again at boot
     mirror_in_use(lab)
 
 

@@ -13,8 +13,10 @@ from remirror.plan import start as start_module
 from remirror.plan.actions import CHANGE, DELETE, Action, Plan, PlanError, Verb
 from remirror.plan.repair import make_repair
 from remirror.plan.start import EXIT_HELD, HELD, MoreThanStarting, make_start, start_mirror
+from remirror.profile import parse_profile
 from remirror.protocol.commands import MdStop
-from tests.unit.test_failover import PROFILE, UUID, applied
+from tests.unit.simulated_sites import Sites
+from tests.unit.test_failover import PROFILE, PROFILE_TEXT, UUID, applied
 from tests.unit.test_plan_properties import SECRETS
 
 
@@ -212,6 +214,14 @@ def test_an_old_primary_booting_after_its_dr_site_s_promotion_starts_nothing_and
     assert promoted_elsewhere(PROFILE, PROFILE) == ()
 
 
+def stopped_cleanly(site: SiteFacts, path: str) -> SiteFacts:
+    """`site` with the leg on `path` marked clean in its superblock (`State : clean`)."""
+    leg = site.disks[path]
+    assert leg.superblock is not None
+    clean = dataclasses.replace(leg, superblock=dataclasses.replace(leg.superblock, clean=True))
+    return dataclasses.replace(site, disks={**site.disks, path: clean})
+
+
 def test_a_boot_assembles_the_mirror_only_at_the_booting_host() -> None:
     # Site b was promoted and its operator stopped the array there; site a's boot plans with b
     # primary (the legs' records), and would assemble b's array from a's boot: b's to start.
@@ -221,12 +231,155 @@ def test_a_boot_assembles_the_mirror_only_at_the_booting_host() -> None:
     sites = applied()
     sites.run(make_promotion(PROFILE, "m0", "b", {**sites.facts, "a": None}, SECRETS, force=True))
     stopped = {**sites.facts, "b": dataclasses.replace(sites.facts["b"], arrays=())}
+    stopped["a"] = stopped_cleanly(stopped["a"], "/dev/a0")  # else: a split brain (test_forced_rejoin)
     plan = make_plan(profile_as_run(PROFILE, {"m0": "b"}), stopped, SECRETS)
     assemble = Plan(tuple(a for a in plan.actions if a.verb == Verb.ASSEMBLE_ARRAY))
     assert [a.site for a in assemble.actions] == ["b"]
     with pytest.raises(MoreThanStarting, match="assemble the mirror at b, not here"):
         start_mirror(assemble, stopped, frozenset({"a"}))
     assert start_mirror(assemble, stopped, frozenset({"b"})) == assemble  # at b's own boot
-    held = make_start(profile_as_run(PROFILE, {"m0": "b"}), stopped, SECRETS)
+    held = make_start(profile_as_run(PROFILE, {"m0": "b"}), stopped, SECRETS, configured=PROFILE)
     assert held.actions == (), held  # from a (local in PROFILE): held, and named
     assert held.notes[0].startswith(f"{HELD}: m0: "), held.notes
+
+
+# The DR site's own view of the profile: itself local, the primary over SSH.
+DR_VIEW = parse_profile(
+    PROFILE_TEXT.replace("a: {host: local}", "a: {host: ssh://root@a}").replace(
+        "b: {host: ssh://root@b}", "b: {host: local}"
+    )
+)
+
+
+def the_dr_site_booted(facts: dict[str, SiteFacts], restored: bool = True) -> dict[str, SiteFacts]:
+    """The DR site after its power cut (as the hosts' lab saw on Debian 12): its replica disk
+    taken by the initramfs into an inactive md127, and of its export what Debian's target
+    service restored: the target and its ACL without the LUN (`restored`), or nothing."""
+    b = facts["b"]
+    ((iqn, target),) = b.targets.items()
+    unmapped = {name: dataclasses.replace(acl, mapped_luns=()) for name, acl in target.acls.items()}
+    targets = {iqn: dataclasses.replace(target, luns={}, acls=unmapped)} if restored else {}
+    held = dataclasses.replace(b.disks["/dev/b0"], holders=("md127",))
+    booted = dataclasses.replace(
+        b,
+        targets=targets,
+        backstores={},
+        disks={**b.disks, "/dev/b0": held},
+        inactive_arrays={"md127": ("vdb",)},
+        sessions=(),
+    )
+    return {**facts, "b": booted}
+
+
+def test_the_dr_site_s_boot_makes_its_own_export_again_and_leaves_the_rest_to_the_primary() -> None:
+    for facts in (the_dr_site_booted(applied().facts), the_dr_site_booted(after_a_power_cut())):
+        plan = make_start(DR_VIEW, facts, SECRETS, configured=DR_VIEW)
+        assert plan.notes == (), plan.notes
+        verbs = [(a.site, a.verb) for a in plan.actions]
+        # Only the DR site's own part: the partial array stopped before its disk is exported.
+        assert {site for site, _ in verbs} == {"b"}, verbs
+        assert verbs[0] == ("b", Verb.STOP_ARRAY)
+        assert {Verb.CREATE_BACKSTORE, Verb.CREATE_LUN, Verb.SAVE_LIO_CONFIG} <= {v for _, v in verbs}
+        # Its ACL with the CHAP LIO has (here the same secrets as the primary's): mapped again.
+        assert ("b", Verb.UPDATE_NODE_ACL) in verbs
+    # Both sites booted: the assembly at the primary is in the mirror's plan, for its own start.
+    assert ("a", Verb.ASSEMBLE_ARRAY) in [
+        (a.site, a.verb) for a in make_plan(DR_VIEW, facts, SECRETS).actions
+    ]
+
+
+def test_a_target_its_service_did_not_restore_is_left_to_the_primary_with_its_acl() -> None:
+    # Made here, its ACL would carry this site's guess of the CHAP (its own generated secret):
+    # the primary's start or reconciler makes the target again, the ACL with it.
+    plan = make_start(
+        DR_VIEW, the_dr_site_booted(applied().facts, restored=False), SECRETS, configured=DR_VIEW
+    )
+    verbs = [(a.site, a.verb) for a in plan.actions]
+    assert verbs == [("b", Verb.STOP_ARRAY), ("b", Verb.CREATE_BACKSTORE), ("b", Verb.SAVE_LIO_CONFIG)], verbs
+
+
+def test_the_dr_site_s_boot_holds_its_mirror_when_its_own_part_is_more_than_starting() -> None:
+    facts = the_dr_site_booted(applied().facts)
+    plan = make_plan(DR_VIEW, facts, SECRETS)
+    edited = dataclasses.replace(
+        plan, actions=(Action("b", Verb.WRITE_MDADM_CONF, "/etc/mdadm/mdadm.conf", CHANGE), *plan.actions)
+    )
+    with pytest.raises(MoreThanStarting, match="its export here would also take"):
+        start_module.start_replica_site(edited, facts, frozenset({"b"}))
+    # What is the primary's (here, a leg to rebuild there) is left to it, not held.
+    primary_s = dataclasses.replace(
+        plan, actions=(Action("a", Verb.REBUILD_LEG, "/dev/md/m0", CHANGE), *plan.actions)
+    )
+    assert all(
+        a.site == "b" for a in start_module.start_replica_site(primary_s, facts, frozenset({"b"})).actions
+    )
+
+
+def test_an_old_primary_s_boot_after_its_dr_site_s_promotion_starts_no_export_of_its_leg() -> None:
+    from remirror.plan.promote import make_promotion
+    from remirror.roles import profile_as_run
+
+    sites = applied()
+    sites.run(make_promotion(PROFILE, "m0", "b", {**sites.facts, "a": None}, SECRETS, force=True))
+    running = profile_as_run(PROFILE, {"m0": "b"})
+    booted = after_a_power_cut()
+    facts = {**sites.facts, "a": booted["a"]}
+    # As the legs' records say, a's leg is b's replica now; but the profile has a primary, and
+    # what becomes of a's leg (taken back, or split brain) is the new primary's to judge.
+    started = make_start(running, facts, SECRETS, configured=PROFILE)
+    assert (started.actions, started.notes) == ((), ())  # nothing to do, and nothing held
+
+
+def test_the_dr_site_s_start_is_done_once_it_has_made_its_part_and_does_not_run_again() -> None:
+    # The ACL left to the primary must not leave a save of LIO's configuration behind it, or
+    # every start would find something left and the unit would try again forever.
+    facts = with_other_chap(the_dr_site_booted(applied().facts))
+    plan = make_start(DR_VIEW, facts, SECRETS, configured=DR_VIEW)
+    sites = Sites(facts)
+    sites.run(Plan(tuple(a for a in plan.actions if a.verb != Verb.STOP_ARRAY)))
+    b = sites.facts["b"]  # md127 stopped, as `mdadm --stop` would
+    freed = dataclasses.replace(b.disks["/dev/b0"], holders=())
+    sites.facts["b"] = dataclasses.replace(b, inactive_arrays={}, disks={**b.disks, "/dev/b0": freed})
+    again = make_start(DR_VIEW, sites.facts, SECRETS, configured=DR_VIEW)
+    assert again.actions == (), again.actions
+    assert make_plan(DR_VIEW, sites.facts, SECRETS).actions  # the ACL: the primary's to do
+
+
+def test_the_dr_site_s_boot_leaves_an_acl_with_other_chap_to_the_primary_and_makes_the_rest() -> None:
+    # Debian's target service restored the target and its ACL (the primary's CHAP, no LUN); the
+    # DR site's own controller holds other generated secrets: it makes the LUN, not the ACL.
+    facts = both_after_a_site_wide_outage()
+    b = facts["b"]
+    lio_only = {
+        **facts,
+        "b": dataclasses.replace(
+            b,
+            inactive_arrays={"md127": ("vdb",)},
+            disks={**b.disks, "/dev/b0": dataclasses.replace(b.disks["/dev/b0"], holders=("md127",))},
+        ),
+    }
+    plan = make_start(DR_VIEW, with_other_chap(lio_only), SECRETS, configured=DR_VIEW)
+    assert plan.notes == (), plan.notes
+    verbs = [(a.site, a.verb) for a in plan.actions]
+    assert verbs[0] == ("b", Verb.STOP_ARRAY)
+    assert ("b", Verb.CREATE_LUN) in verbs
+    assert not any(verb in (Verb.CREATE_NODE_ACL, Verb.UPDATE_NODE_ACL) for _, verb in verbs), verbs
+    # With the profile's CHAP (the same secret deployed at both sites), it maps the LUN too.
+    same = make_start(DR_VIEW, lio_only, SECRETS, configured=DR_VIEW)
+    assert ("b", Verb.UPDATE_NODE_ACL) in [(a.site, a.verb) for a in same.actions]
+
+
+def test_a_dr_site_does_not_start_as_primary_on_another_site_s_leg_s_word() -> None:
+    # A generation naming b written on a's leg alone (by whoever holds site a): b's boot holds
+    # the mirror rather than run it; a promotion writes b's own leg first.
+    from remirror.roles import profile_as_run
+
+    facts = the_dr_site_booted(applied().facts)
+    a = facts["a"]
+    record = a.disks["/dev/a0"].leg_record
+    assert record is not None
+    forged = dataclasses.replace(a.disks["/dev/a0"], leg_record=record.then("b", 9.0, "planned"))
+    facts = {**facts, "a": dataclasses.replace(a, disks={**a.disks, "/dev/a0": forged})}
+    plan = make_start(profile_as_run(DR_VIEW, {"m0": "b"}), facts, SECRETS, configured=DR_VIEW)
+    assert plan.actions == ()
+    assert plan.notes[0].startswith(f"{HELD}: m0: the legs' records make b its primary, but not b's own leg")

@@ -164,6 +164,9 @@ class MdSuperblock:
     # Whether the device has room for a bad block log (mdadm's default): with one, md records a
     # failed write there and goes on; without, it fails the device (docs/safety.md).
     bad_block_log: bool = False
+    # `State : clean` (True) or `active` (False): md marks the array clean only when no write is
+    # pending on any leg, a write-behind copy included (raid1's close_write). None: not read.
+    clean: bool | None = None
 
     def recorded_missing(self, slot: int) -> bool:
         """Whether this device last ran in an array where `slot` was missing."""

@@ -106,6 +106,7 @@ def parse_examine(text: str) -> MdSuperblock | None:
         version=field("Version"),
         # `Bad Block Log : 512 entries available at offset 16 sectors`; no line: none.
         bad_block_log=bool(field("Bad Block Log")),
+        clean={"clean": True, "active": False}.get(field("State").split(",")[0].strip()),
     )
 
 

@@ -27,7 +27,7 @@ from remirror.plan.mdadm_conf import mdadm_conf_actions, with_mdadm_conf
 from remirror.plan.points import points_actions
 from remirror.plan.tunnel import tunnel_actions
 from remirror.profile.model import Mirror, PrimaryLeg, Profile, ReplicaLeg
-from remirror.profile.names import array_uuid, backstore_name, leg_device, replica_path
+from remirror.profile.names import array_uuid, backstore_name, cache_name, leg_device, replica_path
 from remirror.profile.wireguard import replica_portal
 from remirror.roles import as_run, ran_without_primary
 from remirror.units import format_size
@@ -38,6 +38,7 @@ def make_plan(profile: Profile, facts: Mapping[str, SiteFacts], secrets: Mapping
     _require_disks(profile, facts)
     actions, pending = tunnel_actions(profile, facts)  # before all that goes through the tunnel
     waiting: list[str] = []  # mirrors planned once their legs' points stacks are active
+    recaching: list[str] = []  # mirrors planned once their legs' caches are made again
     for index, mirror in enumerate(profile.mirrors):
         if pending and mirror.transport == "wireguard":
             continue
@@ -45,6 +46,14 @@ def make_plan(profile: Profile, facts: Mapping[str, SiteFacts], secrets: Mapping
         renamed, primary = release_misnamed_array(mirror, facts[mirror.primary.site], uuid_)
         if renamed:
             facts = {**facts, primary.name: primary}  # the site as once that array is stopped
+        again = caches_to_make_again(profile, index, mirror, facts, uuid_)
+        if again:
+            # Before any judgement of the legs: what a disk under a cache shows is not the leg.
+            # (An array boot started under another name goes in the pass that assembles, unless
+            # this one makes the primary's cache: then it holds the disk under it.)
+            actions += (renamed if any(a.site == primary.name for a in again) else []) + again
+            recaching.append(mirror.name)
+            continue
         if primary.initiator is None:
             raise PlanError(
                 f"site {primary.name}: no initiator name in /etc/iscsi/initiatorname.iscsi"
@@ -143,9 +152,13 @@ def make_plan(profile: Profile, facts: Mapping[str, SiteFacts], secrets: Mapping
             blank_proofs.append((primary.name, _as_it_is(primary, disk, local)))
             actions[first:first] = prove_blank_actions(blank_proofs)
         actions += serving_actions(profile, index, mirror, primary, secrets, new_array)
-    if waiting:
-        later = f"the rest of {', '.join(waiting)} once its sites' points volumes are active"
-        pending = f"{pending}; {later}" if pending else later
+    for names, once in (
+        (waiting, "its sites' points volumes are active"),
+        (recaching, "its legs' caches are back"),
+    ):
+        if names:
+            later = f"the rest of {', '.join(names)} once {once}"
+            pending = f"{pending}; {later}" if pending else later
     return Plan(tuple(with_mdadm_conf(actions, mdadm_conf_actions(profile, facts))), pending)
 
 
@@ -173,6 +186,42 @@ def serving_actions(
     exported = volume_path(mirror) if mirror.cdp is not None else mirror.md_device
     device = primary.disks.get(exported, DiskFacts(exported, exists=False))
     return actions + export_actions(mirror, primary, device, secrets)
+
+
+def caches_to_make_again(
+    profile: Profile, index: int, mirror: Mirror, facts: Mapping[str, SiteFacts], uuid_: str
+) -> list[Action]:
+    """The caches of the mirror's legs to make again, alone, before anything else of the mirror.
+
+    A boot loses a cache's dm table; its disks keep both halves, and the disk under a writecache
+    lacks what the cache holds, md's superblock included (md's flushes commit to the cache, not
+    to the disk). So a leg whose disk carries the mirror's superblock and whose cache device is
+    gone has its cache made again first (adopting the superblock on its fast disk), after the
+    inactive array that boot may have made of the bare disk is stopped, and the mirror is
+    planned once the cache is back (Plan.pending): its legs are judged, and assembled or
+    exported, through their caches, never from the disks under them."""
+    actions: list[Action] = []
+    for position, leg in enumerate(mirror.legs):
+        site = facts[leg.site]
+        if leg.cache is None or leg.points is not None or cache_name(mirror, leg.site) in site.dm:
+            continue
+        disk = site.disks[leg.disk]
+        fast = site.disks.get(leg.cache.disk)
+        ours = disk.superblock is not None and disk.superblock.array_uuid == uuid_
+        # Its superblock may never have left the cache (writecache writes back only above its
+        # watermark): a blank disk behind a fast disk holding a writecache is such a leg. A
+        # disk holding anything else is left to the whole plan, which judges what it writes.
+        kept = fast is not None and fast.first_sector == "writecache" and not disk.signatures
+        if not (ours or kept):
+            continue  # a leg not yet the mirror's: its cache is made with the rest of the plan
+        if disk.path in site.backstores.values():
+            continue  # exported without a cache: the rest of the plan refuses to slide one under
+        released, bare = release_partial_assembly(site, disk, uuid_)
+        where = (
+            ("mirrors", index, "primary") if position == 0 else ("mirrors", index, "replicas", position - 1)
+        )
+        actions += released + _cache_actions(profile, mirror, leg, site, bare, where)
+    return actions
 
 
 def _cache_actions(
