@@ -201,7 +201,7 @@ def caches_to_make_again(
     planned once the cache is back (Plan.pending): its legs are judged, and assembled or
     exported, through their caches, never from the disks under them."""
     actions: list[Action] = []
-    for position, leg in enumerate(mirror.legs):
+    for leg in mirror.legs:
         site = facts[leg.site]
         if leg.cache is None or leg.points is not None or cache_name(mirror, leg.site) in site.dm:
             continue
@@ -217,10 +217,7 @@ def caches_to_make_again(
         if disk.path in site.backstores.values():
             continue  # exported without a cache: the rest of the plan refuses to slide one under
         released, bare = release_partial_assembly(site, disk, uuid_)
-        where = (
-            ("mirrors", index, "primary") if position == 0 else ("mirrors", index, "replicas", position - 1)
-        )
-        actions += released + _cache_actions(profile, mirror, leg, site, bare, where)
+        actions += released + _cache_actions(profile, mirror, leg, site, bare, leg_where(index, mirror, leg))
     return actions
 
 
