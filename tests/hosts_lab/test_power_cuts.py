@@ -1,12 +1,14 @@
 """Power cuts with nobody there when the power comes back: separate hosts, systemd, real boots.
 
 A primary (site-a) mirrors onto a DR site (site-b) in sync mode, its leg behind a writecache
-on its own fast disk, as installed by a site's steps: the profile in /etc/remirror on each,
-the start unit on both and the reconciler's on the primary (remirror-start@m,
-remirror-watch@m), the mirror's file system in /etc/fstab. While a writer appends
-records with fsync and prints each acknowledged one, a host's power is cut (QEMU killed: no
-shutdown), and the host boots again with nobody typing anything. The module's tests run in
-order on the same pair of hosts: each starts from, and ends at, MIRRORED.
+on its own fast disk, the DR site's leg the volume over its own recovery points, as installed
+by a site's steps: the profile in /etc/remirror on each, the start unit on both, the
+reconciler's on the primary and the points' daemon at the DR site (remirror-start@m,
+remirror-watch@m, remirror-cdp@m), the mirror's file system in /etc/fstab. While a writer
+appends records with fsync and prints each acknowledged one, a host's power is cut (QEMU
+killed: no shutdown), and the host boots again with nobody typing anything. The module's
+tests run in order on the same pair of hosts: the first applies the mirror and reboots the
+primary during its initial sync; each after it starts from, and ends at, MIRRORED.
 """
 
 from __future__ import annotations
@@ -22,7 +24,8 @@ from pathlib import Path
 import pytest
 
 from remirror.lab import database
-from remirror.lab.hosts.lab import HostsLab
+from remirror.lab.hosts.lab import DISK_SIZE, HostsLab
+from remirror.lab.hosts.machine import Host
 from tests.hosts_lab.conftest import CHECKOUT
 from tests.hosts_lab.mirror import (
     A_LEG,
@@ -37,9 +40,10 @@ from tests.hosts_lab.mirror import (
     Writer,
     boot_together,
     cut_while_writing,
+    install_sites,
     legs_agree,
+    mirror_in_use,
     replica_holds,
-    set_up,
     unit_outcome,
     wait_mirrored,
     wait_started_and_mounted,
@@ -54,11 +58,18 @@ assert all(SYNC in view for view in VIEWS.values())
 FAST = "/dev/disk/by-id/virtio-a1"
 CACHE_DEVICE = "/dev/mapper/remirror-m0-site-a"
 PRIMARY = 'portal: "192.0.2.1:3260"}'
+# The DR site's leg over its own recovery points (replicas[].points, docs/cdp.md): the stack
+# its boot must bring back before its export can be made again. A point a day: the DR test
+# takes its own, and the pool keeps every block written after it.
+REPLICA = 'portal: "192.0.2.2:3260"}'
 CACHED = {
-    site: view.replace(PRIMARY, f'portal: "192.0.2.1:3260", cache: {{disk: {FAST}}}}}')
+    site: view.replace(PRIMARY, f'portal: "192.0.2.1:3260", cache: {{disk: {FAST}}}}}').replace(
+        REPLICA, 'portal: "192.0.2.2:3260", points: {every: 1d, keep: 7d}}'
+    )
     for site, view in VIEWS.items()
 }
-assert all(FAST in view for view in CACHED.values())
+assert all(FAST in view and "points:" in view for view in CACHED.values())
+VOLUME = "/dev/mapper/remirror-m0.site-b-cdp"  # the DR site's leg: the volume over its points
 ASSEMBLED = f"AssembleArray /dev/md/m0 from {CACHE_DEVICE} and 1 replica(s)"
 A_ADDRESS, B_ADDRESS = "192.0.2.1", "192.0.2.2"  # the link's ends (remirror.lab.hosts.lab)
 TPCB, PGBENCH_LOGS = "/root/tpcb-tagged.sql", "/root/pgbench"  # at the DR site, with the clients
@@ -66,15 +77,72 @@ COPY = "/mnt/copy"  # where the DR site mounts its promoted copy
 
 
 @pytest.fixture(scope="module")
-def sites(work: Path) -> Iterator[HostsLab]:
-    """Two hosts, remirror installed, the mirror applied and in sync, its file system mounted
-    from fstab, the reconciler's unit enabled, and the writer on site-a and site-b."""
-    lab = HostsLab(work, {"site-a": ["a0", "a1"], "site-b": ["b0"]}, checkout=CHECKOUT)
+def installed(work: Path) -> Iterator[HostsLab]:
+    """Two hosts, remirror installed and each site's view written, the start unit enabled on
+    both and the points' daemon at the DR site; nothing applied yet."""
+    # The DR site's disk twice the primary's: its points' pool holds the leg (as large as the
+    # primary's) and what the module's tests write after the point the DR site takes.
+    lab = HostsLab(
+        work, {"site-a": ["a0", "a1"], "site-b": ["b0"]}, checkout=CHECKOUT, sizes={"b0": 2 * DISK_SIZE}
+    )
     try:
-        set_up(lab, CACHED)
+        install_sites(lab, CACHED)
+        lab["site-b"].run("systemctl enable --now remirror-cdp@m.service")
         yield lab
     finally:
         lab.stop()
+
+
+@pytest.fixture
+def sites(installed: HostsLab) -> HostsLab:
+    """The mirror applied (by the first test, or here if it did not run), the reconciler's unit
+    enabled at the primary, in sync, its file system mounted from fstab, the writer on both."""
+    a = installed["site-a"]
+    if a.run(f"test -e {MD}", check=False).returncode != 0:
+        apply_and_watch(a)
+    if a.run(f"findmnt -n {DATA}", check=False).returncode != 0:
+        mirror_in_use(installed)
+    return installed
+
+
+def apply_and_watch(a: Host) -> None:
+    a.run(f"remirror apply {PROFILE} --yes", timeout=SLOW)
+    a.run("systemctl enable --now remirror-watch@m.service")
+
+
+def test_a_reboot_of_the_primary_during_the_initial_sync_resumes_it_where_it_stopped(
+    installed: HostsLab, record_property: Callable[[str, object], None]
+) -> None:
+    a, b = installed["site-a"], installed["site-b"]
+    # md's own rate limit (the host's: the profile sets none) keeps the initial sync running
+    # long enough to reboot during it; a boot forgets it.
+    a.run("echo 4000 > /proc/sys/dev/raid/speed_limit_max")
+    apply_and_watch(a)
+    md = f"/sys/block/$(basename $(readlink -f {MD}))/md"
+    deadline = time.monotonic() + SLOW
+    while True:
+        done, _, total = a.run(f"cat {md}/sync_completed").stdout.partition(" / ")
+        if done.strip().isdigit() and int(done) * 3 > int(total):
+            size = int(total) * 512
+            break
+        assert time.monotonic() < deadline, a.run("cat /proc/mdstat").stdout
+        time.sleep(2)
+    record_property("initial_sync_when_rebooted", a.run(f"cat {md}/sync_completed").stdout.strip())
+    # What reached the DR site's leg (its volume, made by apply: counted from there).
+    copied_before = written_sectors(b, VOLUME) * 512
+    record_property("primary_reboot_seconds", round(a.reboot(), 1))
+    outcome = unit_outcome(a, "remirror-start@m.service", through_retries=True)
+    started = a.run("journalctl -b -u remirror-start@m --no-pager -o cat").stdout
+    record_property("start_after_the_reboot", started[-1500:])
+    assert (outcome["Result"], outcome["ExecMainStatus"]) == ("success", "0"), (outcome, started)
+    assert ASSEMBLED in started, started
+    wait_mirrored(a)
+    copied_after = written_sectors(b, VOLUME) * 512 - copied_before
+    record_property("replica_bytes_copied_before_and_after_the_reboot", f"{copied_before} {copied_after}")
+    # The sync went on from where md's superblock had it, not from the disk's start again.
+    assert copied_after < size - copied_before // 2, (size, copied_before, copied_after)
+    assert legs_agree(a) == "0"
+    mirror_in_use(installed)
 
 
 def test_the_primary_s_power_cut_comes_back_unattended_with_every_acknowledged_write_on_both_legs(
@@ -84,7 +152,7 @@ def test_the_primary_s_power_cut_comes_back_unattended_with_every_acknowledged_w
     last = cut_while_writing(a, [a], 200)
     # Sync mode: what the application was told is written is on the DR site's leg too, and
     # that leg alone is a file system that only needs its journal replayed.
-    assert replica_holds(b, last) == f"records 0..{last} are all in /mnt/leg/records"
+    assert replica_holds(b, last, leg=VOLUME) == f"records 0..{last} are all in /mnt/leg/records"
     before = written_sectors(b, B_LEG)
     record_property("primary_boot_seconds", round(a.boot(), 1))
     # Nobody types anything: remirror-start@ assembles the mirror as apply would, and fstab's
@@ -114,6 +182,12 @@ def test_the_dr_site_s_power_cut_leaves_the_primary_writing_and_the_dr_site_rejo
     wait_mirrored(a)
     load = Writer(a)
     load.wait_for_more(100)
+    # A point of its own leg, which the DR site alone takes and keeps (docs/security.md): what
+    # was acknowledged before it is in it (sync mode).
+    pointed = load.acknowledged
+    taken = b.run(f"remirror cdp point {PROFILE} m0 --leg --now").stdout
+    point = taken.split("point #")[1].split()[0]
+    load.wait_for_more(50)
     b.power_cut()
     cut_at = load.acknowledged
     # The primary degrades (the iSCSI session's replacement timeout) and goes on writing.
@@ -124,18 +198,27 @@ def test_the_dr_site_s_power_cut_leaves_the_primary_writing_and_the_dr_site_rejo
     # itself shows (running, it would make the export again itself if it came first).
     a.run("systemctl stop remirror-watch@m.service")
     record_property("dr_boot_seconds", round(b.boot(), 1))
-    # Nobody types anything. At the DR site's boot, Debian's initramfs takes its disk into an
-    # inactive md127 (its copy of mdadm.conf predates the `<ignore>` line) and its target
-    # service restores the target but not the LUN (docs/safety.md, "Boot"): the DR site's own
-    # remirror-start@ stops the partial array and makes its export again.
+    # Nobody types anything. At the DR site's boot its points' stack is down, and its target
+    # service restores the target but not the LUN on the stack's volume (docs/safety.md,
+    # "Boot"): the DR site's own units bring the stack back as the index on its disk says
+    # (its points' daemon at its first tick, or its start) and make its export again.
     outcome = unit_outcome(b, "remirror-start@m.service", through_retries=True)
-    started = b.run("journalctl -b -u remirror-start@m --no-pager -o cat").stdout
+    started = b.run("journalctl -b -u remirror-start@m -u remirror-cdp@m --no-pager -o cat").stdout
+    record_property("dr_site_boot_journal", started[-2500:])
     assert (outcome["Result"], outcome["ExecMainStatus"]) == ("success", "0"), (outcome, started)
-    assert "site-b: StopArray /dev/md127" in started, started
+    assert "site-b: ActivatePoints" in started or '"event": "activated"' in started, started
     assert "site-b: CreateLun" in started, started
     # The primary's part (the leg's re-add) is the primary's: no action there.
     assert not re.search(r"^(done: )?[-+~] site-a: ", started, re.MULTILINE), started
     assert b.run("ls /sys/kernel/config/target/iscsi/*/tpgt_1/lun").stdout.strip()
+    # The point taken before the power cut, restored at the DR site with no command from the
+    # primary: its copy holds what was acknowledged before it.
+    shown = b.run(f"remirror cdp restore {PROFILE} m0 --leg --at {point} --view").stdout
+    view = shown.split(" is ")[1].split()[0]
+    try:
+        assert replica_holds(b, pointed, leg=view) == f"records 0..{pointed} are all in /mnt/leg/records"
+    finally:
+        b.run(f"dmsetup remove --retry {Path(view).name}")
     # The primary's reconciler re-adds the leg by the bitmap: the DR site's disk takes the
     # chunks written while it was away, not the whole disk.
     a.run("systemctl start remirror-watch@m.service")
@@ -182,8 +265,9 @@ def test_a_reboot_of_the_primary_during_a_resync_resumes_it_and_the_legs_end_equ
 ) -> None:
     a, b = sites["site-a"], sites["site-b"]
     wait_mirrored(a)
-    # The link goes down; the primary degrades and takes 48 MiB the DR site misses.
-    sites.link("site-a", "site-b", up=False)
+    # The link goes silent (`remirror lab link down` at the primary's end: nothing crosses
+    # it); the primary degrades and takes 48 MiB the DR site misses.
+    a.run("remirror lab link down")
     a.run(f"dd if=/dev/urandom of={DATA}/bulk bs=1M count=48 conv=fsync status=none", timeout=SLOW)
     assert a.run("cat /sys/block/md*/md/degraded").stdout.strip() == "1"
     bulk = a.run(f"sha256sum {DATA}/bulk").stdout
@@ -191,7 +275,21 @@ def test_a_reboot_of_the_primary_during_a_resync_resumes_it_and_the_legs_end_equ
     # running long enough to reboot during it; a boot forgets it.
     a.run("echo 2000 > /proc/sys/dev/raid/speed_limit_max")
     before = written_sectors(b, B_LEG)
-    sites.link("site-a", "site-b", up=True)
+    # It comes back as a WAN, shaped at the DR site's end (both directions there).
+    b.run("remirror lab wan --delay 10ms --rate 100mbit")
+    a.run("remirror lab link up")
+    # A TCP connect takes one round trip: at least twice the delay, however busy the hosts.
+    connect = (
+        "import socket, time\n"
+        "def once():\n"
+        "    started = time.monotonic()\n"
+        "    socket.create_connection(('site-b', 22), 10).close()\n"
+        "    return time.monotonic() - started\n"
+        "print(min(once() for _ in range(3)))"
+    )
+    rtt = float(a.run(f"python3 -c {shlex.quote(connect)}").stdout)
+    record_property("round_trip_over_the_wan_seconds", round(rtt, 4))
+    assert rtt >= 0.020, rtt
     md = f"/sys/block/$(basename $(readlink -f {MD}))/md"
     deadline = time.monotonic() + SLOW
     while a.run(f"cat {md}/sync_action").stdout.strip() != "recover":
@@ -216,6 +314,7 @@ def test_a_reboot_of_the_primary_during_a_resync_resumes_it_and_the_legs_end_equ
     assert 48 * 1024**2 <= resynced < 160 * 1024**2, resynced
     assert a.run(f"sha256sum {DATA}/bulk").stdout == bulk
     assert legs_agree(a) == "0"
+    b.run("remirror lab wan --clear")
 
 
 def test_an_async_primary_s_power_cut_then_a_forced_promotion_leaves_the_dr_site_a_database_that_comes_up_clean(

@@ -19,7 +19,6 @@ import json
 import os
 import signal
 import subprocess
-import sys
 import time
 from collections.abc import Callable, Iterator
 from pathlib import Path
@@ -27,10 +26,10 @@ from typing import Any
 
 import pytest
 
-from remirror.agent.client import AgentClient, end_kept_agents
+from remirror.agent.client import AgentClient
 from remirror.agent.digest import data_offset
 from remirror.errors import CommandError, SiteError
-from remirror.facts.cdp import is_view, stack_names
+from remirror.facts.cdp import stack_names
 from remirror.lab import database
 from remirror.lab.net import in_site_b
 from remirror.lab.spec import IDENTITY_FILE, KNOWN_HOSTS, LAB_DIR, SITE_B_ADDRESS
@@ -39,7 +38,6 @@ from tests.lab.conftest import on_b, sh
 from tests.lab.mirror import (
     lio_objects,
     md_digest,
-    reconcile_until_mirrored,
     remirror,
     site_views,
     wait_in_sync,
@@ -721,67 +719,3 @@ def test_ransomware_on_the_primary_leaves_site_b_its_own_point_to_restore(attack
     shown = on_site_b("cdp", "restore", str(SITE_B_PROFILE), "sec0", "--leg", "--at", point, "--view")
     view = shown.split(" is ")[1].split()[0]
     assert leg_digests(view, regions) == written
-
-
-def test_after_a_restart_site_b_brings_its_own_points_back_and_restores_a_point_with_no_command_from_the_primary(
-    attacked: AgentClient,
-) -> None:
-    regions = {64 * MiB: 4 * MiB}
-    written = {offset: write_random(offset, size, MD) for offset, size in regions.items()}
-    taken = on_site_b("cdp", "point", str(SITE_B_PROFILE), "sec0", "--leg", "--now")
-    point = taken.split("point #")[1].split()[0]
-    # Site B restarts: none of sec0's LIO configuration (its export goes, and the primary's
-    # session with it; the lab's LIO is the kernel's, shared by every mirror a run has left up,
-    # the session's lab0 among them, which are not this test's to take down), none of its
-    # points' devices (a drill's copies and views first, then the stack top down), nor the
-    # agents this process kept there.
-    end_kept_agents()
-    forget = (
-        "import rtslib_fb as r; root = r.RTSRoot()\n"
-        f"for t in [t for t in root.targets if t.wwn == {IQN_B!r}]: t.delete()\n"
-        "for s in [s for s in root.storage_objects if s.name.startswith('sec0-')]: s.delete()\n"
-    )
-    on_b(sys.executable, "-c", forget)
-    deadline = time.monotonic() + 60
-    while True:
-        states = [p.read_text().strip() for p in Path("/sys/class/iscsi_session").glob("*/state")]
-        if not states or any(state != "LOGGED_IN" for state in states):
-            break
-        assert time.monotonic() < deadline, "the initiator did not notice the target was gone"
-        time.sleep(1)
-    present = sh("dmsetup", "info", "-c", "--noheadings", "-o", "name").stdout.split()
-    names = stack_names("sec0.site-b")
-    drill = [f"{names['volume']}-drill-data", f"{names['volume']}-drill"]
-    views = sorted(n for n in present if is_view(n, "sec0.site-b"))
-    for name in [*drill, *views, *reversed(list(names.values()))]:
-        if name in present:
-            sh("dmsetup", "remove", "--retry", name)
-    assert not Path(VOLUME).exists()
-    # Its operator's forced promotion would first activate the points (the leg record is in the
-    # volume); with nobody at a terminal to confirm it, nothing is done.
-    said = on_b(
-        "remirror", "promote", str(SITE_B_PROFILE), "sec0", "--site", "site-b", "--force", ok_codes=(3,)
-    )
-    assert said.stdout.startswith(f"+ site-b: ActivatePoints {VOLUME} on {SCOPED_DISK} "), said.stdout
-    assert "Then: the promotion of sec0 to site-b, once its leg can be read." in said.stdout, said.stdout
-    assert "pass --yes" in said.stderr
-    assert not Path(VOLUME).exists()
-    # Its `cdp run` brings the stack back at its first tick, as the index on the disk says.
-    daemon = subprocess.Popen(
-        in_site_b(["remirror", "cdp", "run", str(SITE_B_PROFILE)]), stdout=subprocess.PIPE, text=True
-    )
-    try:
-        first = json.loads(daemon.stdout.readline() if daemon.stdout else "{}")
-    finally:
-        daemon.send_signal(signal.SIGINT)
-        daemon.communicate(timeout=60)
-    assert first == {"event": "activated", "mirror": "sec0 (site-b's own leg)"}
-    assert Path(VOLUME).exists()
-    # Its operator restores the point taken before the restart: the data as written then.
-    shown = on_site_b("cdp", "restore", str(SITE_B_PROFILE), "sec0", "--leg", "--at", point, "--view")
-    view = shown.split(" is ")[1].split()[0]
-    assert leg_digests(view, regions) == written
-    sh("dmsetup", "remove", "--retry", Path(view).name)
-    # The primary's reconciler exports the volume again and re-adds the leg.
-    reconcile_until_mirrored(profile=str(SITE_A_PROFILE))
-    assert leg_digests(VOLUME, regions) == written

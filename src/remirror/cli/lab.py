@@ -1,4 +1,5 @@
-"""`remirror lab`: boot a throwaway two-site VM; control its link from inside."""
+"""`remirror lab`: boot a throwaway two-site VM; control its link from inside (or a link of a
+host of the hosts' lab, from inside that host)."""
 
 from __future__ import annotations
 
@@ -122,10 +123,34 @@ def demo(memory: str, timeout: str, **boot: Any) -> int:
     return _boot(_spec(command=("remirror", "lab", "demo"), **boot), None, memory, timeout)
 
 
+_TO = click.option(
+    "--to", metavar="HOST", help="In the hosts' lab: only the link to HOST (default: every link)."
+)
+
+
+def _in_hosts_lab(to: str | None, verb: str) -> bool:
+    """Whether this is a host of the hosts' lab, whose verbs work on its own links; `--to`
+    means nothing in the single-VM lab (one link)."""
+    from remirror.lab.hosts.link import in_hosts_lab
+
+    if in_hosts_lab():
+        return True
+    if to is not None:
+        raise UsageError(f"lab {verb}: --to is for a host of the hosts' lab (this lab has one link)")
+    return False
+
+
 @lab.command()
 @click.argument("state", type=click.Choice(["up", "down"]))
-def link(state: str) -> int:
-    """Inside a lab: bring the link between the sites up or down."""
+@_TO
+def link(state: str, to: str | None) -> int:
+    """Inside a lab: bring the link between the sites up or down (both ways). In the hosts'
+    lab, on a host: its own links, cut at its end (nothing crosses, the carrier stays up)."""
+    if _in_hosts_lab(to, "link"):
+        from remirror.lab.hosts import link as host_links
+
+        host_links.set_link(state == "up", to)
+        return 0
     from remirror.lab import net
 
     net.set_link(state == "up")
@@ -138,18 +163,31 @@ def link(state: str) -> int:
 @click.option("--rate", help="Bandwidth, e.g. 45mbit.")
 @click.option("--loss", help="Packet loss, e.g. 0.5%.")
 @click.option("--clear", is_flag=True, help="Remove the WAN emulation.")
-def wan(delay: str | None, jitter: str | None, rate: str | None, loss: str | None, clear: bool) -> int:
-    """Inside a lab: emulate a WAN between the sites (both directions)."""
+@_TO
+def wan(
+    delay: str | None, jitter: str | None, rate: str | None, loss: str | None, clear: bool, to: str | None
+) -> int:
+    """Inside a lab: emulate a WAN between the sites (both directions). In the hosts' lab, on a
+    host: on its own links, both directions shaped at its end (set it at one end only)."""
     from remirror.lab import net
+    from remirror.lab.hosts import link as host_links
 
+    hosts = _in_hosts_lab(to, "wan")
     if clear:
         if any((delay, jitter, rate, loss)):
             raise UsageError("lab wan: --clear takes no other option")
-        net.clear_wan()
+        if hosts:
+            host_links.clear_wan(to)
+        else:
+            net.clear_wan()
         return 0
     try:
         spec = Wan(delay=delay, jitter=jitter, rate=rate, loss=loss)
     except ValueError as error:
         raise UsageError(f"lab wan: {error}") from None
+    if hosts:
+        host_links.apply_wan(spec.netem_args(), to)
+        click.echo(f"netem {' '.join(spec.netem_args())}")
+        return 0
     click.echo(f"netem {' '.join(net.apply_wan(spec))}")
     return 0

@@ -15,6 +15,7 @@ from __future__ import annotations
 import itertools
 import shlex
 import subprocess
+from collections.abc import Mapping
 from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 
@@ -36,8 +37,15 @@ class HostsLab:
     """Hosts by site name; `boot_all`, `install`, `stop` (every QEMU ends, the disks stay in `work`)."""
 
     def __init__(
-        self, work: Path, disks: dict[str, list[str]], *, checkout: Path, disk_size: int = DISK_SIZE
+        self,
+        work: Path,
+        disks: dict[str, list[str]],
+        *,
+        checkout: Path,
+        sizes: Mapping[str, int] | None = None,
     ):
+        """`disks`: each host's data disks by serial; `sizes`: a disk's size by its serial where
+        it is not DISK_SIZE."""
         self.work = work
         self.checkout = checkout
         image = image_paths(checkout)
@@ -45,8 +53,9 @@ class HostsLab:
             raise RuntimeError(
                 f"the hosts' lab image is not built ({image['done'].parent}): run ./dev setup as root"
             )
+        sizes = sizes or {}
         self.hosts = {
-            name: Host(name, work, image, dict.fromkeys(serials, disk_size))
+            name: Host(name, work, image, {serial: sizes.get(serial, DISK_SIZE) for serial in serials})
             for name, serials in disks.items()
         }
         names = list(self.hosts)
@@ -75,13 +84,6 @@ class HostsLab:
             host.start()
         for host in self.hosts.values():
             host.wait_up()
-
-    def link(self, one: str, other: str, up: bool) -> None:
-        """Cut or restore the link between two hosts, at both ends."""
-        for me, peer in ((one, other), (other, one)):
-            host = self.hosts[me]
-            nic = next(n for n in host.nics if n.remote.name.endswith(f"-{peer}.sock"))
-            host.set_link(nic, up)
 
     def install(self) -> None:
         """remirror on every host as a site installs it (README, "Install on your sites")."""

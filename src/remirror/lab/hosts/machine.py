@@ -90,6 +90,7 @@ class Host:
             QEMU, "-accel", "tcg", "-m", self.memory, "-smp", "1", "-nographic", "-no-reboot",
             "-nodefaults", "-chardev", f"file,id=console,path={self.console_log},append=on",
             "-serial", "chardev:console",
+            # QEMU's monitor, for whoever debugs a host (socat - unix:WORK/NAME.monitor).
             "-monitor", f"unix:{self.work / (self.name + '.monitor')},server=on,wait=off",
             "-kernel", str(self.image["kernel"]), "-initrd", str(self.image["initrd"]),
             "-append", " ".join(cmdline),
@@ -157,13 +158,6 @@ class Host:
             raise HostError(f"{self.name} did not shut down in {BOOT_TIMEOUT:.0f}s") from exc
         self.proc = None
         return self.boot()
-
-    def set_link(self, nic: Nic, up: bool) -> None:
-        """Plug or unplug this host's end of a link (QEMU's `set_link`: the guest sees carrier)."""
-        with socket.socket(socket.AF_UNIX) as monitor:
-            monitor.connect(str(self.work / f"{self.name}.monitor"))
-            monitor.sendall(f"set_link {nic.netdev} {'on' if up else 'off'}\n".encode())
-            time.sleep(0.2)
 
     def ssh_argv(self) -> list[str]:
         """ssh to this host as root over the control link; a command follows."""
