@@ -1,0 +1,77 @@
+"""What a `remirror` start costs on a host of the hosts' lab (one emulated CPU, its own kernel).
+
+    ./dev setup   # once: the hosts' image
+    .venv/bin/python bench/hosts_startup.py
+
+Boots two hosts, installs remirror as README's steps do, applies the sites' two-site mirror
+(tests/hosts_lab/mirror.py) and waits for MIRRORED; then, on site-a, the median of 3 runs of
+each command below (less an SSH round trip from here), `remirror status` under cProfile
+(cumulative) and the largest imports of the controller (`python -X importtime`). Prints it
+all; the hosts are stopped at the end. About 5 minutes.
+"""
+
+from __future__ import annotations
+
+import statistics
+import sys
+import tempfile
+import time
+from pathlib import Path
+
+CHECKOUT = Path(__file__).resolve().parents[1]
+sys.path.insert(0, str(CHECKOUT))
+
+from tests.hosts_lab.mirror import PROFILE, VIEWS, install_sites, wait_mirrored  # noqa: E402
+
+from remirror.lab.hosts.image import VENV  # noqa: E402 - after the checkout is on the path
+from remirror.lab.hosts.lab import KNOWN_HOSTS, SITE_KEY, HostsLab  # noqa: E402
+from remirror.lab.hosts.machine import Host  # noqa: E402
+
+PYTHON = f"{VENV}/bin/python"
+COMMANDS = {
+    "python3 -c pass": "python3 -c pass",
+    "import remirror.controller": f"{PYTHON} -c 'import remirror.controller'",
+    "import remirror.agent.serve": f"{PYTHON} -c 'import remirror.agent.serve'",
+    "remirror --help": "remirror --help",
+    "remirror validate": f"remirror validate {PROFILE}",
+    # The key's forced command starts the agent, which reads end-of-file and ends.
+    "ssh to site-b, its agent started": f"ssh -i {SITE_KEY} -o UserKnownHostsFile={KNOWN_HOSTS}"
+    " -o BatchMode=yes root@site-b true </dev/null",
+    "remirror status": f"remirror status {PROFILE}",
+    "remirror plan": f"remirror plan {PROFILE}",
+}
+
+
+def median_seconds(host: Host, command: str, runs: int = 3) -> float:
+    times = []
+    for _ in range(runs):
+        started = time.monotonic()
+        host.run(command, check=False, timeout=600)
+        times.append(time.monotonic() - started)
+    return statistics.median(times)
+
+
+def main() -> None:
+    work = Path(tempfile.mkdtemp(prefix="remirror-hosts-startup-"))
+    lab = HostsLab(work, {"site-a": ["a0"], "site-b": ["b0"]}, checkout=CHECKOUT)
+    try:
+        install_sites(lab, VIEWS)
+        a = lab["site-a"]
+        a.run(f"remirror apply {PROFILE} --yes", timeout=600)
+        wait_mirrored(a)
+        ssh = median_seconds(a, "true")
+        lines = [f"| on site-a, seconds (less an SSH round trip of {ssh:.2f}) | median of 3 |", "|---|---|"]
+        lines += [
+            f"| {name} | {median_seconds(a, command) - ssh:.2f} |" for name, command in COMMANDS.items()
+        ]
+        profiled = f"{PYTHON} -m cProfile -s cumtime {VENV}/bin/remirror status {PROFILE} | head -70"
+        lines.append(a.run(profiled, check=False, timeout=600).stdout)
+        imports = f"{PYTHON} -X importtime -c 'import remirror.controller' 2>&1 | sort -t'|' -k2 -n"
+        lines.append(a.run(f"{imports} | tail -15", check=False).stdout)
+        sys.stdout.write("\n".join(lines) + "\n")
+    finally:
+        lab.stop()
+
+
+if __name__ == "__main__":
+    main()
