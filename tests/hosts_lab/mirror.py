@@ -17,6 +17,8 @@ from remirror.lab.hosts.machine import Host
 
 PROFILE = "/etc/remirror/m.yaml"
 MD = "/dev/md/m0"
+# md's sysfs directory of the mirror, for a shell on its host (the array's kernel name varies).
+MD_SYSFS = f"/sys/block/$(basename $(readlink -f {MD}))/md"
 DATA = "/srv/data"
 RECORDS = f"{DATA}/records"
 WRITER = "/root/writer.py"
@@ -107,11 +109,10 @@ def wait_mirrored(a: Host, timeout: float = SLOW) -> None:
     then status asked: a status (both sites observed) costs seconds of the host's one emulated
     CPU, which the resync being waited for needs too."""
     deadline = time.monotonic() + timeout
-    md = f"/sys/block/$(basename $(readlink -f {MD}))/md"
     state = "not asked"
     while True:
-        settled = a.run(f"cat {md}/degraded {md}/sync_action", check=False).stdout.split() == ["0", "idle"]
-        if settled:
+        md = a.run(f"cat {MD_SYSFS}/degraded {MD_SYSFS}/sync_action", check=False).stdout.split()
+        if md == ["0", "idle"]:
             state = mirror_state(a)
             if state == "MIRRORED":
                 return
@@ -168,9 +169,8 @@ def wait_started_and_mounted(a: Host) -> None:
 def legs_agree(a: Host) -> str:
     """md's own check of the mirror (every block of both legs read and compared): its
     mismatch count, "0" when the legs hold the same data."""
-    md = f"/sys/block/$(basename $(readlink -f {MD}))/md"
-    a.run(f"echo check > {md}/sync_action && sleep 1 && mdadm --wait {MD}", check=False, timeout=SLOW)
-    return a.run(f"cat {md}/mismatch_cnt").stdout.strip()
+    a.run(f"echo check > {MD_SYSFS}/sync_action && sleep 1 && mdadm --wait {MD}", check=False, timeout=SLOW)
+    return a.run(f"cat {MD_SYSFS}/mismatch_cnt").stdout.strip()
 
 
 def written_sectors(host: Host, disk: str) -> int:

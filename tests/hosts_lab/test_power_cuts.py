@@ -32,6 +32,7 @@ from tests.hosts_lab.mirror import (
     B_LEG,
     DATA,
     MD,
+    MD_SYSFS,
     PROFILE,
     RECORDS,
     SLOW,
@@ -126,16 +127,15 @@ def test_a_reboot_of_the_primary_during_the_initial_sync_resumes_it_where_it_sto
         f" of={A_LEG} bs=1M count=2 seek=$at oflag=direct conv=notrunc status=none; done"
     )
     apply_and_watch(a)
-    md = f"/sys/block/$(basename $(readlink -f {MD}))/md"
     deadline = time.monotonic() + SLOW
     while True:
-        done, _, total = a.run(f"cat {md}/sync_completed").stdout.partition(" / ")
+        done, _, total = a.run(f"cat {MD_SYSFS}/sync_completed").stdout.partition(" / ")
         if done.strip().isdigit() and int(done) * 3 > int(total):
             size = int(total) * 512
             break
         assert time.monotonic() < deadline, a.run("cat /proc/mdstat").stdout
         time.sleep(2)
-    record_property("initial_sync_when_rebooted", a.run(f"cat {md}/sync_completed").stdout.strip())
+    record_property("initial_sync_when_rebooted", a.run(f"cat {MD_SYSFS}/sync_completed").stdout.strip())
     # What reached the DR site's leg (its volume, made by apply: counted from there).
     copied_before = written_sectors(b, VOLUME) * 512
     record_property("primary_reboot_seconds", round(a.reboot(), 1))
@@ -298,13 +298,12 @@ def test_a_reboot_of_the_primary_during_a_resync_resumes_it_and_the_legs_end_equ
     rtt = float(a.run(f"python3 -c {shlex.quote(connect)}").stdout)
     record_property("round_trip_over_the_wan_seconds", round(rtt, 4))
     assert rtt >= 0.020, rtt
-    md = f"/sys/block/$(basename $(readlink -f {MD}))/md"
     deadline = time.monotonic() + SLOW
-    while a.run(f"cat {md}/sync_action").stdout.strip() != "recover":
+    while a.run(f"cat {MD_SYSFS}/sync_action").stdout.strip() != "recover":
         assert time.monotonic() < deadline, a.run("cat /proc/mdstat").stdout
         time.sleep(2)
     time.sleep(5)
-    progress = a.run(f"cat {md}/sync_completed").stdout.strip()
+    progress = a.run(f"cat {MD_SYSFS}/sync_completed").stdout.strip()
     record_property("resync_when_rebooted", progress)
     # A clean reboot in the middle: systemd unmounts, logs the session out, stops the array.
     record_property("primary_reboot_seconds", round(a.reboot(), 1))
@@ -343,7 +342,7 @@ def test_an_async_primary_s_power_cut_then_a_forced_promotion_leaves_the_dr_site
     sites.write_profile("m", {site: view.replace(SYNC, ASYNC) for site, view in CACHED.items()})
     a.run(f"remirror apply {PROFILE} --yes", timeout=SLOW)
     wait_mirrored(a)
-    assert a.run(f"cat /sys/block/$(basename $(readlink -f {MD}))/md/bitmap/backlog").stdout.strip() == "1024"
+    assert a.run(f"cat {MD_SYSFS}/bitmap/backlog").stdout.strip() == "1024"
     primary = database.create("site-a", DATA, remote=tuple(a.ssh_argv()))
     a.run(
         f"echo \"listen_addresses = '*'\" >> {primary.data}/postgresql.conf && "

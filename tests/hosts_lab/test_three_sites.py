@@ -30,6 +30,7 @@ from tests.hosts_lab.conftest import CHECKOUT, OUT
 from tests.hosts_lab.mirror import (
     B_LEG,
     MD,
+    MD_SYSFS,
     MIRRORS,
     PROFILE,
     RECORDS,
@@ -168,7 +169,6 @@ def test_a_second_run_in_check_mode_would_change_the_profile_and_the_mirror_and_
     # The module planned from the profile the run would write; its diff names the change.
     assert f"{MD} backlog 0 -> 512" in run.task(APPLY_TASK), run.task(APPLY_TASK)
     assert {name: host.run(f"cat {PROFILE}").stdout for name, host in sites.lab.hosts.items()} == before
-    md = f"/sys/block/$(basename $(readlink -f {MD}))/md"
-    assert a.run(f"cat {md}/bitmap/backlog").stdout.strip() == "0"  # still synchronous
+    assert a.run(f"cat {MD_SYSFS}/bitmap/backlog").stdout.strip() == "0"  # still synchronous
     planned = a.run(f"remirror plan --detailed-exitcode {PROFILE}", check=False)
     assert planned.returncode == 0, planned.stdout  # the sites still match the deployed profile

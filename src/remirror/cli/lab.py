@@ -185,9 +185,6 @@ def wan(
         spec = Wan(delay=delay, jitter=jitter, rate=rate, loss=loss)
     except ValueError as error:
         raise UsageError(f"lab wan: {error}") from None
-    if hosts:
-        host_links.apply_wan(spec.netem_args(), to)
-        click.echo(f"netem {' '.join(spec.netem_args())}")
-        return 0
-    click.echo(f"netem {' '.join(net.apply_wan(spec))}")
+    args = host_links.apply_wan(spec, to) if hosts else net.apply_wan(spec)
+    click.echo(f"netem {' '.join(args)}")
     return 0

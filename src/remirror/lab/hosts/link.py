@@ -20,6 +20,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from remirror.errors import RemirrorError
+from remirror.lab.spec import Wan
 from remirror.runner.local import LocalRunner
 
 CMDLINE = Path("/proc/cmdline")
@@ -92,8 +93,10 @@ def set_link(up: bool, to: str | None = None) -> None:
                       "action", "drop"])  # fmt: skip
 
 
-def apply_wan(args: list[str], to: str | None = None) -> None:
-    """netem with `args` on both directions of this host's links (`to`: that host's only)."""
+def apply_wan(wan: Wan, to: str | None = None) -> list[str]:
+    """Emulate `wan` on both directions of this host's links (`to`: that host's only); the
+    netem arguments, as remirror.lab.net.apply_wan gives them."""
+    args = wan.netem_args()
     for link in my_links(to):
         _run(["tc", "qdisc", "replace", "dev", link.nic, "root", "netem", *args])
         if not (NET / link.ifb).exists():
@@ -104,6 +107,7 @@ def apply_wan(args: list[str], to: str | None = None) -> None:
         _run(["tc", "filter", "del", "dev", link.nic, "ingress", "prio", SHAPE], ok_codes=(0, 2))
         _run(["tc", "filter", "add", "dev", link.nic, "ingress", "prio", SHAPE, "matchall",
               "action", "mirred", "egress", "redirect", "dev", link.ifb])  # fmt: skip
+    return args
 
 
 def clear_wan(to: str | None = None) -> None:
