@@ -269,34 +269,6 @@ def test_the_export_serves_the_mirror_to_an_initiator_on_site_b(
     assert md_digest(16 * MiB, 4 * MiB) == written
 
 
-def test_a_simulated_restart_brings_the_mirror_back_without_a_full_resync(mirror: dict[str, str]) -> None:
-    written = write_random(32 * MiB, 4 * MiB)
-    wait_in_sync()
-    # Both sites go down: the array stops, the session ends, the DR host's LIO is gone.
-    sh("mdadm", "--stop", MD)
-    sh("iscsiadm", "-m", "node", "-T", IQN, "-p", PORTAL, "--logout")
-    targetctl = str(Path(sys.executable).parent / "targetctl")
-    on_b(targetctl, "clear")
-    assert IQN not in lio_objects()
-    # The DR host boots: its target service restores the saved configuration.
-    paths = "/etc/rtslib-fb-target/saveconfig.json /etc/target/saveconfig.json"
-    saved = on_b("sh", "-c", f"ls {paths} 2>/dev/null", ok_codes=(0, 2))  # 2: one of them is missing
-    on_b(targetctl, "restore", saved.stdout.split()[0])
-    assert IQN in lio_objects()
-    code, out, err = remirror("apply", "--yes", LAB)
-    assert code == 0, out + err
-    assert "LoginSession" in out
-    assert "AssembleArray" in out
-    assert "CreateArray" not in out
-    # Both legs came back with the same event count: nothing to resync at all.
-    mdstat = Path("/proc/mdstat").read_text()
-    assert "resync" not in mdstat, mdstat
-    assert "recovery" not in mdstat, mdstat
-    assert (md_sysfs("degraded"), md_sysfs("sync_action")) == ("0", "idle")
-    assert md_digest(32 * MiB, 4 * MiB) == written
-    assert remirror("plan", "--detailed-exitcode", LAB)[0] == 0
-
-
 def test_a_wrong_chap_secret_fails_the_login_naming_chap_and_the_target(mirror: dict[str, str]) -> None:
     wait_in_sync()
     sh("mdadm", "--stop", MD)

@@ -23,7 +23,6 @@ from remirror.agent import lock
 from remirror.agent.digest import digests
 from remirror.agent.observe import observe as observe_site  # the package keeps `observe`, the module
 from remirror.agent.protocol import PROTOCOL_VERSION
-from remirror.agent.steps import run_steps
 from remirror.errors import RemirrorError
 from remirror.runner.base import commands_started
 
@@ -64,6 +63,10 @@ def _answer(request: dict[str, Any]) -> dict[str, Any]:
         lock.release(str(request["name"]))
         return {"protocol": PROTOCOL_VERSION}
     if op == "run":
+        # Imported here: the typed steps (remirror.protocol) are a third of the agent's imports,
+        # and most agents started (status, check, a reconcile pass with nothing to do) only observe.
+        from remirror.agent.steps import run_steps
+
         return {"protocol": PROTOCOL_VERSION, "results": run_steps(list(request.get("steps", [])))}
     if op == "block_stats":
         return {"protocol": PROTOCOL_VERSION, "stats": block_stats(list(request.get("devices", [])))}
