@@ -35,6 +35,7 @@ from remirror.lab.spec import (
     SITE_B_ADDRESS,
     SITE_B_ANCHOR_PID,
     SITE_B_NETNS,
+    SSHD_KEX,
     VETH_A,
     VETH_B,
     LabSpec,
@@ -311,12 +312,7 @@ def _start_site_b_sshd() -> None:
         "UsePAM no\n"
         "StrictModes no\n"
         "PrintMotd no\n"
-        # Classic X25519 only. OpenSSH 9.2's first choice, the post-quantum hybrid
-        # sntrup761x25519, costs the emulated CPU a second per connection (1.3 s against
-        # 0.25 s of the client's CPU, measured in the lab), and every command that reaches
-        # site B connects once. A real site keeps OpenSSH's defaults: remirror's client offers
-        # them all, and the server chooses.
-        "KexAlgorithms curve25519-sha256,curve25519-sha256@libssh.org\n"
+        f"{SSHD_KEX}"  # X25519 only: lab.spec says why
     )
     # virtme-ng presents root as locked ("root:!"), and sshd refuses even key
     # logins into a locked account. The VM's /etc is a throwaway overlay.

@@ -25,6 +25,8 @@ import tempfile
 import tomllib
 from pathlib import Path
 
+from remirror.lab.spec import SSHD_KEX  # the hosts' sshd: X25519 only, as site B's
+
 # What every site runs (README, "Install on your sites"), what a boot needs (kernel, init,
 # udev, the network, sshd), what Ansible's modules need on a site (python3-apt for apt,
 # python3-packaging for pip: the role's package list), what the tests look with (e2fsprogs
@@ -95,12 +97,6 @@ ExecStart=/usr/local/sbin/lab-identity
 WantedBy=sysinit.target
 """
 
-# The hosts' sshd offers classic X25519 only, as the single-VM lab's site B does (lab/guest.py):
-# OpenSSH 9.2's first choice, sntrup761x25519, cost 0.8 s more per connection between two
-# hosts (3.8 against 3.0 s for `ssh root@site-b` with the agent's start, median of 3), and
-# every command that reaches another site connects once. A real site keeps OpenSSH's defaults:
-# remirror's client offers them all, and the server chooses.
-SSHD_KEX = "KexAlgorithms curve25519-sha256,curve25519-sha256@libssh.org\n"
 # What a boot runs that no test looks at, each a share of the one emulated CPU a host has while
 # remirror's units start: e2scrub_reap took 6.8-14.5 s of a boot (systemd-analyze blame), and
 # the timers (apt's, dpkg's backup, fstrim, e2scrub) could fire in the middle of a test.
