@@ -21,7 +21,7 @@ from pathlib import Path
 CHECKOUT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(CHECKOUT))
 
-from tests.hosts_lab.mirror import PROFILE, VIEWS, install_sites, wait_mirrored  # noqa: E402
+from tests.hosts_lab.mirror import ONE_PROFILE, PROFILE, install_sites, wait_mirrored  # noqa: E402
 
 from remirror.lab.hosts.image import VENV  # noqa: E402 - after the checkout is on the path
 from remirror.lab.hosts.lab import KNOWN_HOSTS, SITE_KEY, HostsLab  # noqa: E402
@@ -55,7 +55,7 @@ def main() -> None:
     work = Path(tempfile.mkdtemp(prefix="remirror-hosts-startup-"))
     lab = HostsLab(work, {"site-a": ["a0"], "site-b": ["b0"]}, checkout=CHECKOUT)
     try:
-        install_sites(lab, VIEWS)
+        install_sites(lab, ONE_PROFILE)
         a = lab["site-a"]
         a.run(f"remirror apply {PROFILE} --yes", timeout=600)
         wait_mirrored(a)

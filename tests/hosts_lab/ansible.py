@@ -22,8 +22,9 @@ PROFILE_TASK = "TASK [remirror : Write the profile (checked by remirror before i
 
 def inventory(lab: HostsLab, directory: Path, profile: dict[str, object], private_key: Path) -> Path:
     """An inventory as playbooks/inventory.example has it: site-a the primary, every other
-    host a replica; the profile in group_vars as site-a sees it, one SSH key for remirror on
-    every site, and known_hosts lines for every site by the name the profile gives it."""
+    host a replica; the profile in group_vars (the same file for every site), one SSH key for
+    remirror on every site, and known_hosts lines for every site by the name the profile gives
+    it."""
     directory.mkdir(parents=True, exist_ok=True)
     wheel = sorted((lab.checkout / "build" / "site").glob("remirror-*.whl"))[-1]
     host_keys = {
@@ -53,9 +54,6 @@ def inventory(lab: HostsLab, directory: Path, profile: dict[str, object], privat
                 "remirror_apt_cache_valid_time": 0,  # the packages are on the image: no index
                 "remirror_profile_name": "m",
                 "remirror_profile": profile,
-                # How the DR sites reach the primary: by its name on their links (/etc/hosts),
-                # not the address this controller reaches it at.
-                "remirror_site_addresses": {"site-a": "root@site-a"},
                 "remirror_ssh_private_key": private_key.read_text(),
                 "remirror_ssh_public_key": private_key.with_suffix(".pub").read_text(),
                 "remirror_ssh_known_hosts": known_hosts,

@@ -1,5 +1,5 @@
-"""What the hosts' lab tests share: the two sites' mirror (m0, sync), as each site's view of
-its profile has it; a writer that records what was acknowledged; waiting for MIRRORED, for
+"""What the hosts' lab tests share: the two sites' mirror (m0, sync) in the one profile both
+hosts hold; a writer that records what was acknowledged; waiting for MIRRORED, for
 start's unit and fstab's mount; and what is on a DR site's leg alone."""
 
 from __future__ import annotations
@@ -34,12 +34,12 @@ mirrors:
     replication: {mode: sync, bitmap_chunk: 1MiB, on_link_loss: degrade}
 """
 SSH = f"ssh: {{identity_file: {SITE_KEY}, known_hosts: {KNOWN_HOSTS}}}"
-VIEWS = {
-    "site-a": f"version: 1\nname: m\nsites:\n  site-a: {{host: local}}\n"
-    f"  site-b: {{host: 'ssh://root@site-b', {SSH}}}\n{MIRRORS}",
-    "site-b": f"version: 1\nname: m\nsites:\n  site-a: {{host: 'ssh://root@site-a', {SSH}}}\n"
-    f"  site-b: {{host: local}}\n{MIRRORS}",
-}
+# One profile, copied unchanged to both hosts: each finds its own site by its host name
+# (remirror.profile.identity), every site written with the address the other reaches it at.
+ONE_PROFILE = (
+    f"version: 1\nname: m\nsites:\n  site-a: {{host: 'ssh://root@site-a', {SSH}}}\n"
+    f"  site-b: {{host: 'ssh://root@site-b', {SSH}}}\n{MIRRORS}"
+)
 # What an administrator puts in fstab for a file system on the mirror (docs/safety.md,
 # "Boot"): no boot waits on it forever (nofail), and the device gets the time
 # remirror-start@ takes to assemble it, waiting for the DR site if it boots too.
@@ -195,13 +195,13 @@ def replica_holds(b: Host, last: int, leg: str = B_LEG) -> str:
         b.run("umount /mnt/leg; rm -f /var/tmp/leg.img")
 
 
-def install_sites(lab: HostsLab, views: dict[str, str]) -> None:
-    """As README's steps install a site, up to `apply`: hosts booted, remirror installed, each
-    site's view written, the start unit enabled at every site (a DR site makes its own export
-    again at boot)."""
+def install_sites(lab: HostsLab, profile: str) -> None:
+    """As README's steps install a site, up to `apply`: hosts booted, remirror installed, the
+    same profile copied to every site, the start unit enabled at every site (a DR site makes
+    its own export again at boot)."""
     lab.boot_all()
     lab.install()
-    lab.write_profile("m", views)
+    lab.write_profile("m", profile)
     for host in lab.hosts.values():
         host.run("systemctl enable remirror-start@m.service")
 

@@ -2,7 +2,7 @@
 
 A primary (site-a) mirrors onto a DR site (site-b) in sync mode, its leg behind a writecache
 on its own fast disk, the DR site's leg the volume over its own recovery points, as installed
-by a site's steps: the profile in /etc/remirror on each, the start unit on both, the
+by a site's steps: the same profile in /etc/remirror on each, the start unit on both, the
 reconciler's on the primary and the points' daemon at the DR site (remirror-start@m,
 remirror-watch@m, remirror-cdp@m), the mirror's file system in /etc/fstab. While a writer
 appends records with fsync and prints each acknowledged one, a host's power is cut (QEMU
@@ -33,10 +33,10 @@ from tests.hosts_lab.mirror import (
     DATA,
     MD,
     MD_SYSFS,
+    ONE_PROFILE,
     PROFILE,
     RECORDS,
     SLOW,
-    VIEWS,
     WRITER,
     Writer,
     boot_together,
@@ -53,7 +53,7 @@ from tests.hosts_lab.mirror import (
 
 SYNC = "replication: {mode: sync, bitmap_chunk: 1MiB, on_link_loss: degrade}"
 ASYNC = "replication: {mode: async, write_behind: 1024, bitmap_chunk: 1MiB, on_link_loss: degrade}"
-assert all(SYNC in view for view in VIEWS.values())
+assert SYNC in ONE_PROFILE
 # The primary's leg behind a writecache on its own fast disk (the disk caching disk of the
 # papers): what boot must make again before the leg can be judged (docs/cache.md, "Boot").
 FAST = "/dev/disk/by-id/virtio-a1"
@@ -63,13 +63,11 @@ PRIMARY = 'portal: "192.0.2.1:3260"}'
 # its boot must bring back before its export can be made again. A point a day: the DR test
 # takes its own, and the pool keeps every block written after it.
 REPLICA = 'portal: "192.0.2.2:3260"}'
-CACHED = {
-    site: view.replace(PRIMARY, f'portal: "192.0.2.1:3260", cache: {{disk: {FAST}}}}}').replace(
-        REPLICA, 'portal: "192.0.2.2:3260", points: {every: 1d, keep: 7d}}'
-    )
-    for site, view in VIEWS.items()
-}
-assert all(FAST in view and "points:" in view for view in CACHED.values())
+CACHED = ONE_PROFILE.replace(PRIMARY, f'portal: "192.0.2.1:3260", cache: {{disk: {FAST}}}}}').replace(
+    REPLICA, 'portal: "192.0.2.2:3260", points: {every: 1d, keep: 7d}}'
+)
+assert FAST in CACHED
+assert "points:" in CACHED
 VOLUME = "/dev/mapper/remirror-m0.site-b-cdp"  # the DR site's leg: the volume over its points
 ASSEMBLED = f"AssembleArray /dev/md/m0 from {CACHE_DEVICE} and 1 replica(s)"
 A_ADDRESS, B_ADDRESS = "192.0.2.1", "192.0.2.2"  # the link's ends (remirror.lab.hosts.lab)
@@ -79,7 +77,7 @@ COPY = "/mnt/copy"  # where the DR site mounts its promoted copy
 
 @pytest.fixture(scope="module")
 def installed(work: Path) -> Iterator[HostsLab]:
-    """Two hosts, remirror installed and each site's view written, the start unit enabled on
+    """Two hosts, remirror installed and the profile copied to both, the start unit enabled on
     both and the points' daemon at the DR site; nothing applied yet."""
     # The DR site's disk twice the primary's: its points' pool holds the leg (as large as the
     # primary's) and what the module's tests write after the point the DR site takes.
@@ -339,7 +337,7 @@ def test_an_async_primary_s_power_cut_then_a_forced_promotion_leaves_the_dr_site
     async mode, at most what was behind; recorded, not asserted)."""
     a, b = sites["site-a"], sites["site-b"]
     wait_mirrored(a)
-    sites.write_profile("m", {site: view.replace(SYNC, ASYNC) for site, view in CACHED.items()})
+    sites.write_profile("m", CACHED.replace(SYNC, ASYNC))
     a.run(f"remirror apply {PROFILE} --yes", timeout=SLOW)
     wait_mirrored(a)
     assert a.run(f"cat {MD_SYSFS}/bitmap/backlog").stdout.strip() == "1024"

@@ -9,7 +9,7 @@ brings the first DR site back by the bitmap.
 
 The three hosts are installed as an operator with Ansible installs them: site.yml run from
 this machine (the controller) against the hosts, which installs remirror on every site from
-its wheel, deploys the key and each site's view of the profile, applies the profile from
+its wheel, deploys the key and the one profile (each host told its site), applies the profile from
 site-a and enables its units (docs/ansible.md). A last test runs it again in check mode.
 """
 
@@ -53,15 +53,13 @@ assert B_REPLICA in MIRRORS  # the two sites' mirror, with a replica at site-c t
 THREE = MIRRORS.replace(B_REPLICA, B_REPLICA + C_REPLICA)
 
 
-def view(local: str) -> str:
-    """One site's view of the profile: itself local, the others over SSH."""
-    sites = "".join(
-        f"  {site}: {{host: local}}\n"
-        if site == local
-        else f"  {site}: {{host: 'ssh://root@{site}', {SSH}}}\n"
-        for site in ("site-a", "site-b", "site-c")
-    )
-    return f"version: 1\nname: m\nsites:\n{sites}{THREE}"
+# One profile for the three sites, the same file on each: every site by the name the others
+# reach it at (its host name, in /etc/hosts on each host's links).
+ONE_PROFILE = (
+    "version: 1\nname: m\nsites:\n"
+    + "".join(f"  {site}: {{host: 'ssh://root@{site}', {SSH}}}\n" for site in ("site-a", "site-b", "site-c"))
+    + THREE
+)
 
 
 @dataclass
@@ -83,7 +81,7 @@ def sites(work: Path) -> Iterator[Deployed]:
     lab = HostsLab(work, {"site-a": ["a0"], "site-b": ["b0"], "site-c": ["c0"]}, checkout=CHECKOUT)
     try:
         lab.boot_all()
-        hosts = inventory(lab, work / "inventory", YAML(typ="safe").load(view("site-a")), lab.site_key())
+        hosts = inventory(lab, work / "inventory", YAML(typ="safe").load(ONE_PROFILE), lab.site_key())
         first = playbook(lab, hosts, out=OUT / "ansible")
         mirror_in_use(lab)
         yield Deployed(lab, hosts, first)
@@ -93,7 +91,7 @@ def sites(work: Path) -> Iterator[Deployed]:
 
 def test_the_playbook_installs_every_site_and_leaves_the_primary_its_units(sites: Deployed) -> None:
     """What the role did on each host: remirror from the wheel in its venv, the key for root only
-    and behind the agent's forced command, each site's own view of the profile, LIO's restore
+    and behind the agent's forced command, the same profile on every site and its site's name, LIO's restore
     and iscsid enabled, remirror-start@ enabled; at the primary, the units that reconcile the
     mirror and check it (docs/ansible.md)."""
     assert "changed: [site-a]" in sites.first_run.task(APPLY_TASK), sites.first_run.task(APPLY_TASK)
@@ -108,10 +106,11 @@ def test_the_playbook_installs_every_site_and_leaves_the_primary_its_units(sites
         assert (
             'command="remirror agent --serve",restrict ' in host.run("cat /root/.ssh/authorized_keys").stdout
         )
-        # Its own view: itself local, the primary over SSH with the deployed key, the other
-        # DR site as written (remirror_site_view): what its operator promotes from.
+        # The one profile, as every other site holds it (what a DR site's operator promotes
+        # from), and which site of it this host is.
         deployed = YAML(typ="safe").load(host.run(f"cat {PROFILE}").stdout)
-        assert deployed == YAML(typ="safe").load(view(name)), (name, deployed)
+        assert deployed == YAML(typ="safe").load(ONE_PROFILE), (name, deployed)
+        assert host.run("cat /etc/remirror/site").stdout == f"{name}\n"
         # Every site starts its part at boot: a primary its array, a DR site its export.
         enabled = host.run("systemctl is-enabled iscsid rtslib-fb-targetctl remirror-start@m.service")
         assert enabled.stdout.split() == ["enabled"] * 3, (name, enabled.stdout)
@@ -160,7 +159,7 @@ def test_a_second_run_in_check_mode_would_change_the_profile_and_the_mirror_and_
     `changed` here too. From site-a alone: the DR sites run the same tasks of the same role."""
     a = sites["site-a"]
     wait_mirrored(a)
-    profile = YAML(typ="safe").load(view("site-a"))
+    profile = YAML(typ="safe").load(ONE_PROFILE)
     profile["mirrors"][0]["replication"].update({"mode": "async", "write_behind": 512})
     altered = inventory(sites.lab, sites.inventory.parent / "altered", profile, sites.lab.site_key())
     before = {name: host.run(f"cat {PROFILE}").stdout for name, host in sites.lab.hosts.items()}

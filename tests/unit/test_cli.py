@@ -129,6 +129,7 @@ def test_check_answers_a_bad_flag_and_a_bug_as_a_plugin_unknown_on_stdout(
     def broken(*_: object, **__: object) -> None:
         raise ZeroDivisionError("oops")
 
+    monkeypatch.setattr("remirror.here.load_profile_here", broken)
     monkeypatch.setattr("remirror.profile.load_profile", broken)
     code, out, _ = run(capsys, "-v", "check", TWO_SITE)
     assert code == 3  # not 70: a plugin exits 0 to 3

@@ -40,6 +40,7 @@ ABOVE_CORE = {
     "remirror.drill",
     "remirror.controller",
     "remirror.files",
+    "remirror.here",
     "remirror.logs",
     "remirror.__main__",
 }

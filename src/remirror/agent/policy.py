@@ -84,15 +84,16 @@ def load_scope(directory: Path | None = None) -> SiteScope | None:
     files = profile_files(directory)
     if not files:
         return None
-    from remirror.errors import ProfileError  # only a site with profiles pays for their models
-    from remirror.profile.loader import load_profile
+    from remirror.errors import ProfileError, UsageError  # only a site with profiles pays for their models
+    from remirror.here import load_profile_here
     from remirror.profile.scope import site_scope
 
     profiles = []
     for file in files:
         try:
-            profiles.append((str(file), load_profile(file)))
-        except ProfileError as error:
+            # This site's part of each: the site it finds itself to be, never one a request names.
+            profiles.append((str(file), load_profile_here(file, environment=False)))
+        except (ProfileError, UsageError) as error:
             # Not a reason to open up: the other profiles still say what is this site's.
             raise Refused(f"this site's profile {file} does not load: {error.one_line()}") from None
     return site_scope(profiles)

@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import importlib
 import logging
+import os
 import traceback
 
 import click
@@ -24,7 +25,11 @@ CHECK_UNKNOWN = 3  # `check`'s every failure: monitoring-plugins UNKNOWN (remirr
 
 # verb -> (module, attribute, the summary `remirror --help` shows)
 VERBS: dict[str, tuple[str, str, str]] = {
-    "validate": ("remirror.cli.commands", "validate", "Check a profile without touching any site."),
+    "validate": (
+        "remirror.cli.commands",
+        "validate",
+        "Check a profile without touching any site, and say which of its sites this host is.",
+    ),
     "schema": ("remirror.cli.commands", "schema", "Print the profile's JSON Schema."),
     "plan": ("remirror.cli.mirror", "plan", "Show what apply would change, without changing anything."),
     "apply": (
@@ -136,9 +141,19 @@ def _shortened(text: str, width: int) -> str:
 @click.version_option(__version__, "-V", "--version", prog_name="remirror")
 @click.option("-v", "--verbose", count=True, help="Log what is being done (to stderr).")
 @click.option("--debug", is_flag=True, help="Log every command run; show tracebacks of bugs.")
-def cli(verbose: int, debug: bool) -> None:
+@click.option("--site", metavar="NAME", default=None,
+              help="The profile's site this host is, where its host name is none of the sites'"
+              " (else /etc/remirror/site, or a site written `host: local`).")  # fmt: skip
+def cli(verbose: int, debug: bool, site: str | None) -> None:
     """Mirror disks to a second site with stock Linux parts."""
     setup_logging(verbose, debug)
+    if site is not None:
+        # For the verb and every process it starts: remirror.here reads it where profiles load.
+        os.environ[SITE_VARIABLE] = site
+
+
+# remirror.here.SITE_VARIABLE (not imported: it would import the profile's models at every start)
+SITE_VARIABLE = "REMIRROR_SITE"
 
 
 def _wants_json(args: list[str]) -> bool:
@@ -175,7 +190,9 @@ def run(args: list[str]) -> int:
     """Run the CLI on `args`; every outcome as an exit code."""
     # `check` is a monitoring plugin: whatever stops it (a bad flag, a bug) is UNKNOWN, exit 3,
     # with one line on stdout, the only output a monitoring system shows.
-    verb = next((a for a in args if not a.startswith("-")), "")
+    verb = next(
+        (a for i, a in enumerate(args) if not a.startswith("-") and args[i - 1 : i] != ["--site"]), ""
+    )
 
     def failed(reason: str, code: int) -> int:
         if verb != "check":

@@ -40,9 +40,9 @@ def _mirror(profile_path: str, name: str, leg: bool = False) -> tuple[Controller
     the points this host keeps of its own leg of the mirror (a replica's `points`)."""
     from remirror.controller import Controller
     from remirror.daemons.cdp import Protected
-    from remirror.profile import load_profile
+    from remirror.here import load_profile_here
 
-    profile = load_profile(profile_path)
+    profile = load_profile_here(profile_path)
     mirror = next((m for m in profile.mirrors if m.name == name), None)
     if mirror is None:
         names = ", ".join(m.name for m in profile.mirrors)
@@ -283,9 +283,9 @@ def run(profile_path: str, mirror_names: tuple[str, ...]) -> int:
 
     from remirror.daemons.cdp import Protected
     from remirror.daemons.cdp import run as run_points
-    from remirror.profile import load_profile
+    from remirror.here import load_profile_here
 
-    profile = load_profile(profile_path)
+    profile = load_profile_here(profile_path)
     unknown = sorted(set(mirror_names) - {m.name for m in profile.mirrors})
     if unknown:
         raise UsageError(f"cdp run: no mirror {unknown[0]!r} in the profile")

@@ -23,11 +23,12 @@ if TYPE_CHECKING:
 @profile_argument
 @output_option
 def validate(profile_path: str, output: str) -> int:
-    """Check a profile without touching any site."""
+    """Check a profile without touching any site, and say which of its sites this host is."""
     from remirror.profile import cautions, load_profile
 
     try:
         profile = load_profile(profile_path)
+        site = _site_here(profile)
     except ProfileError as error:
         if output != "json":
             raise
@@ -46,13 +47,30 @@ def validate(profile_path: str, output: str) -> int:
             {
                 "valid": True,
                 "profile": profile.model_dump(mode="json"),
+                "site": site,
                 "warnings": [_problem_json(w) for w in warnings],
             },
         )
     else:
-        _describe(profile_path, profile)
+        _describe(profile_path, profile, site)
         show_warnings(warnings)
     return 0
+
+
+def _site_here(profile: Profile) -> str | None:
+    """The site this host is in `profile`; None where it is none of them and was told nothing
+    (a profile checked on a laptop, or in CI). Told a name (--site, REMIRROR_SITE, the site
+    file), a profile that cannot mean it is refused: the Ansible role checks each site's copy so."""
+    from remirror.here import this_host
+    from remirror.profile.identity import site_here
+
+    here = this_host()
+    try:
+        return site_here(profile, here)
+    except ProfileError:
+        if here.named is not None or here.site_file is not None:
+            raise
+        return None
 
 
 def show_warnings(warnings: list[ProfileProblem]) -> None:
@@ -66,11 +84,15 @@ def _problem_json(p: ProfileProblem) -> dict[str, object]:
     return {"file": p.source, "line": p.line, "column": p.column, "path": p.path, "message": p.message}
 
 
-def _describe(source: str, profile: Profile) -> None:
+def _describe(source: str, profile: Profile, site: str | None) -> None:
     out = console()
     out.print(f"{source}: valid profile {profile.name!r}", markup=False)
     sites = ", ".join(f"{name} ({site.host})" for name, site in profile.sites.items())
     out.print(f"  sites:   {sites}", markup=False)
+    here = (
+        f"site {site}" if site else "none of its sites (say which with --site NAME or in /etc/remirror/site)"
+    )
+    out.print(f"  this host: {here}", markup=False)
     for mirror in profile.mirrors:
         r = mirror.replication
         mode = f"async, write-behind {r.effective_write_behind}" if r.mode == "async" else "sync"

@@ -46,14 +46,14 @@ def drill(
     from remirror import drill as drills
     from remirror.cli.cdp import at_request
     from remirror.controller import Controller
-    from remirror.profile import load_profile
+    from remirror.here import load_profile_here
     from remirror.profile.names import points_key
 
     try:
         keep, limit = parse_duration(keep_for), parse_duration(check_timeout)
     except ValueError as error:
         raise UsageError(f"drill: {error}") from None
-    profile = load_profile(profile_path)
+    profile = load_profile_here(profile_path)
     mirrors = [m for m in profile.mirrors if mirror_name in (None, m.name)]
     if mirror_name is None:
         mirrors = [m for m in mirrors if any(r.drill and profile.sites[r.site].is_local for r in m.replicas)]

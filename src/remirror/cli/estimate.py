@@ -44,7 +44,7 @@ def estimate(profile_path: str, window: str, outage: str, link: str | None, outp
     Run it on the primary site (the link is measured from here).
     """
     from remirror.controller import Controller
-    from remirror.profile import load_profile
+    from remirror.here import load_profile_here
     from remirror.units import parse_duration, parse_rate
 
     try:
@@ -54,7 +54,7 @@ def estimate(profile_path: str, window: str, outage: str, link: str | None, outp
         raise UsageError(f"estimate: {error}") from None
     if window_s < 2:
         raise UsageError("estimate: --window must be 2s or more (two samples at least)")
-    profile = load_profile(profile_path)
+    profile = load_profile_here(profile_path)
     controller = Controller(profile)
     try:
         facts = controller.observe()

@@ -57,10 +57,10 @@ def status(profile_path: str | None, output: str, every: float | None) -> int:
     from remirror.cli.status_view import status_json, status_text
     from remirror.controller import Controller
     from remirror.health import State
+    from remirror.here import load_profile_here
     from remirror.monitor import snapshot
-    from remirror.profile import load_profile
 
-    profile = load_profile(_profile_path(profile_path))
+    profile = load_profile_here(_profile_path(profile_path))
     # One controller for every refresh: its remote agents stay up between them.
     controller = Controller(profile)
     try:
@@ -107,10 +107,10 @@ def check(profile_path: str | None, warning: str, critical: str, timeout: float)
         return _verdict(unknown(f"bad threshold: {error}"))
 
     def run() -> Any:
-        from remirror.profile import load_profile
+        from remirror.here import load_profile_here
 
         try:
-            profile = load_profile(_profile_path(profile_path))
+            profile = load_profile_here(_profile_path(profile_path))
             return judge(_reports(profile), *limits)
         except RemirrorError as error:  # a bad profile, an agent that answers nonsense
             return unknown(error.one_line())
@@ -132,9 +132,9 @@ def metrics(profile_path: str | None, directory: str | None) -> int:
     from remirror import __version__
     from remirror.files import write_atomically
     from remirror.health.metrics import render
-    from remirror.profile import load_profile
+    from remirror.here import load_profile_here
 
-    profile = load_profile(_profile_path(profile_path))
+    profile = load_profile_here(_profile_path(profile_path))
     text = render(_reports(profile), time.time(), profile.name, __version__)
     if directory is None:
         click.echo(text, nl=False)
@@ -162,8 +162,8 @@ def verify(profile_path: str, mirror_name: str, span: str | None, chunk: str, ou
     from remirror.controller import Controller
     from remirror.errors import UsageError
     from remirror.health.verify import Span
+    from remirror.here import load_profile_here
     from remirror.monitor import verify as run_verify
-    from remirror.profile import load_profile
     from remirror.units import parse_size
 
     try:
@@ -171,7 +171,7 @@ def verify(profile_path: str, mirror_name: str, span: str | None, chunk: str, ou
         chunk_bytes = parse_size(chunk)
     except ValueError as error:
         raise UsageError(f"verify: {error}") from None
-    profile = load_profile(profile_path)
+    profile = load_profile_here(profile_path)
     controller = Controller(profile)
     try:
         found = run_verify(controller, mirror_name, wanted, chunk_bytes)

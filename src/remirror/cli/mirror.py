@@ -24,9 +24,9 @@ def _load(profile_path: str, lock: str = "") -> tuple[Controller, dict[str, str]
     (it holds each site's lock from the first look until it ends: docs/safety.md). plan, which
     changes nothing, plans without the CHAP secrets remirror generates if they are not there."""
     from remirror.controller import Controller, read_secrets
-    from remirror.profile import load_profile
+    from remirror.here import load_profile_here
 
-    profile = load_profile(profile_path)
+    profile = load_profile_here(profile_path)
     secrets = read_secrets(profile, "make" if lock else "stand-in")
     return Controller(profile, lock=lock), secrets
 
@@ -152,9 +152,9 @@ def destroy(
     logged into its export. A later `apply` adopts the disks again.
     """
     from remirror.controller import Controller  # no secrets: destroy sets none
-    from remirror.profile import load_profile
+    from remirror.here import load_profile_here
 
-    profile = load_profile(profile_path)
+    profile = load_profile_here(profile_path)
     try:
         mirror = profile.mirror(mirror_name)
     except KeyError:

@@ -30,10 +30,10 @@ def reconcile(profile_path: str, output: str, retry: bool) -> int:
     `--retry` tries it now.
     """
     from remirror.controller import Controller, read_secrets
-    from remirror.profile import load_profile
+    from remirror.here import load_profile_here
     from remirror.reconcile import reconcile_once
 
-    profile = load_profile(profile_path)
+    profile = load_profile_here(profile_path)
     secrets = read_secrets(profile)
     controller = Controller(profile)
     say = (lambda _line: None) if output == "json" else click.echo
@@ -96,11 +96,11 @@ def watch(profile_path: str, interval: float, busy: float, debounce: float, max_
     import threading
 
     from remirror.controller import Controller, read_secrets
-    from remirror.profile import load_profile
+    from remirror.here import load_profile_here
     from remirror.reconcile.watch import Timing
     from remirror.reconcile.watch import watch as run_watch
 
-    profile = load_profile(profile_path)
+    profile = load_profile_here(profile_path)
     secrets = read_secrets(profile)
     stop = threading.Event()
     for signum in (signal.SIGTERM, signal.SIGINT):
@@ -128,9 +128,9 @@ def destage(profile_path: str, site: str | None) -> int:
 
     from remirror.daemons.destage import local_caches, run
     from remirror.errors import UsageError
-    from remirror.profile import load_profile
+    from remirror.here import load_profile_here
 
-    profile = load_profile(profile_path)
+    profile = load_profile_here(profile_path)
     if site is None:
         local = [name for name, s in profile.sites.items() if s.is_local]
         if len(local) != 1:

@@ -141,10 +141,12 @@ def _problem_from_pydantic(detail: ErrorDetails, source: str, positions: Positio
 
 def cautions(profile: Profile) -> list[ProfileProblem]:
     """The profile's warnings (remirror.profile.rules.cautions), each at its file:line."""
-    return [
-        _problem(profile._source, profile._positions, path, message)
-        for path, message in rules.cautions(profile)
-    ]
+    return [problem_at(profile, path, message) for path, message in rules.cautions(profile)]
+
+
+def problem_at(profile: Profile, path: tuple[str | int, ...], message: str) -> ProfileProblem:
+    """A problem found after loading, at the file:line:col of `path` in the profile."""
+    return _problem(profile._source, profile._positions, path, message)
 
 
 def _problem(source: str, positions: Positions, path: tuple[str | int, ...], message: str) -> ProfileProblem:

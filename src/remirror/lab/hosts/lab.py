@@ -6,8 +6,9 @@ hosts on its own TEST-NET subnet (RFC 5737: routed nowhere). `install` then does
 host what README, "Install on your sites" says (and the Ansible role does): remirror's wheel
 into its venv, LIO's restore and iscsid enabled, the modules loaded at boot, the units in
 /etc/systemd/system, one SSH key for remirror on every site with its public half in root's
-authorized_keys behind the agent's forced command, and known_hosts. The profile views are
-the tests' to write (`write_profile`).
+authorized_keys behind the agent's forced command, and known_hosts. The profile is the tests'
+to write (`write_profile`: the same file on every host, each finding its own site by its host
+name, remirror.profile.identity).
 """
 
 from __future__ import annotations
@@ -124,11 +125,11 @@ class HostsLab:
             )
         return key
 
-    def write_profile(self, name: str, views: dict[str, str]) -> str:
-        """Each site's own view of a profile as /etc/remirror/NAME.yaml; returns that path."""
+    def write_profile(self, name: str, text: str) -> str:
+        """The profile as /etc/remirror/NAME.yaml on every host, the same file; returns that path."""
         path = f"/etc/remirror/{name}.yaml"
-        for site, text in views.items():
-            self.hosts[site].write(path, text, "0600")
+        for host in self.hosts.values():
+            host.write(path, text, "0600")
         return path
 
     def stop(self) -> None:
