@@ -75,10 +75,29 @@ def test_a_bad_profile_in_json(capsys: pytest.CaptureFixture[str], tmp_path: Pat
     assert all(p["line"] in (3, 4) for p in document["problems"])
 
 
+def test_validate_checks_every_file_given_and_fails_if_one_is_bad(
+    capsys: pytest.CaptureFixture[str], tmp_path: Path
+) -> None:
+    bad = tmp_path / "x.yaml"
+    bad.write_text((PROFILES / "two-site.yaml").read_text().replace("mode: async", "mode: sync", 1))
+    small = str(PROFILES / "single-mirror.yaml")
+    code, out, err = run(capsys, "validate", TWO_SITE, str(bad), small)
+    assert code == 3
+    assert "valid profile 'acme'" in out
+    assert "valid profile 'office'" in out  # the one after the bad file is checked too
+    assert f"{bad}:{WRITE_BEHIND_LINE}:7: mirrors[0].replication.write_behind" in err
+    code, out, _ = run(capsys, "validate", "-o", "json", TWO_SITE, small)
+    document = json.loads(out)
+    assert code == 0
+    assert document["valid"] is True
+    assert [f["file"] for f in document["files"]] == [TWO_SITE, small]
+    assert [f["profile"]["name"] for f in document["files"]] == ["acme", "office"]
+
+
 def test_usage_errors_exit_3(capsys: pytest.CaptureFixture[str]) -> None:
     code, _, err = run(capsys, "validate")
     assert code == 3
-    assert "Missing argument 'PROFILE'" in err
+    assert "Missing argument 'PROFILE...'" in err
     code, _, err = run(capsys, "no-such-verb")
     assert code == 3
 

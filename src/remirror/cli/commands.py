@@ -3,12 +3,14 @@
 from __future__ import annotations
 
 import json
-from typing import TYPE_CHECKING
+import logging
+from typing import TYPE_CHECKING, Any
 
 import click
 
-from remirror.cli.output import console, emit_json, output_option, profile_argument
+from remirror.cli.output import console, emit_json, output_option
 from remirror.errors import EXIT_BAD_INPUT, ProfileError, ProfileProblem
+from remirror.logs import journal_prefix
 from remirror.units import format_duration, format_size
 
 if TYPE_CHECKING:
@@ -20,41 +22,45 @@ if TYPE_CHECKING:
 
 
 @click.command()
-@profile_argument
+@click.argument(
+    "profile_paths", metavar="PROFILE...", nargs=-1, required=True, type=click.Path(dir_okay=False)
+)
 @output_option
-def validate(profile_path: str, output: str) -> int:
-    """Check a profile without touching any site, and say which of its sites this host is."""
+def validate(profile_paths: tuple[str, ...], output: str) -> int:
+    """Check a profile without touching any site, and say which of its sites this host is.
+
+    Several files are checked in turn, each reported; exit 0 only when all are valid. With
+    `-o json`, one file gives its document, several a document with one per file (`files`).
+    """
+    results = [_validated(path, show=output != "json") for path in profile_paths]
+    valid = all(result["valid"] for result in results)
+    if output == "json":
+        emit_json("validate", results[0] if len(results) == 1 else {"valid": valid, "files": results})
+    return 0 if valid else EXIT_BAD_INPUT
+
+
+def _validated(path: str, *, show: bool) -> dict[str, Any]:
+    """One file checked: its JSON result; `show`: its description or problems printed too."""
     from remirror.profile import cautions, load_profile
 
     try:
-        profile = load_profile(profile_path)
+        profile = load_profile(path)
         site = _site_here(profile)
     except ProfileError as error:
-        if output != "json":
-            raise
-        emit_json(
-            "validate",
-            {
-                "valid": False,
-                "problems": [_problem_json(p) for p in error.problems],
-            },
-        )
-        return EXIT_BAD_INPUT
+        if show:  # one line per problem, as every verb reports a bad profile
+            click.echo(f"{journal_prefix(logging.ERROR)}{error.one_line()}", err=True)
+        return {"file": path, "valid": False, "problems": [_problem_json(p) for p in error.problems]}
     warnings = cautions(profile)
-    if output == "json":
-        emit_json(
-            "validate",
-            {
-                "valid": True,
-                "profile": profile.model_dump(mode="json"),
-                "site": site,
-                "warnings": [_problem_json(w) for w in warnings],
-            },
-        )
-    else:
-        _describe(profile_path, profile, site)
+    if show:
+        _describe(path, profile, site)
         show_warnings(warnings)
-    return 0
+    return {
+        "file": path,
+        "valid": True,
+        "profile": profile.model_dump(mode="json"),
+        "site": site,
+        "warnings": [_problem_json(w) for w in warnings],
+    }
 
 
 def _site_here(profile: Profile) -> str | None:
