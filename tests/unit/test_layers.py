@@ -41,6 +41,7 @@ ABOVE_CORE = {
     "remirror.controller",
     "remirror.files",
     "remirror.here",
+    "remirror.onboarding",
     "remirror.logs",
     "remirror.__main__",
 }

@@ -31,6 +31,12 @@ VERBS: dict[str, tuple[str, str, str]] = {
         "Check a profile without touching any site, and say which of its sites this host is.",
     ),
     "schema": ("remirror.cli.commands", "schema", "Print the profile's JSON Schema."),
+    "init": (
+        "remirror.cli.init",
+        "init",
+        "Start a two-site mirror here, at the primary: write its profile and remirror's SSH key,"
+        " look at the disk, and print what is left to do at the DR host.",
+    ),
     "plan": ("remirror.cli.mirror", "plan", "Show what apply would change, without changing anything."),
     "apply": (
         "remirror.cli.mirror",

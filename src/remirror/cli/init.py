@@ -1,0 +1,86 @@
+"""`remirror init`: from two hosts and a disk on each to a profile, a key, and the steps left."""
+
+from __future__ import annotations
+
+import os
+from pathlib import Path
+
+import click
+
+from remirror.errors import UsageError
+
+# What init asks, in order: option name, question, default (None: no default).
+QUESTIONS = (
+    ("name", "A name for the mirror (its device is /dev/md/NAME)", "data"),
+    ("primary", "This host, as the DR host reaches it (a name or an address)", None),
+    ("primary_disk", "The disk to mirror here (/dev/disk/by-id/...)", None),
+    ("dr", "The DR host, as this host reaches it", None),
+    ("dr_disk", "The disk it gets at the DR host (/dev/disk/by-id/..., blank)", None),
+    ("mode", "Mode: sync (no acknowledged write lost) or async (writes wait for this disk only)", "sync"),
+)
+
+
+@click.command()
+@click.option("--name", help="The mirror's and the profile's name (default: data).")
+@click.option("--primary", "primary", metavar="HOST", help="This host, as the DR host reaches it.")
+@click.option("--primary-disk", metavar="DISK", help="The disk to mirror here.")
+@click.option("--dr", "dr", metavar="HOST", help="The DR host, as this host reaches it.")
+@click.option("--dr-disk", metavar="DISK", help="The disk the mirror gets at the DR host.")
+@click.option("--mode", type=click.Choice(["sync", "async"]), help="sync (default) or async.")
+@click.option("--profile", "profile_path", type=click.Path(dir_okay=False), default=None,
+              help="Where to write the profile (default: /etc/remirror/NAME.yaml).")  # fmt: skip
+@click.option("--yes", is_flag=True, help="Ask nothing: every answer from the options (for scripts).")
+def init(profile_path: str | None, yes: bool, **given: str | None) -> int:
+    """Start a two-site mirror here, at the primary: write its profile and remirror's SSH key,
+    look at the disk, and print what is left to do at the DR host."""
+    from remirror.onboarding import Starter, initialize
+
+    answers: dict[str, str] = {}
+    for option, question, default in QUESTIONS:
+        value = given.get(option) or (default if yes else None)
+        if value is None and yes:
+            raise UsageError(f"--{option.replace('_', '-')} is needed with --yes")
+        if value is None:
+            suggested = os.uname().nodename if option == "primary" else default
+            value = click.prompt(question, default=suggested, type=str)
+        answers[option] = value.strip()
+    if answers["mode"] not in ("sync", "async"):
+        raise UsageError(f"mode {answers['mode']!r}: sync or async")
+    starter = Starter(
+        name=answers["name"],
+        primary_host=answers["primary"],
+        primary_disk=answers["primary_disk"],
+        dr_host=answers["dr"],
+        dr_disk=answers["dr_disk"],
+        mode="async" if answers["mode"] == "async" else "sync",
+    )
+    path = Path(profile_path or f"/etc/remirror/{starter.name}.yaml")
+    done = initialize(starter, path)
+    name = starter.name
+    click.echo(f"Wrote {path} (sites {done.primary_site}, here, and {done.dr_site}).")
+    click.echo(
+        f"{'Made' if done.key_made else 'Kept'} remirror's SSH key /etc/remirror/id_ed25519;"
+        f" the DR host's key in /etc/remirror/known_hosts is {done.dr_host_key}"
+        f" (check it there: ssh-keygen -lf /etc/ssh/ssh_host_ed25519_key.pub)."
+    )
+    if done.site_file_written:
+        click.echo(f"This host's name is none of the sites': /etc/remirror/site says {done.primary_site}.")
+    held = "; ".join(done.disk)
+    click.echo(
+        f"{starter.primary_disk}: {'blank' if not done.disk else 'holds ' + held}"
+        + ("" if not done.disk else " (apply refuses it unless told: docs/safety.md)")
+    )
+    click.echo(f"""
+At {starter.dr_host}, as root (remirror installed: docs/quickstart.md):
+  1. Copy {path}, /etc/remirror/id_ed25519 and /etc/remirror/known_hosts from here into
+     /etc/remirror/ (a directory for root only: mkdir -m 700 /etc/remirror).
+  2. Add this line to /root/.ssh/authorized_keys (here too, for a failover):
+     {done.authorized_line}
+  3. If its host name is not {done.dr_site}: echo {done.dr_site} > /etc/remirror/site
+  4. systemctl enable --now iscsid rtslib-fb-targetctl remirror-start@{name}
+
+Then here:
+  remirror plan {path}       # what apply will do, and what is on {starter.dr_host}'s disk
+  remirror apply {path}
+  systemctl enable --now remirror-start@{name} remirror-watch@{name} remirror-check@{name}.timer""")
+    return 0

@@ -1,0 +1,98 @@
+"""`remirror init`: the profile it writes (remirror.profile.starter) and what it refuses before
+it writes anything (remirror.onboarding). Its whole run, keys and all, is the hosts' lab's."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+
+from remirror.cli import main
+from remirror.profile.identity import Here, site_here
+from remirror.profile.starter import Starter, site_name, starter_profile, starter_text
+
+ANSWERS = Starter(
+    name="data",
+    primary_host="files.example.net",
+    primary_disk="/dev/disk/by-id/ata-EXAMPLE_DISK_0001",
+    dr_host="backup.example.net",
+    dr_disk="/dev/disk/by-id/ata-EXAMPLE_DISK_0002",
+)
+
+
+@pytest.mark.parametrize(
+    ("host", "name"),
+    [
+        ("files.example.net", "files"),
+        ("Files-1.acme.example", "files-1"),
+        ("backup_7", "backup-7"),
+        ("198.51.100.20", "198-51-100-20"),
+        ("2001:db8::7", "2001-db8-7"),
+    ],
+)
+def test_a_site_is_named_after_its_host(host: str, name: str) -> None:
+    assert site_name(host) == name
+
+
+def test_the_profile_is_one_file_in_which_each_host_finds_itself() -> None:
+    profile = starter_profile(ANSWERS)
+    assert list(profile.sites) == ["files", "backup"]
+    assert not [name for name, site in profile.sites.items() if site.is_local]
+    assert site_here(profile, Here(hostname="files")) == "files"
+    assert site_here(profile, Here(hostname="backup.example.net")) == "backup"
+    mirror = profile.mirrors[0]
+    assert (mirror.name, mirror.md_device) == ("data", "/dev/md/data")
+    assert mirror.replicas[0].portal is not None
+    assert str(mirror.replicas[0].portal) == "backup.example.net:3260"
+    assert mirror.replication.mode == "sync"
+    assert mirror.iscsi.chap is None  # apply makes the CHAP secrets
+    assert profile.sites["backup"].ssh is not None
+    assert str(profile.sites["backup"].ssh.identity_file) == "/etc/remirror/id_ed25519"
+
+
+def test_async_takes_a_write_behind_and_two_hosts_named_alike_are_told_apart() -> None:
+    answers = Starter(
+        name="db",
+        primary_host="nas.hq.example",
+        primary_disk="/dev/sdb",
+        dr_host="nas.dr.example",
+        dr_disk="/dev/sdc",
+        mode="async",
+    )
+    profile = starter_profile(answers)
+    assert list(profile.sites) == ["nas-a", "nas-b"]
+    assert profile.mirrors[0].replication.mode == "async"
+    assert profile.mirrors[0].replication.write_behind == 4096
+    assert "# Written by `remirror init`." in starter_text(answers)
+
+
+def test_with_yes_every_answer_must_be_given(capsys: pytest.CaptureFixture[str]) -> None:
+    with pytest.raises(SystemExit) as done:
+        main(["init", "--yes", "--primary", "files", "--dr", "backup"])
+    assert done.value.code == 3
+    assert capsys.readouterr().err.strip() == "remirror: --primary-disk is needed with --yes"
+
+
+def test_an_existing_profile_or_a_disk_that_is_not_one_is_refused_and_nothing_is_written(
+    capsys: pytest.CaptureFixture[str], tmp_path: Path
+) -> None:
+    existing = tmp_path / "data.yaml"
+    existing.write_text("mine\n")
+    args = ["init", "--yes", "--primary", "files", "--primary-disk", str(tmp_path / "nodisk")]
+    args += ["--dr", "backup", "--dr-disk", "/dev/sdc"]
+    with pytest.raises(SystemExit) as done:
+        main([*args, "--profile", str(existing)])
+    assert done.value.code == 3
+    assert f"{existing} exists: remove it first, or give another --profile" in capsys.readouterr().err
+    assert existing.read_text() == "mine\n"
+    with pytest.raises(SystemExit) as done:
+        main([*args, "--profile", str(tmp_path / "new.yaml")])
+    assert done.value.code == 3
+    assert "--primary-disk" in capsys.readouterr().err
+    regular = tmp_path / "file"
+    regular.write_text("")
+    args[5] = str(regular)
+    with pytest.raises(SystemExit) as done:
+        main([*args, "--profile", str(tmp_path / "new.yaml")])
+    assert f"--primary-disk {regular}: not a block device" in capsys.readouterr().err
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["data.yaml", "file"]
