@@ -9,7 +9,6 @@ already trust, a profile an operator edited).
 from __future__ import annotations
 
 import contextlib
-import os
 import stat
 from dataclasses import dataclass
 from pathlib import Path
