@@ -1,7 +1,8 @@
 """This host, as remirror finds itself in a profile (remirror.profile.identity says how).
 
-Every command, daemon and agent loads its profiles through `load_profile_here`, so one file
-copied unchanged to every site means the same thing everywhere, each host taking its own part.
+Every command and daemon loads its profiles through `load_profile_here`, and a site's agent
+its scope through `this_host(environment=False)` (remirror.agent.policy), so one file copied
+unchanged to every site means the same thing everywhere, each host taking its own part.
 """
 
 from __future__ import annotations
@@ -37,8 +38,6 @@ def this_host(*, environment: bool = True, site_file: Path = Path(SITE_FILE)) ->
     )
 
 
-def load_profile_here(path: str | Path, *, environment: bool = True) -> Profile:
-    """Read, parse and check a profile, with the site this host is made `host: local`.
-    `environment`: whether REMIRROR_SITE counts (not for an agent another site started: what
-    it acts on is never chosen by what reaches it, docs/security.md)."""
-    return as_seen_here(load_profile(path), this_host(environment=environment))
+def load_profile_here(path: str | Path) -> Profile:
+    """Read, parse and check a profile, with the site this host is made `host: local`."""
+    return as_seen_here(load_profile(path), this_host())

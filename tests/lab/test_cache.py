@@ -162,7 +162,7 @@ def test_destage_when_idle_writes_the_replica_cache_back_once_writes_stop(
         ),
     )
     destage = subprocess.Popen(
-        ["site-b", "remirror", "destage", "--site", "site-b", profile], stdout=subprocess.PIPE, text=True
+        ["site-b", "remirror", "--site", "site-b", "destage", profile], stdout=subprocess.PIPE, text=True
     )
     try:
         write_random(40 * MiB, 4 * MiB)

@@ -10,7 +10,7 @@ from remirror.cli.app import SITE_VARIABLE as CLI_SITE_VARIABLE
 from remirror.errors import ProfileError, UsageError
 from remirror.here import SITE_VARIABLE, load_profile_here, this_host
 from remirror.profile import parse_profile
-from remirror.profile.identity import Here, as_seen_here, seen_from, site_here
+from remirror.profile.identity import Here, as_seen_here, find_site, seen_from, site_here
 
 # Copied unchanged to both hosts: every site by the address the others reach it at.
 ONE = """\
@@ -47,15 +47,46 @@ def locals_of(text: str, here: Here) -> list[str]:
     ("hostname", "site"),
     [
         ("hq", "hq"),  # the site's name
-        ("hq.acme.example", "hq"),  # the ssh:// host, whole
+        ("hq.acme.example", "hq"),  # the ssh:// host
         ("HQ.acme.example", "hq"),  # host names are not case-sensitive
-        ("backup-7", "dr"),  # the ssh:// host's first label
         ("backup-7.acme.example", "dr"),
-        ("dr.elsewhere.example", "dr"),  # the site's name as the first label
+        ("dr", "dr"),
     ],
 )
-def test_each_host_finds_its_own_site_in_the_same_file_by_its_host_name(hostname: str, site: str) -> None:
+def test_each_host_finds_its_own_site_in_the_same_file_by_its_whole_host_name(
+    hostname: str, site: str
+) -> None:
     assert locals_of(ONE, Here(hostname=hostname)) == [site]
+
+
+@pytest.mark.parametrize(
+    "hostname",
+    [
+        "backup-7",  # the ssh:// host's first label: not its name
+        "dr.elsewhere.example",  # a site's name as a first label: another host
+        "laptop",
+        "",
+    ],
+)
+def test_a_host_none_of_whose_whole_names_is_a_sites_is_refused_naming_the_profile(hostname: str) -> None:
+    with pytest.raises(ProfileError) as refused:
+        as_seen_here(parse_profile(ONE, "p.yaml"), Here(hostname=hostname))
+    assert str(refused.value) == (
+        f"p.yaml:3:1: sites: this host's name ({hostname or 'none'}) is none of its sites (dr, hq):"
+        " say which with --site NAME or in /etc/remirror/site"
+    )
+
+
+def test_a_primary_named_like_the_dr_sites_first_label_is_not_taken_for_it() -> None:
+    # The review's case: hq reached at an address, dr at db1.dr.example; the primary's host
+    # is db1 (or db1.hq.example). It is none of the sites, not dr.
+    text = ONE.replace("ssh://root@hq.acme.example", "ssh://root@203.0.113.5").replace(
+        "backup-7.acme.example:2222", "db1.dr.example"
+    )
+    for hostname in ("db1", "db1.hq.example"):
+        with pytest.raises(ProfileError, match="is none of its sites"):
+            site_here(parse_profile(text, "p.yaml"), Here(hostname=hostname))
+    assert site_here(parse_profile(text, "p.yaml"), Here(hostname="203.0.113.5")) == "hq"
 
 
 def test_the_site_found_is_local_and_drops_the_ssh_options_the_others_reach_it_with() -> None:
@@ -68,56 +99,63 @@ def test_the_site_found_is_local_and_drops_the_ssh_options_the_others_reach_it_w
     assert profile.where("mirrors", 0, "primary") == "p.yaml:12:5"
 
 
-def test_a_name_given_wins_over_the_host_name_and_the_site_file() -> None:
-    here = Here(named="dr", site_file="hq", hostname="hq")
-    assert locals_of(ONE, here) == ["dr"]
-    assert locals_of(ONE, Here(site_file="dr", hostname="hq")) == ["dr"]
+def test_a_name_given_or_in_the_site_file_names_a_host_its_host_name_does_not() -> None:
+    assert locals_of(ONE, Here(named="dr", hostname="laptop")) == ["dr"]
+    assert locals_of(ONE, Here(site_file="dr", hostname="laptop")) == ["dr"]
+    # The name given first: --site over the site file.
+    assert find_site(parse_profile(ONE, "p.yaml"), Here(named="hq", site_file="dr")) == ("hq", "--site")
+    assert find_site(parse_profile(ONE, "p.yaml"), Here(site_file="dr", hostname="dr")) == (
+        "dr",
+        "/etc/remirror/site",
+    )
+    assert find_site(parse_profile(ONE, "p.yaml"), Here(hostname="dr")) == ("dr", "its host name dr")
 
 
 @pytest.mark.parametrize(
     ("here", "message"),
     [
         (
-            Here(hostname="laptop"),
-            "p.yaml:3:1: sites: this host (laptop) is none of its sites (dr, hq): say which with"
-            " --site NAME or in /etc/remirror/site",
-        ),
-        (Here(), "this host (no host name) is none of its sites (dr, hq)"),
-        (
             Here(named="backup", hostname="hq"),
             "--site names 'backup', which is not one of its sites (dr, hq)",
         ),
         (
-            Here(site_file="DR", hostname="hq"),  # names are matched exactly
+            Here(site_file="DR", hostname="laptop"),  # names are matched exactly
             "/etc/remirror/site names 'DR', which is not one of its sites (dr, hq)",
         ),
+        # A host cloned from the primary, renamed dr, its site file still saying hq.
+        (
+            Here(site_file="hq", hostname="backup-7.acme.example"),
+            "/etc/remirror/site names 'hq', but this host's name (backup-7.acme.example) is site dr's",
+        ),
+        (Here(named="hq", hostname="dr"), "--site names 'hq', but this host's name (dr) is site dr's"),
     ],
 )
-def test_a_host_that_cannot_tell_which_site_it_is_is_refused_naming_the_profile(
-    here: Here, message: str
-) -> None:
+def test_a_name_given_that_is_no_site_or_another_than_the_hosts_is_refused(here: Here, message: str) -> None:
     with pytest.raises(ProfileError) as refused:
         as_seen_here(parse_profile(ONE, "p.yaml"), here)
     assert message in str(refused.value)
 
 
-def test_a_host_that_matches_two_sites_is_refused() -> None:
+def test_a_host_named_as_two_sites_is_refused_whatever_it_is_told() -> None:
     # dr's ssh:// host is hq's name: the host named hq could be either.
     text = ONE.replace("backup-7.acme.example:2222", "hq:2222")
-    with pytest.raises(ProfileError, match=r"this host \(hq\) could be any of the sites dr, hq"):
-        as_seen_here(parse_profile(text, "p.yaml"), Here(hostname="hq"))
+    for here in (Here(hostname="hq"), Here(hostname="hq", site_file="hq")):
+        with pytest.raises(ProfileError, match=r"this host \(hq\) is named as the sites dr, hq"):
+            as_seen_here(parse_profile(text, "p.yaml"), here)
 
 
 def test_a_profile_written_for_one_site_keeps_meaning_that_site() -> None:
-    # Wherever it is read, whatever the host's name: as before one file served every site.
-    assert locals_of(VIEW, Here(hostname="backup-7")) == ["hq"]
+    # On a host whose name is no other site's: as before one file served every site.
     assert locals_of(VIEW, Here(hostname="laptop")) == ["hq"]
-    assert locals_of(VIEW, Here(named="hq", hostname="backup-7")) == ["hq"]
+    assert locals_of(VIEW, Here(hostname="hq")) == ["hq"]
+    assert locals_of(VIEW, Here(named="hq", hostname="laptop")) == ["hq"]
 
 
-def test_a_name_that_contradicts_a_site_written_local_is_refused() -> None:
-    # The view of another site, copied here by mistake: acting as dr on it would make hq's
-    # disks this host's.
+def test_a_profile_written_for_one_site_on_another_sites_host_is_refused() -> None:
+    # The contract's profile (hq `host: local`) copied unchanged to the DR host: acting as hq
+    # there would make hq's disks the DR host's.
+    with pytest.raises(ProfileError, match=r"written for 'hq' \(its `host: local`\), but this host's name"):
+        site_here(parse_profile(VIEW, "p.yaml"), Here(hostname="backup-7.acme.example"))
     with pytest.raises(ProfileError, match="the profile was written for 'hq'"):
         site_here(parse_profile(VIEW, "p.yaml"), Here(named="dr"))
     with pytest.raises(ProfileError, match="/etc/remirror/site names 'dr', but the profile was written for"):
@@ -157,20 +195,14 @@ def test_the_command_lines_variable_is_the_one_profiles_are_loaded_with() -> Non
     assert CLI_SITE_VARIABLE == SITE_VARIABLE
 
 
-def test_an_address_is_matched_whole_never_by_its_first_number() -> None:
-    text = ONE.replace("backup-7.acme.example:2222", "198.51.100.20")
-    assert locals_of(text, Here(hostname="198.51.100.20")) == ["dr"]
-    with pytest.raises(ProfileError, match=r"this host \(198\) is none of its sites"):
-        as_seen_here(parse_profile(text, "p.yaml"), Here(hostname="198"))
-
-
 def test_the_shipped_small_profile_is_one_file_for_both_of_its_hosts() -> None:
     from remirror.profile import load_profile
     from tests.conftest import PROFILES
 
     profile = load_profile(PROFILES / "single-mirror.yaml")
     assert not [name for name, site in profile.sites.items() if site.is_local]
-    assert site_here(profile, Here(hostname="files")) == "office"
+    assert site_here(profile, Here(hostname="files.example.net")) == "office"
     assert site_here(profile, Here(hostname="backup.example.net")) == "offsite"
+    assert site_here(profile, Here(hostname="backup", site_file="offsite")) == "offsite"
     # No secret file to make first: apply makes the CHAP secrets (docs/security.md).
     assert profile.mirrors[0].iscsi.chap is None

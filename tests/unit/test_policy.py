@@ -1071,3 +1071,54 @@ def test_the_text_the_site_writes_is_checked_word_by_word_whatever_the_fields_le
     ):
         with pytest.raises(Refused, match=re.escape(why)):
             table_text(check, text)
+
+
+ONE_FOR_BOTH = LAB.replace("b: {host: local}", "b: {host: ssh://root@b}")
+
+
+def test_the_agent_finds_its_site_by_its_site_file_never_by_a_variable_its_session_carries(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    # One profile for both sites: at site B, its scope is site B's part of it.
+    assert ONE_FOR_BOTH != LAB
+    (tmp_path / "lab.yaml").write_text(ONE_FOR_BOTH)
+    (tmp_path / "site").write_text("b\n")
+    monkeypatch.setenv("REMIRROR_SITE", "a")  # what a session could carry: not read
+    scope = policy.load_scope(tmp_path)
+    assert scope is not None
+    assert scope.sites == frozenset({"b"})
+    assert "/dev/b0" in scope.disks
+    assert "/dev/a0" not in scope.disks
+
+
+@pytest.mark.parametrize(
+    ("site_file", "refusal"),
+    [
+        (None, "is none of its sites"),  # this machine's host name is neither site's
+        ("c\n", "names 'c', which is not one of its sites"),
+        ("a b\n", "holds 2 words"),
+    ],
+)
+def test_an_agent_that_cannot_tell_which_site_it_is_refuses_everything(
+    tmp_path: Path, site_file: str | None, refusal: str
+) -> None:
+    (tmp_path / "lab.yaml").write_text(ONE_FOR_BOTH)
+    if site_file is not None:
+        (tmp_path / "site").write_text(site_file)
+    with pytest.raises(Refused, match=refusal):
+        policy.load_scope(tmp_path)
+
+
+def test_an_agent_that_lives_on_reads_its_site_again_when_its_site_file_changes(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    from remirror.agent.serve import _Gate
+
+    monkeypatch.setattr(policy, "PROFILE_DIR", tmp_path)
+    (tmp_path / "lab.yaml").write_text(ONE_FOR_BOTH)
+    (tmp_path / "site").write_text("b\n")
+    gate = _Gate(checked=True)
+    assert gate.refusal({"op": "observe", "disks": ["/dev/b0"]}) is None
+    (tmp_path / "site").write_text("a\n")  # the operator corrects it: read again
+    assert "is not a device this site's profiles" in refusal_of(gate, {"op": "observe", "disks": ["/dev/b0"]})
+    assert gate.refusal({"op": "observe", "disks": ["/dev/a0"]}) is None

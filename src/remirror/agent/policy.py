@@ -40,7 +40,8 @@ if TYPE_CHECKING:
     from remirror.profile.scope import SiteScope
     from remirror.protocol.tables import DmTarget
 
-# Where the site keeps its own profiles, one view per profile (the Ansible role writes them).
+# Where the site keeps its profiles (the same files as every other site's) and, in `site`, the
+# name of its site in them where its host name does not say it (remirror.profile.identity).
 PROFILE_DIR = Path("/etc/remirror")
 
 NAME = re.compile(r"[A-Za-z0-9][A-Za-z0-9_.-]*")
@@ -67,15 +68,17 @@ def profile_files(directory: Path | None = None) -> list[Path]:
 def profiles_state(directory: Path | None = None) -> tuple[tuple[str, int, int, int, int, int], ...]:
     """What changes when a profile of the site is written, added or removed (name, device,
     inode, size, modification and change times: a copy that keeps the size and sets the
-    modification time back still changes the change time, which no program sets): an agent
-    that lives on reads them again when it changes."""
+    modification time back still changes the change time, which no program sets), or what
+    says which site this host is in them (the site file, the host name): an agent that lives
+    on reads them again when it changes."""
     state = []
-    for file in profile_files(directory):
+    for file in [*profile_files(directory), (directory or PROFILE_DIR) / "site"]:
         with contextlib.suppress(OSError):  # removed meanwhile: it is not in the state
             seen = file.stat()
             state.append(
                 (file.name, seen.st_dev, seen.st_ino, seen.st_size, seen.st_mtime_ns, seen.st_ctime_ns)
             )
+    state.append((os.uname().nodename, 0, 0, 0, 0, 0))
     return tuple(state)
 
 
@@ -85,14 +88,18 @@ def load_scope(directory: Path | None = None) -> SiteScope | None:
     if not files:
         return None
     from remirror.errors import ProfileError, UsageError  # only a site with profiles pays for their models
-    from remirror.here import load_profile_here
+    from remirror.here import this_host
+    from remirror.profile.identity import as_seen_here
+    from remirror.profile.loader import load_profile
     from remirror.profile.scope import site_scope
 
     profiles = []
     for file in files:
         try:
-            # This site's part of each: the site it finds itself to be, never one a request names.
-            profiles.append((str(file), load_profile_here(file, environment=False)))
+            # This site's part of each: the site it finds itself to be, by its own site file and
+            # host name, never by a variable the SSH session could carry or a name a request sends.
+            here = this_host(environment=False, site_file=(directory or PROFILE_DIR) / "site")
+            profiles.append((str(file), as_seen_here(load_profile(file), here)))
         except (ProfileError, UsageError) as error:
             # Not a reason to open up: the other profiles still say what is this site's.
             raise Refused(f"this site's profile {file} does not load: {error.one_line()}") from None

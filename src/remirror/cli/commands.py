@@ -45,38 +45,40 @@ def _validated(path: str, *, show: bool) -> dict[str, Any]:
 
     try:
         profile = load_profile(path)
-        site = _site_here(profile)
+        site, how = _site_here(profile)
     except ProfileError as error:
         if show:  # one line per problem, as every verb reports a bad profile
             click.echo(f"{journal_prefix(logging.ERROR)}{error.one_line()}", err=True)
         return {"file": path, "valid": False, "problems": [_problem_json(p) for p in error.problems]}
     warnings = cautions(profile)
     if show:
-        _describe(path, profile, site)
+        _describe(path, profile, f"site {site} ({how})" if site else how)
         show_warnings(warnings)
     return {
         "file": path,
         "valid": True,
         "profile": profile.model_dump(mode="json"),
         "site": site,
+        "site_found_by": how if site else None,
         "warnings": [_problem_json(w) for w in warnings],
     }
 
 
-def _site_here(profile: Profile) -> str | None:
-    """The site this host is in `profile`; None where it is none of them and was told nothing
-    (a profile checked on a laptop, or in CI). Told a name (--site, REMIRROR_SITE, the site
-    file), a profile that cannot mean it is refused: the Ansible role checks each site's copy so."""
+def _site_here(profile: Profile) -> tuple[str | None, str]:
+    """The site this host is in `profile` and how that was found; else None and why not, where
+    it was told no name (a profile checked on a laptop, or in CI). Told a name (--site,
+    REMIRROR_SITE, the site file), a profile that cannot mean it is refused: the Ansible role
+    checks each site's copy so."""
     from remirror.here import this_host
-    from remirror.profile.identity import site_here
+    from remirror.profile.identity import find_site
 
     here = this_host()
     try:
-        return site_here(profile, here)
-    except ProfileError:
+        return find_site(profile, here)
+    except ProfileError as error:
         if here.named is not None or here.site_file is not None:
             raise
-        return None
+        return None, error.problems[0].message
 
 
 def show_warnings(warnings: list[ProfileProblem]) -> None:
@@ -90,14 +92,11 @@ def _problem_json(p: ProfileProblem) -> dict[str, object]:
     return {"file": p.source, "line": p.line, "column": p.column, "path": p.path, "message": p.message}
 
 
-def _describe(source: str, profile: Profile, site: str | None) -> None:
+def _describe(source: str, profile: Profile, here: str) -> None:
     out = console()
     out.print(f"{source}: valid profile {profile.name!r}", markup=False)
     sites = ", ".join(f"{name} ({site.host})" for name, site in profile.sites.items())
     out.print(f"  sites:   {sites}", markup=False)
-    here = (
-        f"site {site}" if site else "none of its sites (say which with --site NAME or in /etc/remirror/site)"
-    )
     out.print(f"  this host: {here}", markup=False)
     for mirror in profile.mirrors:
         r = mirror.replication

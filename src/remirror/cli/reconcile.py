@@ -115,8 +115,7 @@ def watch(profile_path: str, interval: float, busy: float, debounce: float, max_
 
 @click.command()
 @profile_argument
-@click.option("--site", help="The site this runs on (default: the profile's `local` site).")
-def destage(profile_path: str, site: str | None) -> int:
+def destage(profile_path: str) -> int:
     """Write caches back when their device is idle (legs with `destage: idle`).
 
     Runs on each site that has such a cache, as a systemd Type=notify service
@@ -130,16 +129,10 @@ def destage(profile_path: str, site: str | None) -> int:
     from remirror.errors import UsageError
     from remirror.here import load_profile_here
 
-    profile = load_profile_here(profile_path)
-    if site is None:
-        local = [name for name, s in profile.sites.items() if s.is_local]
-        if len(local) != 1:
-            raise UsageError(
-                "destage: say which site this is with --site (the profile has no single local site)"
-            )
-        site = local[0]
-    elif site not in profile.sites:
-        raise UsageError(f"destage: --site {site}: the profile has no such site ({', '.join(profile.sites)})")
+    profile = load_profile_here(
+        profile_path
+    )  # this host's site: `remirror --site NAME` where it is not found
+    site = next(name for name, s in profile.sites.items() if s.is_local)
     caches = local_caches(profile, site)
     if not caches:
         raise UsageError(f"destage: site {site} has no cache with `destage: idle` in {profile_path}")

@@ -5,22 +5,24 @@ profile names every site with the address the others reach it at (`host: ssh://.
 host remirror runs on finds itself among them, in this order:
 
 1. the name it is given (`remirror --site NAME`, or REMIRROR_SITE in a unit's environment);
-2. a site written `host: local`: the profile was written for that site (as every profile was
-   before one file served every site; such profiles keep working unchanged);
-3. the name in /etc/remirror/site, for a host whose name is none of its sites';
-4. its host name (`uname -n`): the one site named so, or whose ssh:// host is that name (a
-   name's first label counts as the name: `backup-7` is `backup-7.acme.example`).
+2. the one word in /etc/remirror/site (the host's site in every profile it holds);
+3. a site written `host: local`: a profile written for that one site, as every profile was
+   before one file served every site, keeps meaning it;
+4. its host name (`uname -n`), whole: the one site named so, or whose ssh:// host is so named
+   (host names compare without case; nothing shorter counts: `backup-7` is not
+   `backup-7.acme.example`, and names a site only by its name).
 
-A name that is none of the profile's sites, a host that matches none or more than one, and a
-given name that contradicts a site written `host: local` are refused, naming the profile:
-acting as the wrong site would let another site's disks be named here (docs/security.md).
-The site found is then `host: local` (without its `ssh:` options, which say how the others
-reach it), so the rest of remirror reads `Site.is_local` as it always has.
+Refused, naming the profile, because acting as the wrong site would make another site's disks
+this host's (docs/security.md): a name given (1, 2) that is none of the sites, or another site
+than the one written `host: local`, or another than the one the host's name is; a profile
+written `host: local` for one site on a host whose name is another site's (copied to the
+wrong host); a host none of whose names is a site's, or whose name is two sites'. The site
+found is then `host: local` (without its `ssh:` options, which say how the others reach
+it), so the rest of remirror reads `Site.is_local` as it always has.
 """
 
 from __future__ import annotations
 
-import ipaddress
 from dataclasses import dataclass
 
 from remirror.errors import ProfileError
@@ -28,6 +30,7 @@ from remirror.profile.loader import problem_at
 from remirror.profile.model import Profile
 
 SITE_FILE = "/etc/remirror/site"
+ASK = f"say which with --site NAME or in {SITE_FILE}"
 
 
 @dataclass(frozen=True)
@@ -44,8 +47,18 @@ class Here:
 
 def site_here(profile: Profile, here: Here) -> str:
     """The name of the site this host is, in `profile`; ProfileError when that cannot be told."""
+    return find_site(profile, here)[0]
+
+
+def find_site(profile: Profile, here: Here) -> tuple[str, str]:
+    """The site this host is and how that was found (for `validate` to say)."""
     sites = ", ".join(sorted(profile.sites))
     written_local = sorted(name for name, site in profile.sites.items() if site.is_local)
+    by_name = _named_by_host_name(profile, here.hostname)
+    if len(by_name) > 1:
+        raise _refused(
+            profile, f"this host ({here.hostname}) is named as the sites {', '.join(by_name)}: {ASK}"
+        )
     for given, by in ((here.named, here.named_by), (here.site_file, SITE_FILE)):
         if given is None:
             continue
@@ -57,22 +70,25 @@ def site_here(profile: Profile, here: Here) -> str:
                 f"{by} names {given!r}, but the profile was written for {written_local[0]!r} (its"
                 f" `host: local`): give every site its ssh:// address and copy the same file to each",
             )
-        return given
+        if by_name and by_name != [given]:  # a stale site file on a renamed or cloned host
+            raise _refused(
+                profile,
+                f"{by} names {given!r}, but this host's name ({here.hostname}) is site {by_name[0]}'s",
+            )
+        return given, by
     if written_local:
-        return written_local[0]
-    names = _host_names(here.hostname)
-    matches = sorted(
-        name
-        for name, site in profile.sites.items()
-        if name.casefold() in names or _host_names(site.ssh_address.host) & names
-    )
-    if len(matches) == 1:
-        return matches[0]
-    if not matches:
-        what = f"this host ({here.hostname or 'no host name'}) is none of its sites ({sites})"
-    else:
-        what = f"this host ({here.hostname}) could be any of the sites {', '.join(matches)}"
-    raise _refused(profile, f"{what}: say which with --site NAME or in {SITE_FILE}")
+        if by_name and by_name != written_local[:1]:  # another site's copy, on this host
+            raise _refused(
+                profile,
+                f"the profile was written for {written_local[0]!r} (its `host: local`), but this host's"
+                f" name ({here.hostname}) is site {by_name[0]}'s: give every site its ssh:// address",
+            )
+        return written_local[0], "its `host: local`"
+    if not by_name:
+        raise _refused(
+            profile, f"this host's name ({here.hostname or 'none'}) is none of its sites ({sites}): {ASK}"
+        )
+    return by_name[0], f"its host name {here.hostname}"
 
 
 def seen_from(profile: Profile, site: str) -> Profile:
@@ -89,17 +105,16 @@ def as_seen_here(profile: Profile, here: Here) -> Profile:
     return seen_from(profile, site_here(profile, here))
 
 
-def _host_names(host: str) -> set[str]:
-    """The names a host goes by: its whole name and its first label (`uname -n` may say either
-    where the profile says the other), casefolded (host names are not case-sensitive); an
-    address is only itself."""
-    if not host:
-        return set()
-    try:
-        ipaddress.ip_address(host)
-    except ValueError:
-        return {host.casefold(), host.split(".", 1)[0].casefold()}
-    return {host}
+def _named_by_host_name(profile: Profile, hostname: str) -> list[str]:
+    """The sites whose name, or whose ssh:// host, is this host's whole name (without case)."""
+    if not hostname:
+        return []
+    name = hostname.casefold()
+    return sorted(
+        site_name
+        for site_name, site in profile.sites.items()
+        if site_name == name or (not site.is_local and site.ssh_address.host.casefold() == name)
+    )
 
 
 def _refused(profile: Profile, message: str) -> ProfileError:

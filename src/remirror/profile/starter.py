@@ -56,8 +56,9 @@ def starter_text(answers: Starter) -> str:
     portal = _portal(answers.dr_host)
     return f"""\
 # Written by `remirror init`. The same file goes to both hosts, as
-# /etc/remirror/{answers.name}.yaml: each finds its own site in it by its host name, or
-# by the one word in /etc/remirror/site. Reference: docs/profile.md.
+# /etc/remirror/{answers.name}.yaml: each finds its own site in it by its host name
+# (`uname -n`, the site's name or its ssh:// host), or by the one word in
+# /etc/remirror/site. Reference: docs/profile.md.
 version: 1
 name: {answers.name}
 
