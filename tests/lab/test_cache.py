@@ -152,18 +152,18 @@ def test_destage_when_idle_writes_the_replica_cache_back_once_writes_stop(
     cached: Path, record_property: Callable[[str, object], None]
 ) -> None:
     # `remirror destage` runs on site B itself (as its systemd unit would), on a profile
-    # that asks for it; the cache as built stays (destage is not a table option).
+    # that asks for it; the cache as built stays (destage is not a table option). One file for
+    # both sites (site A written with its address): site B finds itself in it by its host name.
+    assert "  site-a:\n    host: local\n" in PROFILE
     profile = profile_file(
         cached,
         "destage.yaml",
         PROFILE.replace(
             "cache: {disk: /dev/lab/b-fast0}",
             "cache: {disk: /dev/lab/b-fast0, destage: idle, idle_after: 2s}",
-        ),
+        ).replace("  site-a:\n    host: local\n", "  site-a:\n    host: ssh://root@site-a\n"),
     )
-    destage = subprocess.Popen(
-        ["site-b", "remirror", "--site", "site-b", "destage", profile], stdout=subprocess.PIPE, text=True
-    )
+    destage = subprocess.Popen(["site-b", "remirror", "destage", profile], stdout=subprocess.PIPE, text=True)
     try:
         write_random(40 * MiB, 4 * MiB)
         written = time.monotonic()
