@@ -94,15 +94,15 @@ class Writer:
         return self.ended()
 
 
-def mirror_state(a: Host) -> str:
-    out = a.run(f"remirror status {PROFILE} -o json", check=False).stdout
+def mirror_state(a: Host, profile: str = PROFILE) -> str:
+    out = a.run(f"remirror status {profile} -o json", check=False).stdout
     try:
         return str(json.loads(out)["mirrors"][0]["state"])
     except (ValueError, KeyError, IndexError):
         return "unknown"
 
 
-def wait_mirrored(a: Host, timeout: float = SLOW) -> None:
+def wait_mirrored(a: Host, timeout: float = SLOW, *, profile: str = PROFILE, md: str = MD) -> None:
     """Until status says MIRRORED and md has nothing left to resync.
 
     md's own word is read first, until the array has every leg and nothing to resync, and only
@@ -110,10 +110,11 @@ def wait_mirrored(a: Host, timeout: float = SLOW) -> None:
     CPU, which the resync being waited for needs too."""
     deadline = time.monotonic() + timeout
     state = "not asked"
+    sysfs = f"/sys/block/$(basename $(readlink -f {md}))/md"
     while True:
-        md = a.run(f"cat {MD_SYSFS}/degraded {MD_SYSFS}/sync_action", check=False).stdout.split()
-        if md == ["0", "idle"]:
-            state = mirror_state(a)
+        said = a.run(f"cat {sysfs}/degraded {sysfs}/sync_action", check=False).stdout.split()
+        if said == ["0", "idle"]:
+            state = mirror_state(a, profile)
             if state == "MIRRORED":
                 return
         assert time.monotonic() < deadline, f"still {state}: {a.run('cat /proc/mdstat').stdout}"

@@ -86,8 +86,9 @@ class HostsLab:
         for host in self.hosts.values():
             host.wait_up()
 
-    def install(self) -> None:
-        """remirror on every host as a site installs it (README, "Install on your sites")."""
+    def install(self, *, keys: bool = True) -> None:
+        """remirror on every host as a site installs it (README, "Install on your sites");
+        without `keys`, no SSH key for remirror nor known_hosts (what `remirror init` makes)."""
         wheels = sorted((self.checkout / "build" / "site").glob("remirror-*.whl"))
         if not wheels:
             raise RuntimeError("no wheel in build/site: ./dev builds it (make_site_install)")
@@ -97,7 +98,6 @@ class HostsLab:
 
         def install_on(host: Host) -> None:
             host.put(wheel, f"/root/{wheel.name}")
-            host.put(key, SITE_KEY, "0600")
             host.run(
                 f"{VENV}/bin/pip install -q --disable-pip-version-check --no-index --no-deps "
                 f"--force-reinstall /root/{wheel.name} && "
@@ -105,14 +105,16 @@ class HostsLab:
                 f"printf '%s\\n' {' '.join(MODULES)} > /etc/modules-load.d/remirror.conf && "
                 f"cp {VENV}/share/remirror/contrib/systemd/* /etc/systemd/system/ && "
                 "systemctl daemon-reload && "
-                f"systemctl enable --now iscsid rtslib-fb-targetctl && "
-                f"echo {shlex.quote(forced.strip())} >> /root/.ssh/authorized_keys"
+                f"systemctl enable --now iscsid rtslib-fb-targetctl"
             )
+            if keys:
+                host.put(key, SITE_KEY, "0600")
+                host.run(f"echo {shlex.quote(forced.strip())} >> /root/.ssh/authorized_keys")
 
         # At once on every host: each is its own machine.
         with ThreadPoolExecutor(len(self.hosts)) as pool:
             list(pool.map(install_on, self.hosts.values()))
-        for host in self.hosts.values():
+        for host in self.hosts.values() if keys else ():
             peers = " ".join(host.peers)
             host.run(f"ssh-keyscan -t ed25519 {peers} > {KNOWN_HOSTS} 2>/dev/null && test -s {KNOWN_HOSTS}")
 
