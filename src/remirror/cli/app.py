@@ -148,8 +148,8 @@ def _shortened(text: str, width: int) -> str:
 @click.option("-v", "--verbose", count=True, help="Log what is being done (to stderr).")
 @click.option("--debug", is_flag=True, help="Log every command run; show tracebacks of bugs.")
 @click.option("--site", metavar="NAME", default=None,
-              help="The profile's site this host is, where its host name is none of the sites'"
-              " (else /etc/remirror/site, or a site written `host: local`).")  # fmt: skip
+              help="The profile's site this host is (else /etc/remirror/site, a site written"
+              " `host: local`, or the one whose name or ssh:// host is this host's name).")  # fmt: skip
 def cli(verbose: int, debug: bool, site: str | None) -> None:
     """Mirror disks to a second site with stock Linux parts."""
     setup_logging(verbose, debug)
