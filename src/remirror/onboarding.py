@@ -2,26 +2,31 @@
 look at the local disk, and what is left to do at the DR site.
 
 Nothing here writes to a disk: `apply` does that, after `plan` has shown it. What `init`
-writes is in /etc/remirror only, and never over a file that is there (a key other sites
-already trust, a profile an operator edited).
+writes is in /etc/remirror only, and only once everything has been checked and read (the DR
+host's key, this host's, the disk): a refusal changes nothing. It never writes over a file an
+operator or another profile relies on (a profile, a key, another key for the DR host's name,
+a site name another profile would not know).
 """
 
 from __future__ import annotations
 
-import contextlib
+import os
 import stat
+from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
 
-from remirror.errors import ProfileError, UsageError
+from remirror.errors import ProfileError, RemirrorError, UsageError
 from remirror.files import write_atomically
 from remirror.here import this_host
-from remirror.profile.identity import SITE_FILE, seen_from, site_here
+from remirror.profile.identity import SITE_FILE, Here, find_site, seen_from, site_here
+from remirror.profile.loader import load_profile
 from remirror.profile.model import Profile
-from remirror.profile.starter import KNOWN_HOSTS, SITE_KEY, Starter, site_name, starter_profile, starter_text
+from remirror.profile.starter import KNOWN_HOSTS, SITE_KEY, Starter, starter_profile, starter_text
 from remirror.runner.local import LocalRunner
 
 FORCED_COMMAND = 'command="remirror agent --serve",restrict'
+OWN_HOST_KEY = Path("/etc/ssh/ssh_host_ed25519_key.pub")
 
 
 @dataclass(frozen=True)
@@ -38,14 +43,56 @@ class Written:
     disk: list[str]  # what holds the primary's disk; empty: blank
 
 
-def check_primary_disk(answers: Starter) -> None:
-    """The primary's disk must be a block device here (before anything is written)."""
-    try:
-        mode = Path(answers.primary_disk).stat().st_mode
-    except OSError as error:
-        raise UsageError(f"--primary-disk {answers.primary_disk}: {error.strerror}") from None
-    if not stat.S_ISBLK(mode):
-        raise UsageError(f"--primary-disk {answers.primary_disk}: not a block device")
+def initialize(answers: Starter, profile_path: Path, confirm: Callable[[str], bool]) -> Written:
+    """Check everything, then write the key, known hosts, the profile and (last) the site file.
+    `confirm(fingerprint)`: whether the DR host's key is the one the operator expects."""
+    if os.geteuid() != 0:
+        raise UsageError("init: run it as root (it writes /etc/remirror and reads the disks)")
+    if profile_path.exists():
+        raise UsageError(f"{profile_path} exists: remove it first, or give another --profile")
+    if answers.primary_host.casefold() == answers.dr_host.casefold():
+        raise UsageError(f"--primary and --dr are the same host ({answers.primary_host})")
+    _check_primary_disk(answers.primary_disk)
+    profile = starter_profile(answers, str(profile_path))
+    primary, dr = profile.mirrors[0].primary.site, profile.mirrors[0].replicas[0].site
+    site_file = _site_file_needed(profile, primary)
+    run = LocalRunner("local").run
+    dr_address = profile.sites[dr].ssh_address.host
+    scanned = run(["ssh-keyscan", "-T", "10", "-t", "ed25519", "--", dr_address], ok_codes=(0, 1)).stdout
+    dr_key = next((line.split() for line in scanned.splitlines() if line and not line.startswith("#")), [])
+    if len(dr_key) < 3:
+        raise UsageError(f"--dr {answers.dr_host}: no SSH host key from {dr_address}:22 (is sshd up there?)")
+    own_key = _read(OWN_HOST_KEY).split()[:2]
+    if dr_key[1:3] == own_key:
+        raise UsageError(f"--dr {answers.dr_host} answers with this host's own SSH key: it is this host")
+    fingerprint = run(["ssh-keygen", "-l", "-f", "-"], stdin=" ".join(dr_key) + "\n").stdout.strip()
+    known_lines = _known_hosts(
+        {profile.sites[primary].ssh_address.host: own_key, dr_address: dr_key[1:3]}, Path(KNOWN_HOSTS)
+    )
+    held = what_holds(seen_from(profile, primary), primary, answers.primary_disk)
+    if not confirm(fingerprint):
+        raise UsageError(f"--dr {answers.dr_host}: its SSH host key was not confirmed; nothing written")
+    # Everything checked and read: now the writes, the site file last (what every profile of
+    # this host is read with).
+    key_made = not Path(SITE_KEY).exists()
+    if key_made:  # ssh-keygen makes the private half 0600; /etc/remirror is root's alone
+        Path(SITE_KEY).parent.mkdir(mode=0o700, parents=True, exist_ok=True)
+        run(["ssh-keygen", "-q", "-t", "ed25519", "-N", "", "-C", f"remirror@{primary}", "-f", SITE_KEY])
+    public = run(["ssh-keygen", "-y", "-f", SITE_KEY]).stdout.strip()  # the key's own, not a stale .pub
+    _write(Path(KNOWN_HOSTS), known_lines, 0o644)
+    _write(profile_path, starter_text(answers), 0o600)
+    if site_file:
+        _write(Path(SITE_FILE), primary + "\n", 0o644)
+    return Written(
+        profile_path=profile_path,
+        key_made=key_made,
+        dr_host_key=fingerprint,
+        authorized_line=f"{FORCED_COMMAND} {public} remirror@{primary}",
+        primary_site=primary,
+        dr_site=dr,
+        site_file_written=site_file,
+        disk=held,
+    )
 
 
 def what_holds(profile: Profile, site: str, disk: str) -> list[str]:
@@ -60,63 +107,70 @@ def what_holds(profile: Profile, site: str, disk: str) -> list[str]:
     return [signature.describe() for signature in facts.signatures] + facts.users()
 
 
-def initialize(answers: Starter, profile_path: Path) -> Written:
-    """Write the profile, the key and known hosts; look at the primary's disk."""
-    if profile_path.exists():
-        raise UsageError(f"{profile_path} exists: remove it first, or give another --profile")
-    check_primary_disk(answers)
-    profile = starter_profile(answers, str(profile_path))  # checked before anything is written
-    primary = profile.mirrors[0].primary.site
-    dr = profile.mirrors[0].replicas[0].site
-    dr_address = profile.sites[dr].ssh_address.host
-    primary_address = profile.sites[primary].ssh_address.host
-    run = LocalRunner("local").run
-    # The DR host's key first: an unreachable DR host stops init before it writes anything.
-    scanned = run(["ssh-keyscan", "-T", "10", "-t", "ed25519", dr_address], ok_codes=(0, 1)).stdout
-    dr_key = [line for line in scanned.splitlines() if line and not line.startswith("#")]
-    if not dr_key:
-        raise UsageError(f"--dr {answers.dr_host}: no SSH host key from {dr_address}:22 (is sshd up there?)")
-    own_key = Path("/etc/ssh/ssh_host_ed25519_key.pub").read_text().split()[:2]
-    site_file_written = _name_this_site(profile, primary)
-    key_made = not Path(SITE_KEY).exists()
-    if key_made:  # ssh-keygen makes the private half 0600; /etc/remirror is root's alone
-        Path(SITE_KEY).parent.mkdir(mode=0o700, parents=True, exist_ok=True)
-        run(["ssh-keygen", "-q", "-t", "ed25519", "-N", "", "-C", f"remirror@{primary}", "-f", SITE_KEY])
-    known = Path(KNOWN_HOSTS)
-    lines = known.read_text().splitlines() if known.exists() else []
-    for entry in (f"{primary_address} {' '.join(own_key)}", dr_key[0]):
-        if entry not in lines:
-            lines.append(entry)
-    write_atomically(known, "\n".join(lines) + "\n", mode=0o644)
-    write_atomically(profile_path, starter_text(answers), mode=0o600)
-    fingerprint = run(["ssh-keygen", "-l", "-f", "-"], stdin=dr_key[0] + "\n").stdout.strip()
-    public = Path(SITE_KEY + ".pub").read_text().strip()
-    return Written(
-        profile_path=profile_path,
-        key_made=key_made,
-        dr_host_key=fingerprint,
-        authorized_line=f"{FORCED_COMMAND} {public}",
-        primary_site=primary,
-        dr_site=dr,
-        site_file_written=site_file_written,
-        disk=what_holds(seen_from(profile, primary), primary, answers.primary_disk),
-    )
+def _check_primary_disk(disk: str) -> None:
+    try:
+        mode = Path(disk).stat().st_mode
+    except OSError as error:
+        raise UsageError(f"--primary-disk {disk}: {error.strerror}") from None
+    if not stat.S_ISBLK(mode):
+        raise UsageError(f"--primary-disk {disk}: not a block device")
 
 
-def _name_this_site(profile: Profile, primary: str) -> bool:
-    """Write /etc/remirror/site when this host would not find itself as `primary` by its name;
-    refused when the file names another site."""
+def _site_file_needed(profile: Profile, primary: str) -> bool:
+    """Whether /etc/remirror/site must name `primary` (this host's name does not say it); refused
+    when this host is another site of the new profile, when the site file names another site,
+    or when another profile of this host would not know the name."""
     here = this_host(environment=False)
+    try:
+        found, _how = find_site(profile, Here(hostname=here.hostname))
+    except ProfileError:
+        found = None
+    if found is not None and found != primary:
+        raise UsageError(f"this host's name ({here.hostname}) is site {found}'s: run init at the primary")
     if here.site_file is not None:
         if here.site_file != primary:
-            raise UsageError(f"{SITE_FILE} names {here.site_file!r}; this host is to be {primary!r}")
+            raise UsageError(f"{SITE_FILE} names {here.site_file!r}; this host would be {primary!r} here")
         return False
-    with contextlib.suppress(ProfileError):  # none or two: the file says it outright
-        if site_here(profile, here) == primary:
-            return False
-    Path(SITE_FILE).parent.mkdir(mode=0o700, parents=True, exist_ok=True)
-    write_atomically(SITE_FILE, primary + "\n", mode=0o644)
+    if found == primary:
+        return False
+    for other in sorted(Path(SITE_FILE).parent.glob("*.yaml")):
+        try:
+            site_here(load_profile(other), Here(site_file=primary, hostname=here.hostname))
+        except ProfileError as error:
+            raise UsageError(
+                f"{SITE_FILE} would name {primary!r}, and {other} would no longer load"
+                f" ({error.problems[0].message}): give --primary the name this host has there"
+            ) from None
     return True
 
 
-__all__ = ["Starter", "Written", "initialize", "site_name"]
+def _known_hosts(keys: dict[str, list[str]], path: Path) -> str:
+    """known_hosts with a line for each host's key added; refused when it holds another key for
+    that name (a reinstalled host, or one answering in its place: the operator decides)."""
+    lines = _read(path).splitlines() if path.exists() else []
+    for host, (kind, key) in keys.items():
+        held = [line.split() for line in lines if line.split()[:1] == [host]]
+        if any(words[1:3] != [kind, key] for words in held):
+            raise UsageError(
+                f"{path} holds another key for {host}: remove that line if the host was reinstalled"
+            )
+        if not held:
+            lines.append(f"{host} {kind} {key}")
+    return "\n".join(lines) + "\n"
+
+
+def _read(path: Path) -> str:
+    try:
+        return path.read_text()
+    except OSError as error:
+        raise UsageError(f"{path}: {error.strerror}") from None
+
+
+def _write(path: Path, text: str, mode: int) -> None:
+    try:
+        write_atomically(path, text, mode=mode)
+    except OSError as error:
+        raise RemirrorError(f"{path}: {error.strerror}") from None
+
+
+__all__ = ["Starter", "Written", "initialize"]

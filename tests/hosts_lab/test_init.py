@@ -62,8 +62,9 @@ def test_init_then_its_printed_steps_then_apply_make_a_mirror_that_checks_ok(lab
         b.write(path, a.run(f"cat {path}").stdout, "0600")
     for host in (a, b):
         host.run(f"echo '{line}' >> /root/.ssh/authorized_keys")
-    assert "systemctl enable --now iscsid rtslib-fb-targetctl remirror-start@data" in said
-    b.run("systemctl enable --now remirror-start@data")
+    assert "systemctl enable --now iscsid rtslib-fb-targetctl\n" in said
+    assert "systemctl enable remirror-start@data " in said
+    b.run("systemctl enable remirror-start@data")
     # Both hosts hold the same file and each finds its own site in it.
     assert a.run(f"sha256sum < {PROFILE}").stdout == b.run(f"sha256sum < {PROFILE}").stdout
     assert "this host: site site-a (its host name site-a)" in a.run(f"remirror validate {PROFILE}").stdout
@@ -72,7 +73,8 @@ def test_init_then_its_printed_steps_then_apply_make_a_mirror_that_checks_ok(lab
     planned = a.run(f"remirror plan {PROFILE}", timeout=SLOW).stdout
     assert "CreateArray /dev/md/data" in planned, planned
     a.run(f"remirror apply {PROFILE} --yes", timeout=SLOW)
-    a.run("systemctl enable --now remirror-start@data remirror-watch@data remirror-check@data.timer")
+    a.run("systemctl enable remirror-start@data")
+    a.run("systemctl enable --now remirror-watch@data remirror-check@data.timer")
     wait_mirrored(a, profile=PROFILE, md="/dev/md/data")
     checked = a.run(f"remirror check {PROFILE}", check=False, timeout=SLOW)
     assert checked.returncode == 0, checked.stdout

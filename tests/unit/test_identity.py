@@ -136,12 +136,14 @@ def test_a_name_given_that_is_no_site_or_another_than_the_hosts_is_refused(here:
     assert message in str(refused.value)
 
 
-def test_a_host_named_as_two_sites_is_refused_whatever_it_is_told() -> None:
+def test_a_host_named_as_two_sites_is_refused_unless_told_which() -> None:
     # dr's ssh:// host is hq's name: the host named hq could be either.
     text = ONE.replace("backup-7.acme.example:2222", "hq:2222")
-    for here in (Here(hostname="hq"), Here(hostname="hq", site_file="hq")):
+    for here in (Here(hostname="hq"), Here(hostname="hq", site_file="backup")):
         with pytest.raises(ProfileError, match=r"this host \(hq\) is named as the sites dr, hq"):
             as_seen_here(parse_profile(text, "p.yaml"), here)
+    # Told which of the two, as the refusal asks: that one.
+    assert site_here(parse_profile(text, "p.yaml"), Here(hostname="hq", site_file="dr")) == "dr"
 
 
 def test_a_profile_written_for_one_site_keeps_meaning_that_site() -> None:

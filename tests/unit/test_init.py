@@ -96,3 +96,50 @@ def test_an_existing_profile_or_a_disk_that_is_not_one_is_refused_and_nothing_is
         main([*args, "--profile", str(tmp_path / "new.yaml")])
     assert f"--primary-disk {regular}: not a block device" in capsys.readouterr().err
     assert sorted(p.name for p in tmp_path.iterdir()) == ["data.yaml", "file"]
+
+
+@pytest.mark.parametrize(
+    ("change", "option", "why"),
+    [
+        ({"dr_disk": "/dev/disk/by-id/a,b"}, "--dr-disk", "no spaces, quotes, commas"),
+        ({"dr_disk": "/dev/sdc, iqn: x"}, "--dr-disk", "no spaces, quotes, commas"),
+        ({"primary_disk": "sdb"}, "--primary-disk", "is not a device path under /dev/"),
+        ({"name": "my data"}, "--name", "is not a valid name"),
+        ({"dr_host": "-oProxyCommand=x"}, "--dr", "is not an IP address or host name"),
+    ],
+)
+def test_an_answer_that_is_not_what_it_names_is_refused_by_its_option(
+    change: dict[str, str], option: str, why: str
+) -> None:
+    from dataclasses import replace
+
+    from remirror.profile.starter import check_answers
+
+    answers = replace(ANSWERS, **change)  # type: ignore[arg-type] # str fields only
+    problems = check_answers(answers)
+    assert list(problems) == [option]
+    assert why in problems[option]
+    with pytest.raises(ValueError, match=f"^{option}: "):
+        starter_profile(answers)
+
+
+def test_known_hosts_gets_each_hosts_key_once_and_another_key_for_a_name_is_refused(tmp_path: Path) -> None:
+    from remirror.errors import UsageError
+    from remirror.onboarding import _known_hosts
+
+    path = tmp_path / "known_hosts"
+    keys = {"files": ["ssh-ed25519", "AAAA1"], "backup": ["ssh-ed25519", "AAAA2"]}
+    text = _known_hosts(keys, path)
+    assert text == "files ssh-ed25519 AAAA1\nbackup ssh-ed25519 AAAA2\n"
+    path.write_text(text)
+    assert _known_hosts(keys, path) == text  # again: nothing added
+    with pytest.raises(UsageError, match="holds another key for backup"):
+        _known_hosts({**keys, "backup": ["ssh-ed25519", "EVIL"]}, path)
+
+
+def test_the_same_host_twice_is_refused(capsys: pytest.CaptureFixture[str], tmp_path: Path) -> None:
+    args = ["init", "--yes", "--primary", "files", "--primary-disk", "/dev/sdb", "--dr", "FILES"]
+    with pytest.raises(SystemExit) as done:
+        main([*args, "--dr-disk", "/dev/sdc", "--profile", str(tmp_path / "p.yaml")])
+    assert done.value.code == 3
+    assert "--primary and --dr are the same host (files)" in capsys.readouterr().err

@@ -29,8 +29,11 @@ QUESTIONS = (
 @click.option("--mode", type=click.Choice(["sync", "async"]), help="sync (default) or async.")
 @click.option("--profile", "profile_path", type=click.Path(dir_okay=False), default=None,
               help="Where to write the profile (default: /etc/remirror/NAME.yaml).")  # fmt: skip
+@click.option("--dr-host-key", metavar="SHA256:...",
+              help="The DR host's SSH key's fingerprint (ssh-keygen -lf /etc/ssh/ssh_host_ed25519_key.pub"
+              " there): init goes on only if the key it finds is that one.")  # fmt: skip
 @click.option("--yes", is_flag=True, help="Ask nothing: every answer from the options (for scripts).")
-def init(profile_path: str | None, yes: bool, **given: str | None) -> int:
+def init(profile_path: str | None, yes: bool, dr_host_key: str | None, **given: str | None) -> int:
     """Start a two-site mirror here, at the primary: write its profile and remirror's SSH key,
     look at the disk, and print what is left to do at the DR host."""
     from remirror.onboarding import Starter, initialize
@@ -54,10 +57,27 @@ def init(profile_path: str | None, yes: bool, **given: str | None) -> int:
         dr_disk=answers["dr_disk"],
         mode="async" if answers["mode"] == "async" else "sync",
     )
-    path = Path(profile_path or f"/etc/remirror/{starter.name}.yaml")
-    done = initialize(starter, path)
     name = starter.name
+    path = Path(profile_path or f"/etc/remirror/{name}.yaml")
+
+    def confirm(fingerprint: str) -> bool:
+        """The DR host's key: the one given, or the operator's word (with --yes and none
+        given, taken as found, as ssh's accept-new does; known_hosts keeps it from then on)."""
+        if dr_host_key is not None:
+            return dr_host_key in fingerprint.split()
+        if yes:
+            return True
+        click.echo(f"The DR host's SSH key: {fingerprint}")
+        click.echo("Compare it with `ssh-keygen -lf /etc/ssh/ssh_host_ed25519_key.pub` there.")
+        return click.confirm("Is it the same", default=False)
+
+    try:
+        done = initialize(starter, path, confirm)
+    except ValueError as error:  # an answer that is not a name, a host or a device path
+        raise UsageError(str(error)) from None
     click.echo(f"Wrote {path} (sites {done.primary_site}, here, and {done.dr_site}).")
+    if path != Path(f"/etc/remirror/{name}.yaml"):
+        click.echo(f"The units (remirror-start@{name}, ...) read /etc/remirror/{name}.yaml: put it there.")
     click.echo(
         f"{'Made' if done.key_made else 'Kept'} remirror's SSH key /etc/remirror/id_ed25519;"
         f" the DR host's key in /etc/remirror/known_hosts is {done.dr_host_key}"
@@ -72,15 +92,19 @@ def init(profile_path: str | None, yes: bool, **given: str | None) -> int:
     )
     click.echo(f"""
 At {starter.dr_host}, as root (remirror installed: docs/quickstart.md):
-  1. Copy {path}, /etc/remirror/id_ed25519 and /etc/remirror/known_hosts from here into
-     /etc/remirror/ (a directory for root only: mkdir -m 700 /etc/remirror).
+  1. Copy {path} and /etc/remirror/id_ed25519 from here into /etc/remirror/ (a directory
+     for root only: mkdir -m 700 /etc/remirror), and add the lines of this host's
+     /etc/remirror/known_hosts to its own.
   2. Add this line to /root/.ssh/authorized_keys (here too, for a failover):
      {done.authorized_line}
-  3. If its host name is not {done.dr_site}: echo {done.dr_site} > /etc/remirror/site
-  4. systemctl enable --now iscsid rtslib-fb-targetctl remirror-start@{name}
+  3. If its host name (uname -n) is neither {done.dr_site} nor {starter.dr_host}:
+     echo {done.dr_site} > /etc/remirror/site
+  4. systemctl enable --now iscsid rtslib-fb-targetctl
+     systemctl enable remirror-start@{name}    # at its boots, once the mirror is made
 
 Then here:
   remirror plan {path}       # what apply will do, and what is on {starter.dr_host}'s disk
   remirror apply {path}
-  systemctl enable --now remirror-start@{name} remirror-watch@{name} remirror-check@{name}.timer""")
+  systemctl enable remirror-start@{name}
+  systemctl enable --now remirror-watch@{name} remirror-check@{name}.timer""")
     return 0

@@ -55,10 +55,13 @@ def find_site(profile: Profile, here: Here) -> tuple[str, str]:
     sites = ", ".join(sorted(profile.sites))
     written_local = sorted(name for name, site in profile.sites.items() if site.is_local)
     by_name = _named_by_host_name(profile, here.hostname)
+    given_first = here.named if here.named is not None else here.site_file
     if len(by_name) > 1:
-        raise _refused(
-            profile, f"this host ({here.hostname}) is named as the sites {', '.join(by_name)}: {ASK}"
-        )
+        if given_first not in by_name:
+            raise _refused(
+                profile, f"this host ({here.hostname}) is named as the sites {', '.join(by_name)}: {ASK}"
+            )
+        by_name = [given_first]  # the name given says which of them
     for given, by in ((here.named, here.named_by), (here.site_file, SITE_FILE)):
         if given is None:
             continue

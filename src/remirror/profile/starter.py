@@ -8,12 +8,14 @@ written with the address the other reaches it at (remirror.profile.identity).
 
 from __future__ import annotations
 
+import json
 import re
 from dataclasses import dataclass
 from typing import Literal
 
 from remirror.profile.loader import parse_profile
 from remirror.profile.model import Profile
+from remirror.profile.types import check_device_path, check_name, parse_ssh_address
 
 SITE_KEY = "/etc/remirror/id_ed25519"
 KNOWN_HOSTS = "/etc/remirror/known_hosts"
@@ -31,6 +33,32 @@ class Starter:
     dr_host: str
     dr_disk: str
     mode: Literal["sync", "async"] = "sync"
+
+
+def check_answers(answers: Starter) -> dict[str, str]:
+    """What is wrong with each answer, by its option (`--dr-disk`: why); empty when all are
+    right. Checked before any YAML is made of them: a disk path or a host is never text that
+    could become another key of the profile."""
+    problems: dict[str, str] = {}
+    checks = (
+        ("--name", answers.name, lambda v: check_name(v)),
+        ("--primary", answers.primary_host, lambda v: parse_ssh_address(f"ssh://root@{_bracketed(v)}")),
+        ("--dr", answers.dr_host, lambda v: parse_ssh_address(f"ssh://root@{_bracketed(v)}")),
+        ("--primary-disk", answers.primary_disk, _disk),
+        ("--dr-disk", answers.dr_disk, _disk),
+    )
+    for option, value, check in checks:
+        try:
+            check(value)
+        except ValueError as error:
+            problems[option] = str(error)
+    return problems
+
+
+def _disk(value: str) -> None:
+    check_device_path(value)
+    if not re.fullmatch(r"[A-Za-z0-9/._:+@=-]+", value):
+        raise ValueError(f"{value!r}: a device path has no spaces, quotes, commas or the like")
 
 
 def site_name(host: str) -> str:
@@ -63,21 +91,26 @@ version: 1
 name: {answers.name}
 
 sites:
-  {primary}: {{host: "ssh://root@{_bracketed(answers.primary_host)}", {ssh}}}
-  {dr}: {{host: "ssh://root@{_bracketed(answers.dr_host)}", {ssh}}}
+  {primary}: {{host: {json.dumps(f"ssh://root@{_bracketed(answers.primary_host)}")}, {ssh}}}
+  {dr}: {{host: {json.dumps(f"ssh://root@{_bracketed(answers.dr_host)}")}, {ssh}}}
 
 mirrors:
   - name: {answers.name}
     device: /dev/md/{answers.name}
-    primary: {{site: {primary}, disk: {answers.primary_disk}}}
+    primary: {{site: {primary}, disk: {json.dumps(answers.primary_disk)}}}
     replicas:
-      - {{site: {dr}, disk: {answers.dr_disk}, portal: "{portal}"}}
+      - {{site: {dr}, disk: {json.dumps(answers.dr_disk)}, portal: {json.dumps(portal)}}}
     replication: {replication}
 """
 
 
 def starter_profile(answers: Starter, source: str = "<init>") -> Profile:
-    """The profile `init` would write, loaded and checked as any profile is."""
+    """The profile `init` would write, loaded and checked as any profile is; ValueError naming
+    the option when an answer is wrong."""
+    problems = check_answers(answers)
+    if problems:
+        option, why = next(iter(problems.items()))
+        raise ValueError(f"{option}: {why}")
     return parse_profile(starter_text(answers), source)
 
 

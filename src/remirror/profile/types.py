@@ -37,7 +37,7 @@ ISCSI_PORT = 3260
 SSH_PORT = 22
 
 
-def _check_name(value: str) -> str:
+def check_name(value: str) -> str:
     if not _NAME_RE.match(value):
         raise ValueError(
             f"{value!r} is not a valid name: use 1-32 lower-case letters, digits and"
@@ -57,7 +57,7 @@ def _check_iqn(value: str) -> str:
     return value
 
 
-def _check_device_path(value: str) -> str:
+def check_device_path(value: str) -> str:
     if not value.startswith("/dev/") or value.endswith("/") or "/../" in value:
         raise ValueError(
             f"{value!r} is not a device path under /dev/"
@@ -220,9 +220,9 @@ _DURATION_SCHEMA = WithJsonSchema(
     }
 )
 
-Name = Annotated[str, AfterValidator(_check_name)]
+Name = Annotated[str, AfterValidator(check_name)]
 Iqn = Annotated[str, AfterValidator(_check_iqn)]
-DevicePath = Annotated[str, AfterValidator(_check_device_path)]
+DevicePath = Annotated[str, AfterValidator(check_device_path)]
 AbsolutePath = Annotated[str, AfterValidator(_check_absolute_path)]
 SiteHost = Annotated[str, AfterValidator(_check_host)]
 JumpHost = Annotated[str, AfterValidator(_check_jump)]
