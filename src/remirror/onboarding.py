@@ -78,7 +78,8 @@ def initialize(answers: Starter, profile_path: Path, confirm: Callable[[str], bo
     if key_made:  # ssh-keygen makes the private half 0600; /etc/remirror is root's alone
         Path(SITE_KEY).parent.mkdir(mode=0o700, parents=True, exist_ok=True)
         run(["ssh-keygen", "-q", "-t", "ed25519", "-N", "", "-C", f"remirror@{primary}", "-f", SITE_KEY])
-    public = run(["ssh-keygen", "-y", "-f", SITE_KEY]).stdout.strip()  # the key's own, not a stale .pub
+    # The key's own public half (not a .pub that may be stale), named for this site.
+    public = " ".join(run(["ssh-keygen", "-y", "-f", SITE_KEY]).stdout.split()[:2])
     _write(Path(KNOWN_HOSTS), known_lines, 0o644)
     _write(profile_path, starter_text(answers), 0o600)
     if site_file:
