@@ -7,10 +7,14 @@ unchanged to every site means the same thing everywhere, each host taking its ow
 
 from __future__ import annotations
 
+import hashlib
+import json
 import os
+from collections.abc import Callable
 from pathlib import Path
+from typing import TypeVar
 
-from remirror.errors import UsageError
+from remirror.errors import RemirrorError, UsageError
 from remirror.profile.identity import SITE_FILE, Here, as_seen_here
 from remirror.profile.loader import load_profile
 from remirror.profile.model import Profile
@@ -41,3 +45,60 @@ def this_host(*, environment: bool = True, site_file: Path = Path(SITE_FILE)) ->
 def load_profile_here(path: str | Path) -> Profile:
     """Read, parse and check a profile, with the site this host is made `host: local`."""
     return as_seen_here(load_profile(path), this_host())
+
+
+Built = TypeVar("Built")
+
+
+class ProfileFile:
+    """The profile a daemon runs on, and whether what it was loaded from has changed since.
+
+    A daemon loads its profile when it starts, and runs for months. An operator who changes
+    the file and applies it must not find the daemon working toward the old text: `remirror
+    watch` would undo the change at its next pass (a write-behind or a leg's setting put back
+    as a "repair"). So the daemons look at the file, this host's site file and its name
+    before each round, and load the profile again when any of them changed. Text that no
+    longer loads (an edit half done) leaves the daemon on the profile it had, which is what
+    the sites still run, and it says so once: `apply` would refuse that text too.
+    """
+
+    def __init__(self, path: str | Path) -> None:
+        self.path = Path(path)
+        self._seen = self._fingerprint()
+        self.profile = load_profile_here(self.path)  # bad text at the start: the daemon does not start
+
+    def _fingerprint(self) -> bytes:
+        digest = hashlib.sha256()
+        for source in (self.path, Path(SITE_FILE)):
+            try:
+                digest.update(source.read_bytes())
+            except OSError as error:  # gone or unreadable: a change too, which the load reports
+                digest.update(f"<{type(error).__name__}>".encode())
+            digest.update(b"\0")
+        digest.update(os.uname().nodename.encode())
+        return digest.digest()
+
+    def changed(self) -> bool:
+        """Whether the file, the site file or the host name differ from when last loaded or tried."""
+        return self._fingerprint() != self._seen
+
+    def follow(self, build: Callable[[Profile], Built], current: Built, emit: Callable[[str], None]) -> Built:
+        """`current`, or what `build` makes of the profile loaded again if its sources changed.
+
+        A change is taken once: text that does not load, or that `build` refuses, is said
+        in one JSON line through `emit`, and `current` stays until the next change.
+        """
+        fingerprint = self._fingerprint()
+        if fingerprint == self._seen:
+            return current
+        self._seen = fingerprint
+        try:
+            profile = load_profile_here(self.path)
+            built = build(profile)
+        except RemirrorError as error:
+            kept = "the profile as loaded before, which is what the sites run (apply refuses this text too)"
+            emit(json.dumps({"event": "profile", "error": error.one_line(), "kept": kept}))
+            return current
+        self.profile = profile
+        emit(json.dumps({"event": "profile", "loaded": str(self.path)}))
+        return built

@@ -104,6 +104,19 @@ def sites(installed: HostsLab) -> HostsLab:
     return installed
 
 
+def watch_pass_after_reload(a: Host, since: str) -> str:
+    """The watch's journal from its loading the profile again (after `since`, seconds since the
+    epoch) to a pass that followed."""
+    deadline = time.monotonic() + SLOW
+    while True:
+        journal = a.run(f"journalctl -u remirror-watch@m.service --since @{since} --no-pager -o cat").stdout
+        loaded = journal.find('"event": "profile", "loaded"')
+        if loaded >= 0 and '"event": "pass"' in journal[loaded:]:
+            return journal[loaded:]
+        assert time.monotonic() < deadline, journal[-3000:]
+        time.sleep(3)
+
+
 def apply_and_watch(a: Host) -> None:
     a.run(f"remirror apply {PROFILE} --yes", timeout=SLOW)
     a.run("systemctl enable --now remirror-watch@m.service")
@@ -337,9 +350,15 @@ def test_an_async_primary_s_power_cut_then_a_forced_promotion_leaves_the_dr_site
     async mode, at most what was behind; recorded, not asserted)."""
     a, b = sites["site-a"], sites["site-b"]
     wait_mirrored(a)
+    assert a.run("systemctl is-active remirror-watch@m.service").stdout.strip() == "active"
+    since = a.run("date +%s").stdout.strip()
     sites.write_profile("m", CACHED.replace(SYNC, ASYNC))
     a.run(f"remirror apply {PROFILE} --yes", timeout=SLOW)
     wait_mirrored(a)
+    # The watch started on the synchronous text takes the new one before its next pass, and
+    # does not put the applied write-behind back as a "repair".
+    after_reload = watch_pass_after_reload(a, since)
+    assert "SetWriteBehind" not in after_reload, after_reload
     assert a.run(f"cat {MD_SYSFS}/bitmap/backlog").stdout.strip() == "1024"
     primary = database.create("site-a", DATA, remote=tuple(a.ssh_argv()))
     a.run(

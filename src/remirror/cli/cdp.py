@@ -283,19 +283,26 @@ def run(profile_path: str, mirror_names: tuple[str, ...]) -> int:
 
     from remirror.daemons.cdp import Protected
     from remirror.daemons.cdp import run as run_points
-    from remirror.here import load_profile_here
+    from remirror.here import ProfileFile
+    from remirror.profile.model import Profile
 
-    profile = load_profile_here(profile_path)
-    unknown = sorted(set(mirror_names) - {m.name for m in profile.mirrors})
-    if unknown:
-        raise UsageError(f"cdp run: no mirror {unknown[0]!r} in the profile")
-    chosen = [m for m in profile.mirrors if not mirror_names or m.name in mirror_names]
-    protected = [Protected.of_mirror(profile, m) for m in chosen if m.cdp is not None]
-    protected += [p for m in chosen if (p := Protected.own_leg(profile, m)) is not None]
-    if not protected:
-        raise UsageError("cdp run: no mirror of the profile has `cdp`, nor points of this host's own leg")
+    def protected_here(profile: Profile) -> list[Protected]:
+        unknown = sorted(set(mirror_names) - {m.name for m in profile.mirrors})
+        if unknown:
+            raise UsageError(f"cdp run: no mirror {unknown[0]!r} in the profile")
+        chosen = [m for m in profile.mirrors if not mirror_names or m.name in mirror_names]
+        protected = [Protected.of_mirror(profile, m) for m in chosen if m.cdp is not None]
+        protected += [p for m in chosen if (p := Protected.own_leg(profile, m)) is not None]
+        if not protected:
+            raise UsageError("cdp run: no mirror of the profile has `cdp`, nor points of this host's own leg")
+        return protected
+
+    source = ProfileFile(profile_path)
+    protected = protected_here(source.profile)
     stop = threading.Event()
     for signum in (signal.SIGTERM, signal.SIGINT):
         signal.signal(signum, lambda *_: stop.set())
-    run_points(protected, stop, click.echo)
+    while not stop.is_set():  # until stopped; again on the profile loaded again when it changed
+        run_points(protected, stop, click.echo, changed=source.changed)
+        protected = source.follow(protected_here, protected, click.echo)
     return 0

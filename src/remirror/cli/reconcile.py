@@ -90,26 +90,22 @@ def watch(profile_path: str, interval: float, busy: float, debounce: float, max_
 
     Prints one JSON line per mirror and pass (for the journal). Runs as a
     systemd Type=notify service with a watchdog (contrib/systemd); stops
-    cleanly on SIGTERM or SIGINT.
+    cleanly on SIGTERM or SIGINT. A profile changed on disk is loaded again
+    before the next pass (text that does not load: the watch keeps the one it
+    had, and says so once).
     """
     import signal
     import threading
 
-    from remirror.controller import Controller, read_secrets
-    from remirror.here import load_profile_here
+    from remirror.here import ProfileFile
     from remirror.reconcile.watch import Timing
     from remirror.reconcile.watch import watch as run_watch
 
-    profile = load_profile_here(profile_path)
-    secrets = read_secrets(profile)
+    source = ProfileFile(profile_path)
     stop = threading.Event()
     for signum in (signal.SIGTERM, signal.SIGINT):
         signal.signal(signum, lambda *_: stop.set())
-    controller = Controller(profile)
-    try:
-        run_watch(controller, secrets, Timing(interval, busy, debounce, max_backoff), stop, click.echo)
-    finally:
-        controller.close()
+    run_watch(source, Timing(interval, busy, debounce, max_backoff), stop, click.echo)
     return 0
 
 
@@ -125,19 +121,24 @@ def destage(profile_path: str) -> int:
     import signal
     import threading
 
-    from remirror.daemons.destage import local_caches, run
+    from remirror.daemons.destage import Watched, local_caches, run
     from remirror.errors import UsageError
-    from remirror.here import load_profile_here
+    from remirror.here import ProfileFile
+    from remirror.profile.model import Profile
 
-    profile = load_profile_here(
-        profile_path
-    )  # this host's site: `remirror --site NAME` where it is not found
-    site = next(name for name, s in profile.sites.items() if s.is_local)
-    caches = local_caches(profile, site)
-    if not caches:
-        raise UsageError(f"destage: site {site} has no cache with `destage: idle` in {profile_path}")
+    def caches_here(profile: Profile) -> list[Watched]:
+        site = next(name for name, s in profile.sites.items() if s.is_local)
+        caches = local_caches(profile, site)
+        if not caches:
+            raise UsageError(f"destage: site {site} has no cache with `destage: idle` in {profile_path}")
+        return caches
+
+    source = ProfileFile(profile_path)  # this host's site: `remirror --site NAME` where it is not found
+    caches = caches_here(source.profile)
     stop = threading.Event()
     for signum in (signal.SIGTERM, signal.SIGINT):
         signal.signal(signum, lambda *_: stop.set())
-    run(caches, stop, click.echo)
+    while not stop.is_set():  # until stopped; again on the profile loaded again when it changed
+        run(caches, stop, click.echo, changed=source.changed)
+        caches = source.follow(caches_here, caches, click.echo)
     return 0

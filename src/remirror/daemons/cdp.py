@@ -106,8 +106,14 @@ def _tick(protected: Protected, emit: Callable[[str], None]) -> None:
         }))  # fmt: skip
 
 
-def run(protected: list[Protected], stop: threading.Event, emit: Callable[[str], None]) -> None:
-    """Tick until `stop`, about ten times per shortest `every` (a point is never much late).
+def run(
+    protected: list[Protected],
+    stop: threading.Event,
+    emit: Callable[[str], None],
+    changed: Callable[[], bool] = lambda: False,
+) -> None:
+    """Tick until `stop` or the profile `changed`, about ten times per shortest `every` (a point
+    is never much late).
 
     A mirror not assembled here (yet) is reported once per tick as `no_stack`
     and taken up when it appears.
@@ -116,7 +122,7 @@ def run(protected: list[Protected], stop: threading.Event, emit: Callable[[str],
     period = max(0.5, min(min(intervals, default=5.0) / 10, 5.0))
     ping = watchdog_period()
     notify("READY=1")
-    while not stop.is_set():
+    while not stop.is_set() and not changed():
         for each in protected:
             try:
                 tick(each, emit)
@@ -126,4 +132,5 @@ def run(protected: list[Protected], stop: threading.Event, emit: Callable[[str],
         if ping is not None:
             notify("WATCHDOG=1")
         stop.wait(period)
-    notify("STOPPING=1")
+    if stop.is_set():
+        notify("STOPPING=1")

@@ -92,9 +92,14 @@ def _kernel_name(dm_name: str) -> str | None:
 
 
 def run(
-    caches: list[Watched], stop: threading.Event, emit: Callable[[str], None], period: float = 1.0
+    caches: list[Watched],
+    stop: threading.Event,
+    emit: Callable[[str], None],
+    period: float = 1.0,
+    changed: Callable[[], bool] = lambda: False,
 ) -> None:
-    """Sample every `period` seconds until `stop` is set; destage each cache when it is due.
+    """Sample every `period` seconds until `stop` is set or the profile `changed`; destage each
+    cache when it is due.
 
     One JSON line through `emit` per destage (for the journal).
     """
@@ -102,7 +107,7 @@ def run(
     quiet = {c.name: Quiet(c.idle_after) for c in caches}
     ping = watchdog_period()
     notify("READY=1")
-    while not stop.is_set():
+    while not stop.is_set() and not changed():
         for cache in caches:
             kernel = _kernel_name(cache.name)
             if kernel is None:
@@ -122,7 +127,8 @@ def run(
         if ping is not None:
             notify("WATCHDOG=1")
         stop.wait(period)
-    notify("STOPPING=1")
+    if stop.is_set():
+        notify("STOPPING=1")
 
 
 def _destage(runner: LocalRunner, name: str, record: dict[str, object]) -> None:

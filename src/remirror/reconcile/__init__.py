@@ -28,6 +28,10 @@ EXIT_OK, EXIT_REPAIRING, EXIT_CANNOT = 0, 1, 2
 PASS_LOCK_WAIT = 5.0
 
 
+class ProfileChanged(Exception):
+    """The profile's file changed before a pass held the sites' locks: the pass did nothing."""
+
+
 @dataclass(frozen=True)
 class Pass:
     """One mirror's pass: its state before and after, and what was done."""
@@ -57,19 +61,30 @@ class Pass:
 
 
 def reconcile_once(
-    controller: Controller, secrets: dict[str, str], say: Callable[[str], None], retry: bool = False
+    controller: Controller,
+    secrets: dict[str, str],
+    say: Callable[[str], None],
+    retry: bool = False,
+    unchanged: Callable[[], bool] = lambda: True,
 ) -> list[Pass]:
     """One pass over every mirror of the controller's profile, holding each site's lock from the
     first look until the pass ends (nothing else changes a site between observe and repair).
-    `retry`: re-add legs left out after too many re-adds (an operator who fixed their disk)."""
+    `retry`: re-add legs left out after too many re-adds (an operator who fixed their disk).
+    `unchanged`: asked once the locks are held; False raises ProfileChanged before any repair."""
     with controller.locked("reconcile", PASS_LOCK_WAIT):
-        return _pass(controller, secrets, say, retry)
+        return _pass(controller, secrets, say, retry, unchanged)
 
 
 def _pass(
-    controller: Controller, secrets: dict[str, str], say: Callable[[str], None], retry: bool
+    controller: Controller,
+    secrets: dict[str, str],
+    say: Callable[[str], None],
+    retry: bool,
+    unchanged: Callable[[], bool],
 ) -> list[Pass]:
-    facts = controller.observe_reachable()
+    facts = controller.observe_reachable()  # takes the locks
+    if not unchanged():
+        raise ProfileChanged
     seen = load_seen(controller.profile)
     passes = []
     readded: list[tuple[str, str]] = []

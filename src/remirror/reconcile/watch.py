@@ -23,9 +23,11 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any
 
-from remirror.controller import Controller
+from remirror.controller import Controller, read_secrets
 from remirror.errors import RemirrorError
-from remirror.reconcile import EXIT_CANNOT, EXIT_OK, reconcile_once
+from remirror.here import ProfileFile
+from remirror.profile.model import Profile
+from remirror.reconcile import EXIT_CANNOT, EXIT_OK, ProfileChanged, reconcile_once
 from remirror.systemd import notify, watchdog_period
 
 log = logging.getLogger("remirror.watch")
@@ -49,36 +51,74 @@ class Timing:
         return self.interval if code == EXIT_OK else self.busy
 
 
-def watch(
-    controller: Controller,
-    secrets: dict[str, str],
-    timing: Timing,
-    stop: threading.Event,
-    emit: Callable[[str], None],
-) -> None:
-    """Run passes until `stop` is set; one JSON line per mirror and pass through `emit`."""
+@dataclass
+class Running:
+    """What a watch's passes run with: a controller of the profile, and its CHAP secrets."""
+
+    controller: Controller
+    secrets: dict[str, str]
+
+    @classmethod
+    def of(cls, profile: Profile) -> Running:
+        """The secrets read (made where the profile wants them generated), then the controller:
+        secrets that fail leave no controller to close."""
+        secrets = read_secrets(profile)
+        return cls(Controller(profile), secrets)
+
+
+def watch(source: ProfileFile, timing: Timing, stop: threading.Event, emit: Callable[[str], None]) -> None:
+    """Run passes until `stop` is set; one JSON line per mirror and pass through `emit`.
+
+    Each pass runs on the profile as its file says now (ProfileFile): one the operator
+    changed and applied is never undone by a pass on the text this watch started with.
+    """
     events = _udev_events()
     ping = watchdog_period()
     failures = 0  # passes in a row that could not repair: each doubles the wait
+    running = Running.of(source.profile)
     notify("READY=1")
-    while not stop.is_set():
-        code = _one_pass(controller, secrets, emit)
-        failures = failures + 1 if code >= EXIT_CANNOT else 0
-        unreachable = sorted(controller.unreachable)  # as the pass observed them
-        delay = timing.after(code, failures, unreachable=bool(unreachable))
-        emit(
-            json.dumps({"event": "sleep", "seconds": delay, "failures": failures, "unreachable": unreachable})
-        )
-        _wait(events, delay, timing.debounce, ping, stop)
+    try:
+        while not stop.is_set():
+            running = _current(source, running, emit)
+            code = _one_pass(running, source, emit)
+            if code is None:
+                continue  # the profile changed under the pass, which did nothing: again, on the new one
+            failures = failures + 1 if code >= EXIT_CANNOT else 0
+            unreachable = sorted(running.controller.unreachable)  # as the pass observed them
+            delay = timing.after(code, failures, unreachable=bool(unreachable))
+            emit(
+                json.dumps(
+                    {"event": "sleep", "seconds": delay, "failures": failures, "unreachable": unreachable}
+                )
+            )
+            _wait(events, delay, timing.debounce, ping, stop)
+    finally:
+        running.controller.close()
     notify("STOPPING=1")
 
 
-def _one_pass(controller: Controller, secrets: dict[str, str], emit: Callable[[str], None]) -> int:
-    """One reconcile pass, logged; its exit code (`reconcile`'s)."""
+def _current(source: ProfileFile, running: Running, emit: Callable[[str], None]) -> Running:
+    """`running`, or a new one on the profile loaded again (the old controller closed)."""
+    renewed = source.follow(Running.of, running, emit)
+    if renewed is not running:
+        running.controller.close()
+    return renewed
+
+
+def _one_pass(running: Running, source: ProfileFile, emit: Callable[[str], None]) -> int | None:
+    """One reconcile pass, logged; its exit code (`reconcile`'s), or None if the profile's file
+    changed before the pass held the sites' locks (it then did nothing)."""
     started = time.monotonic()
+    controller, secrets = running.controller, running.secrets
     controller.unreachable = {}  # this pass's: one that fails before it observes reached none
     try:
-        passes = reconcile_once(controller, secrets, lambda line: log.info("%s", line))
+        # Looked at again once the locks are held: an apply of a changed profile that took
+        # them first has finished, and its text is the file's.
+        passes = reconcile_once(
+            controller, secrets, lambda line: log.info("%s", line), unchanged=lambda: not source.changed()
+        )
+    except ProfileChanged:
+        return None
     except RemirrorError as error:
         emit(json.dumps({"event": "pass", "error": error.one_line()}))
         return EXIT_CANNOT
