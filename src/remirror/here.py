@@ -7,7 +7,6 @@ unchanged to every site means the same thing everywhere, each host taking its ow
 
 from __future__ import annotations
 
-import hashlib
 import json
 import os
 from collections.abc import Callable
@@ -15,8 +14,9 @@ from pathlib import Path
 from typing import TypeVar
 
 from remirror.errors import RemirrorError, UsageError
+from remirror.files import state_dir, write_atomically
 from remirror.profile.identity import SITE_FILE, Here, as_seen_here
-from remirror.profile.loader import load_profile
+from remirror.profile.loader import load_profile, parse_profile, read_profile_text
 from remirror.profile.model import Profile
 
 SITE_VARIABLE = "REMIRROR_SITE"  # `remirror --site NAME` sets it for the verb and what it starts
@@ -47,58 +47,79 @@ def load_profile_here(path: str | Path) -> Profile:
     return as_seen_here(load_profile(path), this_host())
 
 
+def profile_here(text: str, source: str) -> Profile:
+    """A profile's text parsed and checked (`source` names it in messages), as seen here."""
+    return as_seen_here(parse_profile(text, source), this_host())
+
+
+def applied_record(name: str) -> Path:
+    """Where `apply` keeps the text it last applied on this host, for the profile named `name`."""
+    return state_dir() / "applied" / f"{name}.yaml"
+
+
+def record_applied(profile: Profile, text: str) -> None:
+    """Keep `text`, which `apply` has just applied here, for the daemons that run the profile on
+    this host (RunningProfile). Written while apply still holds the sites' locks, whole or not
+    at all (a temporary file renamed), for root only."""
+    path = applied_record(profile.name)
+    path.parent.mkdir(mode=0o700, parents=True, exist_ok=True)
+    write_atomically(path, text, mode=0o600)
+
+
 Built = TypeVar("Built")
 
 
-class ProfileFile:
-    """The profile a daemon runs on, and whether what it was loaded from has changed since.
+class RunningProfile:
+    """The profile a daemon runs on: its file as it was when the daemon started, then each text
+    `apply` applied on this host since (applied_record).
 
-    A daemon loads its profile when it starts, and runs for months. An operator who changes
-    the file and applies it must not find the daemon working toward the old text: `remirror
-    watch` would undo the change at its next pass (a write-behind or a leg's setting put back
-    as a "repair"). So the daemons look at the file, this host's site file and its name
-    before each round, and load the profile again when any of them changed. Text that no
-    longer loads (an edit half done) leaves the daemon on the profile it had, which is what
-    the sites still run, and it says so once: `apply` would refuse that text too.
+    Not the file as edited: a change is carried out by `apply`, after its plan and the
+    operator's yes, never by a daemon that happened to read the file (a watch would log out of
+    a replica for a new timeout nobody applied). And not the start's text once an apply changed
+    the mirror: a watch would undo the change at its next pass, as a "repair" (write-behind
+    put back after an apply made the mirror asynchronous). A site where nobody runs `apply`
+    (a DR site's own points) takes a changed profile when its daemon restarts.
     """
 
     def __init__(self, path: str | Path) -> None:
-        self.path = Path(path)
-        self._seen = self._fingerprint()
-        self.profile = load_profile_here(self.path)  # bad text at the start: the daemon does not start
-
-    def _fingerprint(self) -> bytes:
-        digest = hashlib.sha256()
-        for source in (self.path, Path(SITE_FILE)):
-            try:
-                digest.update(source.read_bytes())
-            except OSError as error:  # gone or unreadable: a change too, which the load reports
-                digest.update(f"<{type(error).__name__}>".encode())
-            digest.update(b"\0")
-        digest.update(os.uname().nodename.encode())
-        return digest.digest()
+        self.profile = load_profile_here(path)  # bad text at the start: the daemon does not start
+        self.record = applied_record(self.profile.name)
+        self._seen = _stamp(self.record)
 
     def changed(self) -> bool:
-        """Whether the file, the site file or the host name differ from when last loaded or tried."""
-        return self._fingerprint() != self._seen
+        """Whether an apply has recorded a text since the daemon last took one (or tried to)."""
+        return _stamp(self.record) != self._seen
 
     def follow(self, build: Callable[[Profile], Built], current: Built, emit: Callable[[str], None]) -> Built:
-        """`current`, or what `build` makes of the profile loaded again if its sources changed.
+        """`current`, or what `build` makes of the text an apply recorded since.
 
-        A change is taken once: text that does not load, or that `build` refuses, is said
-        in one JSON line through `emit`, and `current` stays until the next change.
+        A text that cannot be taken (a CHAP file since removed, a cdp daemon's mirror
+        without `cdp` any more) is said in one JSON line through `emit`, and `current`
+        stays until the next apply.
         """
-        fingerprint = self._fingerprint()
-        if fingerprint == self._seen:
+        stamp = _stamp(self.record)
+        if stamp == self._seen:
             return current
-        self._seen = fingerprint
+        self._seen = stamp
         try:
-            profile = load_profile_here(self.path)
+            profile = profile_here(read_profile_text(self.record), str(self.record))
             built = build(profile)
-        except RemirrorError as error:
-            kept = "the profile as loaded before, which is what the sites run (apply refuses this text too)"
-            emit(json.dumps({"event": "profile", "error": error.one_line(), "kept": kept}))
+        except Exception as error:  # noqa: BLE001 - whatever it is, the daemon goes on as it was
+            said = (
+                error.one_line() if isinstance(error, RemirrorError) else f"{type(error).__name__}: {error}"
+            )
+            kept = "the profile as it ran before, until the next apply"
+            emit(json.dumps({"event": "profile", "error": said, "kept": kept}))
             return current
         self.profile = profile
-        emit(json.dumps({"event": "profile", "loaded": str(self.path)}))
+        emit(json.dumps({"event": "profile", "loaded": str(self.record)}))
         return built
+
+
+def _stamp(path: Path) -> tuple[int, int, int] | None:
+    """Which version of a record is there: apply renames a new file over it each time."""
+    try:
+        status = path.stat()
+    except FileNotFoundError:
+        return None
+    return (status.st_ino, status.st_mtime_ns, status.st_size)

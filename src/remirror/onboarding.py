@@ -10,10 +10,12 @@ a site name another profile would not know).
 
 from __future__ import annotations
 
+import ipaddress
 import os
+import socket
 import stat
 from collections.abc import Callable
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from pathlib import Path
 
 from remirror.errors import ProfileError, RemirrorError, UsageError
@@ -22,7 +24,7 @@ from remirror.here import this_host
 from remirror.profile.identity import SITE_FILE, Here, find_site, seen_from, site_here
 from remirror.profile.loader import load_profile
 from remirror.profile.model import Profile
-from remirror.profile.starter import KNOWN_HOSTS, SITE_KEY, Starter, starter_profile, starter_text
+from remirror.profile.starter import ISCSI_PORT, KNOWN_HOSTS, SITE_KEY, Starter, starter_profile, starter_text
 from remirror.runner.local import LocalRunner
 
 FORCED_COMMAND = 'command="remirror agent --serve",restrict'
@@ -41,6 +43,23 @@ class Written:
     dr_site: str
     site_file_written: bool
     disk: list[str]  # what holds the primary's disk; empty: blank
+    portal: str  # where the DR host's target listens, and the primary's iSCSI reaches it
+
+
+def resolve_dr_address(host: str) -> str:
+    """The IP address `host` resolves to here (itself if it is one): where the primary's iSCSI
+    reaches the DR host, and its target listens."""
+    try:
+        return str(ipaddress.ip_address(host))
+    except ValueError:
+        pass
+    try:
+        found = socket.getaddrinfo(host, ISCSI_PORT, type=socket.SOCK_STREAM)
+    except OSError as error:
+        raise UsageError(
+            f"--dr {host}: does not resolve here ({error}); give its address with --dr-address"
+        ) from None
+    return str(found[0][4][0])
 
 
 def initialize(answers: Starter, profile_path: Path, confirm: Callable[[str], bool]) -> Written:
@@ -53,6 +72,7 @@ def initialize(answers: Starter, profile_path: Path, confirm: Callable[[str], bo
     if answers.primary_host.casefold() == answers.dr_host.casefold():
         raise UsageError(f"--primary and --dr are the same host ({answers.primary_host})")
     _check_primary_disk(answers.primary_disk)
+    answers = replace(answers, dr_address=answers.dr_address or resolve_dr_address(answers.dr_host))
     profile = starter_profile(answers, str(profile_path))
     primary, dr = profile.mirrors[0].primary.site, profile.mirrors[0].replicas[0].site
     site_file = _site_file_needed(profile, primary)
@@ -93,6 +113,7 @@ def initialize(answers: Starter, profile_path: Path, confirm: Callable[[str], bo
         dr_site=dr,
         site_file_written=site_file,
         disk=held,
+        portal=str(profile.mirrors[0].replicas[0].portal),
     )
 
 

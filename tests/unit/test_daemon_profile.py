@@ -1,5 +1,6 @@
-"""Daemons follow their profile's file: one changed and applied is never worked against with the
-text they started with (remirror.here.ProfileFile, reconcile's ProfileChanged)."""
+"""Daemons run the profile as applied on their host (remirror.here.RunningProfile): one changed
+and applied is never worked against with the text they started with, and one only edited is
+left for `apply`."""
 
 from __future__ import annotations
 
@@ -14,17 +15,23 @@ from typing import Any, cast
 import pytest
 
 from remirror.controller import Controller
+from remirror.daemons.cdp import Protected
 from remirror.daemons.cdp import run as run_points
-from remirror.here import SITE_VARIABLE, ProfileFile
+from remirror.here import SITE_VARIABLE, RunningProfile, applied_record, record_applied
+from remirror.profile.layers import Cdp
 from remirror.profile.model import Profile
 from remirror.reconcile import ProfileChanged, reconcile_once
+from remirror.reconcile import watch as watch_module
+from remirror.reconcile.watch import Timing
 
 SHIPPED = Path(__file__).parents[2] / "profiles" / "single-mirror.yaml"
+ASYNC = "name: data\n    replication: {mode: async}"
 
 
 @pytest.fixture
 def profile_file(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Path:
     monkeypatch.setenv(SITE_VARIABLE, "office")
+    monkeypatch.setenv("REMIRROR_STATE_DIR", str(tmp_path / "state"))
     path = tmp_path / "office.yaml"
     path.write_text(SHIPPED.read_text())
     return path
@@ -34,60 +41,51 @@ def mode(profile: Profile) -> str:
     return profile.mirrors[0].replication.mode
 
 
-def test_a_changed_file_is_loaded_again_once_and_said_in_the_journal(profile_file: Path) -> None:
-    source, said = ProfileFile(profile_file), list[str]()
-    assert mode(source.profile) == "sync"
+def apply_text(path: Path, text: str) -> None:
+    """What `apply` does once it has applied `text`: the file is it, and the record too."""
+    path.write_text(text)
+    record_applied(RunningProfile(path).profile, text)
+
+
+def test_an_edit_not_applied_is_left_for_apply(profile_file: Path) -> None:
+    source, said = RunningProfile(profile_file), list[str]()
+    profile_file.write_text(profile_file.read_text().replace("name: data", ASYNC))
     assert not source.changed()
     assert source.follow(mode, "as started", said.append) == "as started"
+    assert mode(source.profile) == "sync"
     assert said == []
-    profile_file.write_text(
-        profile_file.read_text().replace("name: data", "name: data\n    replication: {mode: async}")
-    )
+
+
+def test_what_apply_recorded_is_taken_once_and_said_in_the_journal(profile_file: Path) -> None:
+    source, said = RunningProfile(profile_file), list[str]()
+    apply_text(profile_file, profile_file.read_text().replace("name: data", ASYNC))
     assert source.changed()
     assert source.follow(mode, "as started", said.append) == "async"
     assert mode(source.profile) == "async"
     assert not source.changed()
-    assert [json.loads(line) for line in said] == [{"event": "profile", "loaded": str(profile_file)}]
+    record = str(applied_record("office"))
+    assert [json.loads(line) for line in said] == [{"event": "profile", "loaded": record}]
+    assert applied_record("office").stat().st_mode & 0o777 == 0o600
 
 
-def test_text_that_no_longer_loads_leaves_the_daemon_on_the_profile_it_had(profile_file: Path) -> None:
-    source, said = ProfileFile(profile_file), list[str]()
-    good = profile_file.read_text()
-    profile_file.write_text(good.replace("primary: {site: office", "primary: {site: attic"))
-    assert source.follow(mode, "running", said.append) == "running"
-    assert mode(source.profile) == "sync"
-    (line,) = [json.loads(line) for line in said]
-    assert line["event"] == "profile"
-    assert "attic" in line["error"]
-    assert "office.yaml:" in line["error"]
-    assert not source.changed()  # said once: the next rounds run on, on what the sites run
-    profile_file.write_text(good.replace("name: data", "name: data\n    replication: {mode: async}"))
-    assert source.follow(mode, "running", said.append) == "async"  # the next change is taken
-
-
-def test_what_the_daemon_builds_refusing_the_new_profile_keeps_the_old(profile_file: Path) -> None:
-    source, said = ProfileFile(profile_file), list[str]()
-    profile_file.write_text(profile_file.read_text() + "\n")
-
-    def refuse(_profile: Profile) -> str:
-        from remirror.errors import UsageError
-
-        raise UsageError("cdp run: no mirror of the profile has `cdp`")
-
-    assert source.follow(refuse, "points as before", said.append) == "points as before"
-    assert "no mirror of the profile has `cdp`" in json.loads(said[0])["error"]
-
-
-def test_the_site_file_and_the_host_name_are_what_it_was_loaded_from_too(
-    profile_file: Path, monkeypatch: pytest.MonkeyPatch
+def test_an_applied_text_the_daemon_cannot_take_keeps_it_as_it_ran_until_the_next_apply(
+    profile_file: Path,
 ) -> None:
-    import os
+    source, said = RunningProfile(profile_file), list[str]()
+    text = profile_file.read_text()
 
-    source = ProfileFile(profile_file)
-    real = os.uname()
-    renamed = os.uname_result((real.sysname, "backup.example.net", *real[2:]))
-    monkeypatch.setattr(os, "uname", lambda: renamed)
+    def fails(_profile: Profile) -> str:
+        raise OSError(28, "No space left on device")  # not remirror's own error: the daemon lives on
+
+    apply_text(profile_file, text)
+    assert source.follow(fails, "running", said.append) == "running"
+    line = json.loads(said[0])
+    assert line["event"] == "profile"
+    assert "No space left on device" in line["error"]
+    assert not source.changed()  # said once
+    apply_text(profile_file, text)  # the same text applied again: taken this time
     assert source.changed()
+    assert source.follow(mode, "running", said.append) == "sync"
 
 
 class Unrepairable:
@@ -97,6 +95,7 @@ class Unrepairable:
         self.profile = profile
         self.unreachable: dict[str, str] = {}
         self.locks: list[str] = []
+        self.closed = False
 
     @contextmanager
     def locked(self, verb: str, wait: float) -> Iterator[None]:
@@ -108,25 +107,64 @@ class Unrepairable:
         return {}
 
     def apply(self, *_: object) -> None:
-        raise AssertionError("a pass on a profile that changed repaired")
+        raise AssertionError("a pass on a text an apply replaced repaired")
+
+    def close(self) -> None:
+        self.closed = True
 
 
-def test_a_pass_whose_profile_changed_before_it_held_the_locks_repairs_nothing(profile_file: Path) -> None:
-    controller = Unrepairable(ProfileFile(profile_file).profile)
+def test_a_pass_that_an_apply_came_before_repairs_nothing(profile_file: Path) -> None:
+    controller = Unrepairable(RunningProfile(profile_file).profile)
     with pytest.raises(ProfileChanged):
         reconcile_once(cast(Controller, controller), {}, print, unchanged=lambda: False)
     assert controller.locks == ["reconcile"]
 
 
-def test_the_points_daemon_ends_its_round_on_a_change_without_telling_systemd_it_stops(
+def test_the_watch_runs_its_next_pass_on_what_an_apply_recorded_under_its_first(
+    profile_file: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """The first pass finds, once it holds the locks, that an apply came first: it does
+    nothing, the watch takes the applied text (its old controller closed), and the pass
+    runs again on it."""
+    source, stop, said = RunningProfile(profile_file), threading.Event(), list[str]()
+    made: list[Unrepairable] = []
+    passes: list[str] = []
+
+    def running_of(profile: Profile) -> watch_module.Running:
+        made.append(Unrepairable(profile))
+        return watch_module.Running(cast(Controller, made[-1]), {})
+
+    def one_pass(controller: Unrepairable, *_: object, unchanged: Any, **__: object) -> list[object]:
+        if not passes:
+            apply_text(profile_file, profile_file.read_text().replace("name: data", ASYNC))
+        passes.append(mode(controller.profile))
+        if not unchanged():
+            raise ProfileChanged
+        stop.set()
+        return []
+
+    monkeypatch.setattr(watch_module.Running, "of", staticmethod(running_of))
+    monkeypatch.setattr(watch_module, "reconcile_once", one_pass)
+    monkeypatch.setattr(watch_module, "_udev_events", lambda: None)
+    watch_module.watch(source, Timing(interval=1, busy=1, debounce=0), stop, said.append)
+    assert passes == ["sync", "async"]
+    assert [c.closed for c in made] == [True, True]  # the first on the reload, the second at the end
+    assert json.loads(said[0])["event"] == "profile"
+
+
+def test_the_points_daemon_ends_its_round_on_an_apply_without_telling_systemd_it_stops(
     tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
     address = str(tmp_path / "notify")
+    settings = Cdp.model_validate({"every": "1m", "keep": "1d"})
+    protected = Protected("data", str(tmp_path / "no-md"), settings, "office", "data")
+    ticks: list[str] = []
     with socket.socket(socket.AF_UNIX, socket.SOCK_DGRAM) as server:
         server.bind(address)
         server.settimeout(0.1)
         monkeypatch.setenv("NOTIFY_SOCKET", address)
-        run_points([], threading.Event(), print, changed=lambda: True)
+        run_points([protected], threading.Event(), ticks.append, changed=lambda: len(ticks) >= 2)
         assert server.recv(64) == b"READY=1"
         with pytest.raises(TimeoutError):
             server.recv(64)  # no STOPPING=1: the same process goes on with the new profile
+    assert [json.loads(t)["event"] for t in ticks] == ["no_stack", "no_stack"]  # it ticked, then ended

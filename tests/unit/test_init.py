@@ -3,11 +3,13 @@ it writes anything (remirror.onboarding). Its whole run, keys and all, is the ho
 
 from __future__ import annotations
 
+from dataclasses import replace
 from pathlib import Path
 
 import pytest
 
 from remirror.cli import main
+from remirror.errors import UsageError
 from remirror.profile.identity import Here, site_here
 from remirror.profile.starter import Starter, site_name, starter_profile, starter_text
 
@@ -17,6 +19,7 @@ ANSWERS = Starter(
     primary_disk="/dev/disk/by-id/ata-EXAMPLE_DISK_0001",
     dr_host="backup.example.net",
     dr_disk="/dev/disk/by-id/ata-EXAMPLE_DISK_0002",
+    dr_address="192.0.2.20",  # what backup.example.net resolves to at the primary
 )
 
 
@@ -43,7 +46,7 @@ def test_the_profile_is_one_file_in_which_each_host_finds_itself() -> None:
     mirror = profile.mirrors[0]
     assert (mirror.name, mirror.md_device) == ("data", "/dev/md/data")
     assert mirror.replicas[0].portal is not None
-    assert str(mirror.replicas[0].portal) == "backup.example.net:3260"
+    assert str(mirror.replicas[0].portal) == "192.0.2.20:3260"
     assert mirror.replication.mode == "sync"
     assert mirror.iscsi.chap is None  # apply makes the CHAP secrets
     assert profile.sites["backup"].ssh is not None
@@ -58,6 +61,7 @@ def test_async_takes_a_write_behind_and_two_hosts_named_alike_are_told_apart() -
         dr_host="nas.dr.example",
         dr_disk="/dev/sdc",
         mode="async",
+        dr_address="2001:db8::20",
     )
     profile = starter_profile(answers)
     assert list(profile.sites) == ["nas-a", "nas-b"]
@@ -143,3 +147,14 @@ def test_the_same_host_twice_is_refused(capsys: pytest.CaptureFixture[str], tmp_
         main([*args, "--dr-disk", "/dev/sdc", "--profile", str(tmp_path / "p.yaml")])
     assert done.value.code == 3
     assert "--primary and --dr are the same host (files)" in capsys.readouterr().err
+
+
+def test_the_dr_hosts_name_becomes_the_address_it_resolves_to_here_for_its_portal() -> None:
+    from remirror.onboarding import resolve_dr_address as dr_address
+
+    assert dr_address("192.0.2.20") == "192.0.2.20"
+    assert dr_address("localhost") in ("127.0.0.1", "::1")
+    with pytest.raises(UsageError, match=r"--dr no-such-host.invalid: does not resolve here .* --dr-address"):
+        dr_address("no-such-host.invalid")
+    with pytest.raises(ValueError, match="--dr-address: 'backup' is not an IP address"):
+        starter_profile(replace(ANSWERS, dr_address="backup"))

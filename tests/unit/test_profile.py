@@ -57,6 +57,18 @@ def test_base_profile_is_valid() -> None:
     assert profile.mirrors[0].md_device == "/dev/md/finance"
 
 
+def test_through_a_wireguard_tunnel_a_replicas_portal_may_be_a_name() -> None:
+    """The target listens on its tunnel address; the portal's host is the tunnel's endpoint,
+    which WireGuard resolves."""
+    text = edited("        portal: 192.0.2.20:3260\n", "        portal: dr.example:3260\n")
+    assert parse_profile(
+        text.replace("    replication:", "    transport: wireguard\n    replication:"), "p.yaml"
+    )
+    assert problems(text)[0].startswith(
+        "p.yaml:16:9: mirrors[0].replicas[0].portal: dr.example:3260: a portal"
+    )
+
+
 @pytest.mark.parametrize("path", sorted(PROFILES.glob("*.yaml")), ids=lambda p: p.name)
 def test_every_shipped_profile_validates(path: object) -> None:
     load_profile(str(path))
@@ -261,6 +273,15 @@ def test_json_schema_describes_the_profile() -> None:
             "        portal: 'dr_site:3260'\n",
             "p.yaml:16:9: mirrors[0].replicas[0].portal: 'dr_site:3260': 'dr_site' is not an IP address or host name",
             id="portal-host",
+        ),
+        pytest.param(
+            "        portal: 192.0.2.20:3260\n",
+            "        portal: dr.example.net:3260\n",
+            "p.yaml:16:9: mirrors[0].replicas[0].portal: dr.example.net:3260: a portal is an IP address, not a"
+            " host name (the site's target listens on it, and the primary's sessions name it); write the"
+            " address the primary reaches the site on, or use `transport: wireguard`, whose endpoint may be"
+            " a name",
+            id="portal-named",
         ),
         pytest.param(
             "  - name: finance\n",

@@ -53,15 +53,15 @@ VERBS: dict[str, tuple[str, str, str]] = {
         "destroy",
         "Take MIRROR apart (array, sessions, targets), leaving the data on its disks.",
     ),
-    "promote": ("remirror.cli.mirror", "promote", "Make SITE run MIRROR (failover; docs/failover.md)."),
+    "promote": ("remirror.cli.failover", "promote", "Make SITE run MIRROR (failover; docs/failover.md)."),
     "failback": (
-        "remirror.cli.mirror",
+        "remirror.cli.failover",
         "failback",
         "Hand MIRROR back to its home primary (the profile's `primary`): a planned promotion,"
         " refused unless every leg is in sync.",
     ),
     "resolve": (
-        "remirror.cli.mirror",
+        "remirror.cli.failover",
         "resolve",
         "End MIRROR's split brain: keep SITE's data, rebuild the other legs from it (docs/failover.md).",
     ),

@@ -283,7 +283,7 @@ def run(profile_path: str, mirror_names: tuple[str, ...]) -> int:
 
     from remirror.daemons.cdp import Protected
     from remirror.daemons.cdp import run as run_points
-    from remirror.here import ProfileFile
+    from remirror.here import RunningProfile
     from remirror.profile.model import Profile
 
     def protected_here(profile: Profile) -> list[Protected]:
@@ -297,7 +297,7 @@ def run(profile_path: str, mirror_names: tuple[str, ...]) -> int:
             raise UsageError("cdp run: no mirror of the profile has `cdp`, nor points of this host's own leg")
         return protected
 
-    source = ProfileFile(profile_path)
+    source = RunningProfile(profile_path)
     protected = protected_here(source.profile)
     stop = threading.Event()
     for signum in (signal.SIGTERM, signal.SIGINT):

@@ -26,6 +26,9 @@ QUESTIONS = (
 @click.option("--primary-disk", metavar="DISK", help="The disk to mirror here.")
 @click.option("--dr", "dr", metavar="HOST", help="The DR host, as this host reaches it.")
 @click.option("--dr-disk", metavar="DISK", help="The disk the mirror gets at the DR host.")
+@click.option("--dr-address", metavar="ADDRESS",
+              help="The DR host's IP address for iSCSI, where --dr is a name (default: as it"
+              " resolves here).")  # fmt: skip
 @click.option("--mode", type=click.Choice(["sync", "async"]), help="sync (default) or async.")
 @click.option("--profile", "profile_path", type=click.Path(dir_okay=False), default=None,
               help="Where to write the profile (default: /etc/remirror/NAME.yaml).")  # fmt: skip
@@ -33,7 +36,9 @@ QUESTIONS = (
               help="The DR host's SSH key's fingerprint (ssh-keygen -lf /etc/ssh/ssh_host_ed25519_key.pub"
               " there): init goes on only if the key it finds is that one.")  # fmt: skip
 @click.option("--yes", is_flag=True, help="Ask nothing: every answer from the options (for scripts).")
-def init(profile_path: str | None, yes: bool, dr_host_key: str | None, **given: str | None) -> int:
+def init(
+    profile_path: str | None, yes: bool, dr_host_key: str | None, dr_address: str | None, **given: str | None
+) -> int:
     """Start a two-site mirror here, at the primary: write its profile and remirror's SSH key,
     look at the disk, and print what is left to do at the DR host."""
     from remirror.onboarding import Starter, initialize
@@ -56,6 +61,7 @@ def init(profile_path: str | None, yes: bool, dr_host_key: str | None, **given: 
         dr_host=answers["dr"],
         dr_disk=answers["dr_disk"],
         mode="async" if answers["mode"] == "async" else "sync",
+        dr_address=(dr_address or "").strip(),
     )
     name = starter.name
     path = Path(profile_path or f"/etc/remirror/{name}.yaml")
@@ -82,6 +88,10 @@ def init(profile_path: str | None, yes: bool, dr_host_key: str | None, **given: 
         f"{'Made' if done.key_made else 'Kept'} remirror's SSH key /etc/remirror/id_ed25519;"
         f" the DR host's key in /etc/remirror/known_hosts is {done.dr_host_key}"
         f" (check it there: ssh-keygen -lf /etc/ssh/ssh_host_ed25519_key.pub)."
+    )
+    click.echo(
+        f"iSCSI: {starter.dr_host}'s target will listen on {done.portal}, where this host reaches it"
+        " (--dr-address to choose another address of it)."
     )
     if done.site_file_written:
         click.echo(f"This host's name is none of the sites': /etc/remirror/site says {done.primary_site}.")

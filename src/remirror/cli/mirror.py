@@ -8,7 +8,7 @@ from typing import TYPE_CHECKING
 import click
 
 from remirror.cli.output import emit_json, output_option, profile_argument
-from remirror.errors import Declined, DestructivePlan, RemirrorError, UsageError
+from remirror.errors import Declined, DestructivePlan, UsageError
 
 if TYPE_CHECKING:
     from collections.abc import Callable
@@ -19,16 +19,19 @@ if TYPE_CHECKING:
 EXIT_CHANGES = 2  # plan --detailed-exitcode: there is something to do
 
 
-def _load(profile_path: str, lock: str = "") -> tuple[Controller, dict[str, str]]:
-    """The profile's controller and secrets; `lock`: the verb, for one that changes the sites
-    (it holds each site's lock from the first look until it ends: docs/safety.md). plan, which
-    changes nothing, plans without the CHAP secrets remirror generates if they are not there."""
+def controller_for(profile_path: str, lock: str = "") -> tuple[Controller, dict[str, str], str]:
+    """The profile's controller, secrets and text; `lock`: the verb, for one that changes the
+    sites (it holds each site's lock from the first look until it ends: docs/safety.md). plan,
+    which changes nothing, plans without the CHAP secrets remirror generates if they are not
+    there."""
     from remirror.controller import Controller, read_secrets
-    from remirror.here import load_profile_here
+    from remirror.here import profile_here
+    from remirror.profile.loader import read_profile_text
 
-    profile = load_profile_here(profile_path)
+    text = read_profile_text(profile_path)
+    profile = profile_here(text, profile_path)
     secrets = read_secrets(profile, "make" if lock else "stand-in")
-    return Controller(profile, lock=lock), secrets
+    return Controller(profile, lock=lock), secrets, text
 
 
 @click.command()
@@ -41,7 +44,7 @@ def plan(profile_path: str, detailed_exitcode: bool, output: str) -> int:
     from remirror.cli.commands import show_warnings
     from remirror.profile import cautions
 
-    controller, secrets = _load(profile_path)
+    controller, secrets, _text = controller_for(profile_path)
     try:
         result = controller.plan(secrets)
     finally:
@@ -91,9 +94,11 @@ drain_timeout_option = click.option(
 @output_option
 def apply(profile_path: str, yes: bool, allow_destructive: bool, drain_timeout: int, output: str) -> int:
     """Make the sites match the profile: show the plan, run it, report what changed."""
-    controller, secrets = _load(profile_path, lock="apply")
+    from remirror.here import record_applied
+
+    controller, secrets, text = controller_for(profile_path, lock="apply")
     try:
-        return _carry_out(
+        code = _carry_out(
             "apply",
             lambda: _with_drain_timeout(controller.plan(secrets), drain_timeout),
             controller,
@@ -101,6 +106,11 @@ def apply(profile_path: str, yes: bool, allow_destructive: bool, drain_timeout: 
             allow_destructive,
             output,
         )
+        if code == 0:
+            # Before the locks go: a watch's next pass, which takes them, runs on this text
+            # (remirror.here.RunningProfile), never on the one it started with.
+            record_applied(controller.profile, text)
+        return code
     finally:
         controller.close()
 
@@ -119,7 +129,7 @@ def start(profile_path: str, output: str) -> int:
     """
     from remirror.plan.start import EXIT_HELD, HELD
 
-    controller, secrets = _load(profile_path, lock="start")
+    controller, secrets, _text = controller_for(profile_path, lock="start")
     held: list[str] = []
 
     def make() -> Plan:
@@ -251,150 +261,3 @@ def _carry_out(
     for note in after.notes:
         say(f"Note: {note}")
     return 0 if after.is_empty else 1
-
-
-@click.command()
-@profile_argument
-@click.argument("mirror_name", metavar="MIRROR")
-@click.option("--site", "site", required=True, help="The site to run MIRROR from now on.")
-@click.option(
-    "--force",
-    is_flag=True,
-    help="Promote without the current primary (gone, or cut off): fence it from this site's leg first."
-    " Writes it acknowledged after the link was lost stay on its own leg (a split brain to resolve).",
-)
-@click.option("--yes", is_flag=True, help="Do not ask before promoting.")
-@output_option
-def promote(profile_path: str, mirror_name: str, site: str, force: bool, yes: bool, output: str) -> int:
-    """Make SITE run MIRROR (failover; docs/failover.md).
-
-    Planned (without --force): the current primary must be reachable and
-    every leg in sync; it stops serving, the new generation is written on
-    every leg, and the array is assembled on SITE from all of them.
-    """
-    return _promote("promote", profile_path, mirror_name, site, force, yes, output)
-
-
-@click.command()
-@profile_argument
-@click.argument("mirror_name", metavar="MIRROR")
-@click.option("--yes", is_flag=True, help="Do not ask before handing back.")
-@output_option
-def failback(profile_path: str, mirror_name: str, yes: bool, output: str) -> int:
-    """Hand MIRROR back to its home primary (the profile's `primary`): a planned promotion,
-    refused unless every leg is in sync."""
-    return _promote("failback", profile_path, mirror_name, None, False, yes, output)
-
-
-def _promote(
-    command: str, profile_path: str, mirror_name: str, site: str | None, force: bool, yes: bool, output: str
-) -> int:
-    from remirror.failover import carry_out, plan_promotion
-
-    controller, secrets = _load(profile_path, lock=command)
-    try:
-        mirrors = {m.name: m for m in controller.profile.mirrors}
-        if mirror_name not in mirrors:
-            raise UsageError(
-                f"{command}: {profile_path} has no mirror {mirror_name!r} (it has: {', '.join(mirrors)})"
-            )
-        site = site or mirrors[mirror_name].primary.site
-        if site not in mirrors[mirror_name].sites:
-            raise UsageError(
-                f"{command}: {mirror_name} has no leg on site {site!r}"
-                f" (its legs: {', '.join(mirrors[mirror_name].sites)})"
-            )
-        say = (lambda _line: None) if output == "json" else click.echo
-        if force and controller.profile.sites[site].is_local:
-            holds = controller.remote_holds()
-            if holds and not yes:
-                confirm(
-                    command,
-                    f"Another host's controller holds this site's lock (its agent: pid"
-                    f" {', '.join(map(str, holds))}): end it, so the forced promotion goes first?",
-                )
-            for ended in controller.seize_site_lock():
-                say(f"Ended another host's controller's hold of this site's lock: {ended}")
-        handover = plan_promotion(controller, mirror_name, site, secrets, force)
-        first: list[Outcome] = []
-        if handover.pending:  # the site's own points activated first: its leg lies in their volume
-            for action in handover.actions:
-                say(action.line())
-            say(handover.summary())
-            if not yes:
-                confirm(command, f"Activate {site}'s own points first (as `cdp up --leg` there would)?")
-            first = controller.apply(handover, say)
-        try:
-            if first:
-                handover = plan_promotion(controller, mirror_name, site, secrets, force)
-                if handover.pending:
-                    raise RemirrorError(f"site {site}: its points still not active after their activation")
-            for action in handover.actions:
-                say(action.line())
-            if not yes:
-                confirm(command, f"Hand {mirror_name} to {site}?")
-            done = carry_out(controller, handover, secrets, say)
-        except RemirrorError as error:
-            if not first:
-                raise
-            # Not "nothing changed": the points are up (their own `cdp run` would have done it).
-            said = "not confirmed" if isinstance(error, Declined) else error.one_line()
-            done_first = f"{site}'s points activated, the promotion not done"
-            raise RemirrorError(f"{command}: {done_first}: {said}") from error
-    finally:
-        controller.close()
-    if output == "json":
-        emit_json(
-            command,
-            {
-                "mirror": mirror_name,
-                "site": site,
-                "forced": force,
-                "actions": [o.action.as_json() for o in [*first, *done.outcomes]],
-                "pending": done.pending,
-            },
-        )
-    else:
-        say(f"Done: {site} runs {mirror_name} ({len(first) + len(done.outcomes)} action(s)).")
-        if done.pending:
-            say(f"Pending: {done.pending}")
-    return 0
-
-
-@click.command()
-@profile_argument
-@click.argument("mirror_name", metavar="MIRROR")
-@click.option(
-    "--keep", "keep", required=True, help="The site whose data wins; the others' since the split go."
-)
-@click.option(
-    "--save",
-    metavar="NAME",
-    help="First copy what each discarded leg wrote on its own (its bitmap's dirty ranges) into"
-    " /var/lib/remirror/saved/NAME on its site.",
-)
-@click.option("--yes", is_flag=True, help="Do not ask (the discarded writes are lost, but for --save).")
-def resolve(profile_path: str, mirror_name: str, keep: str, save: str | None, yes: bool) -> int:
-    """End MIRROR's split brain: keep SITE's data, rebuild the other legs from it (docs/failover.md)."""
-    from remirror.facts.generations import SAVE_NAME
-    from remirror.failover import carry_out_resolution, plan_resolution
-
-    if save is not None and not SAVE_NAME.fullmatch(save):
-        # A name, not a path: each site keeps saved writes in one directory of remirror's.
-        raise UsageError(f"resolve --save {save!r}: a name (letters, digits, '.', '_', '-'), not a path")
-    controller, secrets = _load(profile_path, lock="resolve")
-    try:
-        if mirror_name not in [m.name for m in controller.profile.mirrors]:
-            raise UsageError(f"resolve: {profile_path} has no mirror {mirror_name!r}")
-        first = plan_resolution(controller, mirror_name, keep, save)
-        for action in first.actions:
-            click.echo(action.line())
-        for action in first.destructive:
-            click.echo(f"  discards: {action.destructive}")
-        if not yes:
-            confirm("resolve", f"Keep {keep}'s data and discard the others'?")
-        outcomes = carry_out_resolution(controller, mirror_name, first, secrets, click.echo)
-    finally:
-        controller.close()
-    click.echo(f"Done: {keep}'s data kept ({len(outcomes)} action(s)); the other legs resync in full.")
-    return 0

@@ -90,18 +90,18 @@ def watch(profile_path: str, interval: float, busy: float, debounce: float, max_
 
     Prints one JSON line per mirror and pass (for the journal). Runs as a
     systemd Type=notify service with a watchdog (contrib/systemd); stops
-    cleanly on SIGTERM or SIGINT. A profile changed on disk is loaded again
-    before the next pass (text that does not load: the watch keeps the one it
-    had, and says so once).
+    cleanly on SIGTERM or SIGINT. Runs the profile as it was at its start,
+    then as each `apply` on this host applied it (an edit not yet applied is
+    left for apply).
     """
     import signal
     import threading
 
-    from remirror.here import ProfileFile
+    from remirror.here import RunningProfile
     from remirror.reconcile.watch import Timing
     from remirror.reconcile.watch import watch as run_watch
 
-    source = ProfileFile(profile_path)
+    source = RunningProfile(profile_path)
     stop = threading.Event()
     for signum in (signal.SIGTERM, signal.SIGINT):
         signal.signal(signum, lambda *_: stop.set())
@@ -123,7 +123,7 @@ def destage(profile_path: str) -> int:
 
     from remirror.daemons.destage import Watched, local_caches, run
     from remirror.errors import UsageError
-    from remirror.here import ProfileFile
+    from remirror.here import RunningProfile
     from remirror.profile.model import Profile
 
     def caches_here(profile: Profile) -> list[Watched]:
@@ -133,7 +133,7 @@ def destage(profile_path: str) -> int:
             raise UsageError(f"destage: site {site} has no cache with `destage: idle` in {profile_path}")
         return caches
 
-    source = ProfileFile(profile_path)  # this host's site: `remirror --site NAME` where it is not found
+    source = RunningProfile(profile_path)  # this host's site: `remirror --site NAME` where it is not found
     caches = caches_here(source.profile)
     stop = threading.Event()
     for signum in (signal.SIGTERM, signal.SIGINT):

@@ -29,16 +29,20 @@ _SECRET_KEYS = {"password", "secret", "mutual_password", "chap_password", "key"}
 
 def load_profile(path: str | Path) -> Profile:
     """Read, parse and check a profile file."""
+    return parse_profile(read_profile_text(path), str(path))
+
+
+def read_profile_text(path: str | Path) -> str:
+    """A profile file's text; ProfileError naming the file when it cannot be read."""
     source = str(path)
     try:
-        text = Path(path).read_text(encoding="utf-8")
+        return Path(path).read_text(encoding="utf-8")
     except OSError as error:
         raise ProfileError(
             [ProfileProblem(source, 1, 1, "", f"cannot read profile: {error.strerror}")]
         ) from None
     except UnicodeDecodeError:
         raise ProfileError([ProfileProblem(source, 1, 1, "", "not a UTF-8 text file")]) from None
-    return parse_profile(text, source)
 
 
 def parse_profile(text: str, source: str = "<profile>") -> Profile:

@@ -12,6 +12,7 @@ from collections.abc import Iterator
 
 from remirror.profile.layers import Cache, Cdp
 from remirror.profile.model import Chap, Mirror, Profile
+from remirror.profile.types import Portal
 
 Path = tuple[str | int, ...]
 Violation = tuple[Path, str]
@@ -32,6 +33,7 @@ def check(profile: Profile) -> list[Violation]:
         *_keep_data_alone(profile),
         *_points_on_replicas_only(profile),
         *_drills_on_points(profile),
+        *_portals_are_addresses(profile),
     ]
 
 
@@ -236,6 +238,42 @@ def format_path(path: Path) -> str:
         else:
             out += f".{part}" if out else part
     return out
+
+
+def _portals_are_addresses(profile: Profile) -> Iterator[Violation]:
+    """A portal LIO listens on is an IP address: LIO binds no host name, and the primary's
+    sessions and /dev/disk/by-path name the address they reached. Through a WireGuard tunnel
+    the target listens on its tunnel address, and the portal's host only says where the
+    tunnel's endpoint is, which a name may."""
+    for m, mirror in enumerate(profile.mirrors):
+        legs: list[tuple[Path, str | None]] = [
+            (("mirrors", m, "replicas", r, "portal"), replica.portal)
+            for r, replica in enumerate(mirror.replicas)
+        ]
+        legs.append((("mirrors", m, "primary", "portal"), mirror.primary.portal))
+        for path, portal in legs if mirror.transport == "plain" else []:
+            if portal is not None and not _is_address(Portal.parse(portal).address):
+                yield (
+                    path,
+                    (
+                        f"{portal}: a portal is an IP address, not a host name (the site's target listens"
+                        " on it, and the primary's sessions name it); write the address the primary"
+                        " reaches the site on, or use `transport: wireguard`, whose endpoint may be a name"
+                    ),
+                )
+        if mirror.export is not None and not _is_address(mirror.export.portal_address.address):
+            yield (
+                ("mirrors", m, "export", "portal"),
+                (f"{mirror.export.portal}: the export listens on an IP address, not a host name"),
+            )
+
+
+def _is_address(text: str) -> bool:
+    try:
+        ipaddress.ip_address(text)
+    except ValueError:
+        return False
+    return True
 
 
 def cautions(profile: Profile) -> list[Violation]:

@@ -8,6 +8,7 @@ written with the address the other reaches it at (remirror.profile.identity).
 
 from __future__ import annotations
 
+import ipaddress
 import json
 import re
 from dataclasses import dataclass
@@ -33,6 +34,9 @@ class Starter:
     dr_host: str
     dr_disk: str
     mode: Literal["sync", "async"] = "sync"
+    # The IP address the primary's iSCSI reaches the DR host at, and its target listens on
+    # (a portal is an address: remirror.profile.rules); empty: `dr_host`, when it is one.
+    dr_address: str = ""
 
 
 def check_answers(answers: Starter) -> dict[str, str]:
@@ -46,13 +50,25 @@ def check_answers(answers: Starter) -> dict[str, str]:
         ("--dr", answers.dr_host, lambda v: parse_ssh_address(f"ssh://root@{_bracketed(v)}")),
         ("--primary-disk", answers.primary_disk, _disk),
         ("--dr-disk", answers.dr_disk, _disk),
+        ("--dr-address", answers.dr_address, _address),
     )
     for option, value, check in checks:
+        if option == "--dr-address" and not value:
+            continue  # the DR host's own, if it is an address (remirror.onboarding resolves a name)
         try:
             check(value)
         except ValueError as error:
             problems[option] = str(error)
     return problems
+
+
+def _address(value: str) -> None:
+    try:
+        ipaddress.ip_address(value)
+    except ValueError:
+        raise ValueError(
+            f"{value!r} is not an IP address: the DR host's iSCSI target listens on one (give it)"
+        ) from None
 
 
 def _disk(value: str) -> None:
@@ -81,7 +97,7 @@ def starter_text(answers: Starter) -> str:
         else "{mode: sync}"
     )
     ssh = f"ssh: {{identity_file: {SITE_KEY}, known_hosts: {KNOWN_HOSTS}}}"
-    portal = _portal(answers.dr_host)
+    portal = _portal(answers.dr_address or answers.dr_host)
     return f"""\
 # Written by `remirror init`. The same file goes to both hosts, as
 # /etc/remirror/{answers.name}.yaml: each finds its own site in it by its host name

@@ -29,7 +29,7 @@ PASS_LOCK_WAIT = 5.0
 
 
 class ProfileChanged(Exception):
-    """The profile's file changed before a pass held the sites' locks: the pass did nothing."""
+    """An apply recorded a new text before a pass held the sites' locks: the pass did nothing."""
 
 
 @dataclass(frozen=True)

@@ -25,7 +25,7 @@ from typing import Any
 
 from remirror.controller import Controller, read_secrets
 from remirror.errors import RemirrorError
-from remirror.here import ProfileFile
+from remirror.here import RunningProfile
 from remirror.profile.model import Profile
 from remirror.reconcile import EXIT_CANNOT, EXIT_OK, ProfileChanged, reconcile_once
 from remirror.systemd import notify, watchdog_period
@@ -66,11 +66,12 @@ class Running:
         return cls(Controller(profile), secrets)
 
 
-def watch(source: ProfileFile, timing: Timing, stop: threading.Event, emit: Callable[[str], None]) -> None:
+def watch(source: RunningProfile, timing: Timing, stop: threading.Event, emit: Callable[[str], None]) -> None:
     """Run passes until `stop` is set; one JSON line per mirror and pass through `emit`.
 
-    Each pass runs on the profile as its file says now (ProfileFile): one the operator
-    changed and applied is never undone by a pass on the text this watch started with.
+    Each pass runs on the profile as last applied on this host (RunningProfile): one the
+    operator changed and applied is never undone by a pass on the text this watch started
+    with, and one only edited is left for `apply`.
     """
     events = _udev_events()
     ping = watchdog_period()
@@ -82,7 +83,7 @@ def watch(source: ProfileFile, timing: Timing, stop: threading.Event, emit: Call
             running = _current(source, running, emit)
             code = _one_pass(running, source, emit)
             if code is None:
-                continue  # the profile changed under the pass, which did nothing: again, on the new one
+                continue  # an apply came first, and the pass did nothing: again, on its text
             failures = failures + 1 if code >= EXIT_CANNOT else 0
             unreachable = sorted(running.controller.unreachable)  # as the pass observed them
             delay = timing.after(code, failures, unreachable=bool(unreachable))
@@ -97,23 +98,23 @@ def watch(source: ProfileFile, timing: Timing, stop: threading.Event, emit: Call
     notify("STOPPING=1")
 
 
-def _current(source: ProfileFile, running: Running, emit: Callable[[str], None]) -> Running:
-    """`running`, or a new one on the profile loaded again (the old controller closed)."""
+def _current(source: RunningProfile, running: Running, emit: Callable[[str], None]) -> Running:
+    """`running`, or a new one on the text an apply recorded since (the old controller closed)."""
     renewed = source.follow(Running.of, running, emit)
     if renewed is not running:
         running.controller.close()
     return renewed
 
 
-def _one_pass(running: Running, source: ProfileFile, emit: Callable[[str], None]) -> int | None:
-    """One reconcile pass, logged; its exit code (`reconcile`'s), or None if the profile's file
-    changed before the pass held the sites' locks (it then did nothing)."""
+def _one_pass(running: Running, source: RunningProfile, emit: Callable[[str], None]) -> int | None:
+    """One reconcile pass, logged; its exit code (`reconcile`'s), or None if an apply recorded a
+    new text before the pass held the sites' locks (it then did nothing)."""
     started = time.monotonic()
     controller, secrets = running.controller, running.secrets
     controller.unreachable = {}  # this pass's: one that fails before it observes reached none
     try:
-        # Looked at again once the locks are held: an apply of a changed profile that took
-        # them first has finished, and its text is the file's.
+        # Looked at again once the locks are held: an apply that took them first has finished,
+        # and has recorded its text.
         passes = reconcile_once(
             controller, secrets, lambda line: log.info("%s", line), unchanged=lambda: not source.changed()
         )
