@@ -48,18 +48,31 @@ class Written:
 
 def resolve_dr_address(host: str) -> str:
     """The IP address `host` resolves to here (itself if it is one): where the primary's iSCSI
-    reaches the DR host, and its target listens."""
+    reaches the DR host, and its target listens. IPv4 first where it has both (iSCSI's usual
+    path); never this host's own loopback (Debian names a host 127.0.1.1 in its own
+    /etc/hosts) nor an address no target can be reached at from another host."""
     try:
-        return str(ipaddress.ip_address(host))
+        found = [str(ipaddress.ip_address(host))]
     except ValueError:
-        pass
-    try:
-        found = socket.getaddrinfo(host, ISCSI_PORT, type=socket.SOCK_STREAM)
-    except OSError as error:
+        try:
+            infos = socket.getaddrinfo(host, ISCSI_PORT, type=socket.SOCK_STREAM)
+        except OSError as error:
+            raise UsageError(
+                f"--dr {host}: does not resolve here ({error}); give its address with --dr-address"
+            ) from None
+        found = sorted({str(info[4][0]) for info in infos}, key=lambda a: (":" in a, a))
+    usable = [a for a in found if not _local_only(a)]
+    if not usable:
         raise UsageError(
-            f"--dr {host}: does not resolve here ({error}); give its address with --dr-address"
-        ) from None
-    return str(found[0][4][0])
+            f"--dr {host}: resolves here to {', '.join(found)}, which no other host reaches it at;"
+            " give its address with --dr-address"
+        )
+    return usable[0]
+
+
+def _local_only(address: str) -> bool:
+    ip = ipaddress.ip_address(address.split("%", 1)[0])
+    return ip.is_loopback or ip.is_link_local or ip.is_unspecified
 
 
 def initialize(answers: Starter, profile_path: Path, confirm: Callable[[str], bool]) -> Written:
@@ -72,7 +85,7 @@ def initialize(answers: Starter, profile_path: Path, confirm: Callable[[str], bo
     if answers.primary_host.casefold() == answers.dr_host.casefold():
         raise UsageError(f"--primary and --dr are the same host ({answers.primary_host})")
     _check_primary_disk(answers.primary_disk)
-    answers = replace(answers, dr_address=answers.dr_address or resolve_dr_address(answers.dr_host))
+    answers = replace(answers, dr_address=resolve_dr_address(answers.dr_address or answers.dr_host))
     profile = starter_profile(answers, str(profile_path))
     primary, dr = profile.mirrors[0].primary.site, profile.mirrors[0].replicas[0].site
     site_file = _site_file_needed(profile, primary)

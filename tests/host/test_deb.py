@@ -48,6 +48,8 @@ def test_the_package_holds_the_command_units_cron_file_docs_examples_pages_and_c
         assert "/usr/local/bin" not in text, unit.name
         if unit.suffix == ".service":
             assert "ExecStart=/usr/bin/remirror " in text, unit.name
+    modules = (tmp_path / "usr/lib/modules-load.d/remirror.conf").read_text()
+    assert modules == (REPO / "contrib/modules-load.d/remirror.conf").read_text()
     cron = (tmp_path / "etc/cron.d/remirror").read_text()
     assert [line for line in cron.splitlines() if line and not line.startswith(("#", "SHELL", "PATH"))] == []
     doc = tmp_path / "usr/share/doc/remirror"

@@ -42,9 +42,59 @@ def mode(profile: Profile) -> str:
 
 
 def apply_text(path: Path, text: str) -> None:
-    """What `apply` does once it has applied `text`: the file is it, and the record too."""
+    """What `apply` does with `text`: the file is it, and the record too."""
     path.write_text(text)
-    record_applied(RunningProfile(path).profile, text)
+    record_applied(RunningProfile(path).profile, text, path)
+
+
+def test_apply_keeps_the_text_after_the_yes_before_the_first_change_even_if_one_fails(
+    profile_file: Path, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
+) -> None:
+    from remirror.cli import main
+    from remirror.controller import ApplyError
+    from remirror.plan.actions import CHANGE, Action, Plan, Verb
+
+    change = Action("office", Verb.SET_WRITE_BEHIND, "/dev/md/data", CHANGE)
+    record, seen = applied_record("office"), list[object]()
+
+    class Controller:
+        def __init__(self, profile: Profile, **_: object) -> None:
+            self.profile = profile
+
+        def plan(self, _: object) -> Plan:
+            return Plan((change,))
+
+        def apply(self, *_: object) -> None:
+            seen.append(record.exists())
+            raise ApplyError("site office: SetWriteBehind /dev/md/data failed")
+
+        def close(self) -> None:
+            seen.append("closed")
+
+    monkeypatch.setattr("remirror.controller.Controller", Controller)
+    monkeypatch.setattr("remirror.controller.read_secrets", lambda *_, **__: {})
+    with pytest.raises(SystemExit):
+        main(["apply", str(profile_file)])  # nobody to say yes: nothing kept, nothing run
+    assert not record.exists()
+    assert seen == ["closed"]
+    with pytest.raises(SystemExit) as done:
+        main(["apply", "--yes", str(profile_file)])
+    assert done.value.code == 1
+    assert seen == ["closed", True, "closed"]  # kept before the change, under the locks
+    assert record.read_text().splitlines()[0] == f"# applied from: {json.dumps(str(profile_file.resolve()))}"
+    assert record.read_text().split("\n", 1)[1] == profile_file.read_text()
+    capsys.readouterr()
+
+
+def test_an_apply_of_another_file_naming_the_same_profile_is_not_taken(
+    profile_file: Path, tmp_path: Path
+) -> None:
+    source, said = RunningProfile(profile_file), list[str]()
+    other = tmp_path / "copy.yaml"
+    other.write_text(profile_file.read_text().replace("name: data", ASYNC))
+    record_applied(RunningProfile(other).profile, other.read_text(), other)
+    assert source.follow(mode, "running", said.append) == "running"
+    assert f"applied from {other}, not {profile_file}" in json.loads(said[0])["error"]
 
 
 def test_an_edit_not_applied_is_left_for_apply(profile_file: Path) -> None:

@@ -153,7 +153,10 @@ def test_the_dr_hosts_name_becomes_the_address_it_resolves_to_here_for_its_porta
     from remirror.onboarding import resolve_dr_address as dr_address
 
     assert dr_address("192.0.2.20") == "192.0.2.20"
-    assert dr_address("localhost") in ("127.0.0.1", "::1")
+    with pytest.raises(UsageError, match=r"--dr localhost: resolves here to .*127\.0\.0\.1.*--dr-address"):
+        dr_address("localhost")  # as a host's own name resolves on it: never the DR host's
+    with pytest.raises(UsageError, match="fe80::1"):
+        dr_address("fe80::1")
     with pytest.raises(UsageError, match=r"--dr no-such-host.invalid: does not resolve here .* --dr-address"):
         dr_address("no-such-host.invalid")
     with pytest.raises(ValueError, match="--dr-address: 'backup' is not an IP address"):

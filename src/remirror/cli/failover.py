@@ -52,8 +52,9 @@ def _promote(
     command: str, profile_path: str, mirror_name: str, site: str | None, force: bool, yes: bool, output: str
 ) -> int:
     from remirror.failover import carry_out, plan_promotion
+    from remirror.here import record_applied
 
-    controller, secrets, _text = controller_for(profile_path, lock=command)
+    controller, secrets, text = controller_for(profile_path, lock=command)
     try:
         mirrors = {m.name: m for m in controller.profile.mirrors}
         if mirror_name not in mirrors:
@@ -95,6 +96,9 @@ def _promote(
                 say(action.line())
             if not yes:
                 confirm(command, f"Hand {mirror_name} to {site}?")
+            # The handover applies the whole profile the other way round: as `apply` does, the
+            # text is kept first for this host's daemons (remirror.here.RunningProfile).
+            record_applied(controller.profile, text, profile_path)
             done = carry_out(controller, handover, secrets, say)
         except RemirrorError as error:
             if not first:
@@ -140,11 +144,13 @@ def resolve(profile_path: str, mirror_name: str, keep: str, save: str | None, ye
     """End MIRROR's split brain: keep SITE's data, rebuild the other legs from it (docs/failover.md)."""
     from remirror.facts.generations import SAVE_NAME
     from remirror.failover import carry_out_resolution, plan_resolution
+    from remirror.here import record_applied
 
     if save is not None and not SAVE_NAME.fullmatch(save):
         # A name, not a path: each site keeps saved writes in one directory of remirror's.
         raise UsageError(f"resolve --save {save!r}: a name (letters, digits, '.', '_', '-'), not a path")
-    controller, secrets, _text = controller_for(profile_path, lock="resolve")
+
+    controller, secrets, text = controller_for(profile_path, lock="resolve")
     try:
         if mirror_name not in [m.name for m in controller.profile.mirrors]:
             raise UsageError(f"resolve: {profile_path} has no mirror {mirror_name!r}")
@@ -155,6 +161,7 @@ def resolve(profile_path: str, mirror_name: str, keep: str, save: str | None, ye
             click.echo(f"  discards: {action.destructive}")
         if not yes:
             confirm("resolve", f"Keep {keep}'s data and discard the others'?")
+        record_applied(controller.profile, text, profile_path)  # as promote's (it applies the profile too)
         outcomes = carry_out_resolution(controller, mirror_name, first, secrets, click.echo)
     finally:
         controller.close()

@@ -98,19 +98,18 @@ def apply(profile_path: str, yes: bool, allow_destructive: bool, drain_timeout: 
 
     controller, secrets, text = controller_for(profile_path, lock="apply")
     try:
-        code = _carry_out(
+        return _carry_out(
             "apply",
             lambda: _with_drain_timeout(controller.plan(secrets), drain_timeout),
             controller,
             yes,
             allow_destructive,
             output,
+            # Once the operator said yes, before the first change, under the locks: the watch's
+            # next pass, which takes them, runs on this text, never on the one it started
+            # with, even if an action fails half-way (remirror.here.RunningProfile).
+            before_changes=lambda: record_applied(controller.profile, text, profile_path),
         )
-        if code == 0:
-            # Before the locks go: a watch's next pass, which takes them, runs on this text
-            # (remirror.here.RunningProfile), never on the one it started with.
-            record_applied(controller.profile, text)
-        return code
     finally:
         controller.close()
 
@@ -215,8 +214,10 @@ def _carry_out(
     yes: bool,
     allow_destructive: bool,
     output: str,
+    before_changes: Callable[[], None] = lambda: None,
 ) -> int:
     """Plan, show, guard, confirm, run, plan again and report: apply and destroy alike.
+    `before_changes`: called once, after the operator's yes, before the first action runs.
 
     A plan with a `pending` part (what waits for keys its actions make) is followed by the plan
     made once they have run: shown, guarded and confirmed as the first was.
@@ -232,6 +233,8 @@ def _carry_out(
             raise DestructivePlan([a.destructive for a in result.destructive])
         if not result.is_empty and not yes:
             confirm(command, f"{command.capitalize()}: carry out these changes?")
+        if not result.is_empty and not outcomes:
+            before_changes()
         ran = controller.apply(result, say) if not result.is_empty else []
         outcomes += ran
         after = make() if ran else result

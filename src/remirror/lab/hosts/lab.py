@@ -27,11 +27,6 @@ SUBNETS = ("192.0.2", "198.51.100", "203.0.113")  # TEST-NET-1, -2, -3: one per 
 DISK_SIZE = 256 * 1024**2
 SITE_KEY = "/etc/remirror/id_ed25519"
 KNOWN_HOSTS = "/etc/remirror/known_hosts"
-# What the Ansible role loads at boot (/etc/modules-load.d/remirror.conf).
-MODULES = (
-    *("configfs", "target_core_mod", "iscsi_target_mod", "raid1"),
-    *("dm_writecache", "dm_cache", "dm_thin_pool", "dm_era"),
-)
 
 
 class HostsLab:
@@ -102,7 +97,7 @@ class HostsLab:
                 f"{VENV}/bin/pip install -q --disable-pip-version-check --no-index --no-deps "
                 f"--force-reinstall /root/{wheel.name} && "
                 f"ln -sf {VENV}/bin/remirror /usr/local/bin/remirror && "
-                f"printf '%s\\n' {' '.join(MODULES)} > /etc/modules-load.d/remirror.conf && "
+                f"cp {VENV}/share/remirror/contrib/modules-load.d/remirror.conf /etc/modules-load.d/ && "
                 f"cp {VENV}/share/remirror/contrib/systemd/* /etc/systemd/system/ && "
                 "systemctl daemon-reload && "
                 f"systemctl enable --now iscsid rtslib-fb-targetctl"
