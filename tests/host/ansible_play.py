@@ -10,7 +10,8 @@ import sys
 from pathlib import Path
 from typing import Any
 
-ROLE = Path(__file__).parents[2] / "playbooks/roles/remirror"
+COLLECTIONS = Path(__file__).parents[2] / "playbooks/collections"  # remirror.remirror
+ROLE = COLLECTIONS / "ansible_collections/remirror/remirror/roles/remirror"
 
 
 def run_tasks(tmp_path: Path, tasks: list[dict[str, Any]], variables: dict[str, Any]) -> None:
@@ -35,6 +36,6 @@ def run_tasks(tmp_path: Path, tasks: list[dict[str, Any]], variables: dict[str, 
         capture_output=True,
         text=True,
         timeout=300,
-        env={**os.environ, "ANSIBLE_FILTER_PLUGINS": str(ROLE / "filter_plugins")},
+        env={**os.environ, "ANSIBLE_COLLECTIONS_PATH": str(COLLECTIONS)},
     )
     assert done.returncode == 0, done.stdout + done.stderr

@@ -37,7 +37,7 @@ def _run(tmp_path: Path, site: str) -> None:
         tasks.append(task)
     variables: dict[str, Any] = {
         "remirror_profile_data": PROFILE,
-        "remirror_drill_mirrors": f"{{{{ remirror_profile_data | remirror_drill_mirrors('{site}') }}}}",
+        "remirror_drill_mirrors": f"{{{{ remirror_profile_data | remirror.remirror.drill_mirrors('{site}') }}}}",
         "remirror_profile_name": "remirror",
         "remirror_profile_path": "/etc/remirror/remirror.yaml",
         "remirror_command": "/usr/local/bin/remirror",

@@ -1,4 +1,4 @@
-"""The Ansible role's filters (playbooks/roles/remirror/filter_plugins/remirror_profile.py):
+"""The Ansible role's filters (the collection remirror.remirror: plugins/filter/remirror_profile.py):
 which of a site's units the role enables, read from the one profile every site gets."""
 
 from __future__ import annotations
@@ -8,10 +8,10 @@ import io
 import sys
 from pathlib import Path
 
-ROLE = Path(__file__).parents[2] / "playbooks/roles/remirror"
+COLLECTION = Path(__file__).parents[2] / "playbooks/collections/ansible_collections/remirror/remirror"
 
 _spec = importlib.util.spec_from_file_location(
-    "remirror_profile", ROLE / "filter_plugins/remirror_profile.py"
+    "remirror_profile", COLLECTION / "plugins/filter/remirror_profile.py"
 )
 assert _spec is not None
 assert _spec.loader is not None
@@ -42,7 +42,7 @@ def test_the_sites_that_drill_their_replica_are_found_for_the_drill_timer() -> N
 
 def test_the_role_has_no_filter_that_rewrites_the_profile_for_a_site() -> None:
     # Every site holds the same file; a site's own copy made by rewriting it is gone.
-    assert set(filters.FilterModule().filters()) == {"remirror_points_mirrors", "remirror_drill_mirrors"}
+    assert set(filters.FilterModule().filters()) == {"points_mirrors", "drill_mirrors"}
 
 
 def test_the_example_inventorys_profile_is_one_file_each_of_its_hosts_finds_itself_in() -> None:

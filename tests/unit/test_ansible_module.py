@@ -1,4 +1,4 @@
-"""The Ansible module's decisions (playbooks/roles/remirror/library/remirror_apply.py): check mode
+"""The Ansible module's decisions (the collection remirror.remirror: plugins/modules/remirror_apply.py): check mode
 plans only, safe mode is remirror's refusal of a destructive plan, changed comes from remirror's
 own report.
 
@@ -20,7 +20,8 @@ from ruamel.yaml import YAML
 from remirror.errors import DestructivePlan
 
 PLAYBOOKS = Path(__file__).parents[2] / "playbooks"
-MODULE = PLAYBOOKS / "roles/remirror/library/remirror_apply.py"
+COLLECTION = PLAYBOOKS / "collections/ansible_collections/remirror/remirror"
+MODULE = COLLECTION / "plugins/modules/remirror_apply.py"
 CREATE = {"site": "a", "verb": "CreateArray", "subject": "/dev/md/m0", "symbol": "+", "destructive": None}
 WIPE = {**CREATE, "destructive": "ext4 on /dev/b0"}
 
@@ -118,10 +119,10 @@ def test_every_site_is_prepared_before_any_apply_and_a_failed_one_ends_the_run()
     prepare, apply = YAML(typ="safe").load(PLAYBOOKS / "site.yml")
     assert set(prepare["hosts"].split(":")) == {"remirror_replicas", "remirror_primaries"}
     assert prepare["any_errors_fatal"] is True
-    assert prepare["roles"] == [{"role": "remirror"}]  # tasks/main.yml: no apply
+    assert prepare["roles"] == [{"role": "remirror.remirror.remirror"}]  # tasks/main.yml: no apply
     assert apply["hosts"] == "remirror_primaries"
     assert [t["ansible.builtin.import_role"].get("tasks_from") for t in apply["tasks"]] == ["apply", "health"]
-    main = YAML(typ="safe").load(PLAYBOOKS / "roles/remirror/tasks/main.yml")
+    main = YAML(typ="safe").load(COLLECTION / "roles/remirror/tasks/main.yml")
     assert [t["ansible.builtin.import_tasks"] for t in main] == [
         "install.yml",
         "deploy.yml",
@@ -163,7 +164,7 @@ def test_without_systemd_cron_reconciles_and_checks_the_profile_every_five_minut
     the hosts' lab runs systemd, so its tests take the units' path; this is the other one."""
     from jinja2 import Environment, StrictUndefined
 
-    tasks = YAML(typ="safe").load(PLAYBOOKS / "roles/remirror/tasks/health.yml")
+    tasks = YAML(typ="safe").load(COLLECTION / "roles/remirror/tasks/health.yml")
     (cron,) = [t for t in tasks if "cron" in t["name"]]
     assert "!= 'systemd'" in cron["when"]
     defaults = {

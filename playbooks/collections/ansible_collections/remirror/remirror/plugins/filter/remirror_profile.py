@@ -31,8 +31,10 @@ def drill_mirrors(profile: Mapping[str, Any], site: str) -> list[str]:
 
 
 class FilterModule:
+    """remirror.remirror.points_mirrors and remirror.remirror.drill_mirrors."""
+
     def filters(self) -> dict[str, Any]:
         return {
-            "remirror_points_mirrors": points_mirrors,
-            "remirror_drill_mirrors": drill_mirrors,
+            "points_mirrors": points_mirrors,
+            "drill_mirrors": drill_mirrors,
         }

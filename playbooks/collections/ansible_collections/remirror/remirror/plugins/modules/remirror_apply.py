@@ -52,16 +52,31 @@ options:
     type: str
     choices: [present, absent]
     default: present
+attributes:
+  check_mode:
+    support: full
+    description: Only plans (C(remirror plan --detailed-exitcode)); changed when the plan is not empty.
+  diff_mode:
+    support: full
+    description: The plan's actions, one line each, as C(remirror plan) prints them.
+  platform:
+    support: full
+    platforms: posix
+    description: Runs on the primary site, which reaches the others itself over SSH (tested on Debian 12).
+notes:
+  - Safe mode is remirror's own; a plan that would write over a disk that holds data fails the task
+    before anything is changed, unless I(allow_destructive).
+  - The walk-through is docs/ansible.md in remirror's source.
 author: remirror developers
 """
 
 EXAMPLES = r"""
 - name: Mirror the disks as the profile says
-  remirror_apply:
+  remirror.remirror.remirror_apply:
     profile: /etc/remirror/remirror.yaml
 
 - name: Take the mirrors apart (the data stays on the disks)
-  remirror_apply:
+  remirror.remirror.remirror_apply:
     profile: /etc/remirror/remirror.yaml
     state: absent
 """
