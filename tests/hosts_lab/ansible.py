@@ -1,8 +1,8 @@
 """The Ansible playbooks (playbooks/, docs/ansible.md) run from here against the hosts' lab, as
 an operator runs them from a laptop: the controller on this machine, each host reached over
 SSH (its control link), the role doing on every site what README's steps do, then the apply
-from the primary. The wheel is put on each host first (the role installs
-`remirror @ file:///root/WHEEL`: the hosts have no network)."""
+from the primary. The role copies the Debian package `./dev deb` built to each host and installs
+it with apt (`remirror_deb`: the hosts have no network, and need none)."""
 
 from __future__ import annotations
 
@@ -16,8 +16,8 @@ from pathlib import Path
 from remirror.lab.hosts.lab import HostsLab
 
 PLAYBOOKS = Path(__file__).parents[2] / "playbooks"
-APPLY_TASK = "TASK [remirror : Make the sites match the profile]"
-PROFILE_TASK = "TASK [remirror : Write the profile (checked by remirror before it lands)]"
+APPLY_TASK = "TASK [remirror.remirror.remirror : Make the sites match the profile]"
+PROFILE_TASK = "TASK [remirror.remirror.remirror : Write the profile (checked by remirror before it lands)]"
 
 
 def inventory(lab: HostsLab, directory: Path, profile: dict[str, object], private_key: Path) -> Path:
@@ -26,7 +26,8 @@ def inventory(lab: HostsLab, directory: Path, profile: dict[str, object], privat
     remirror on every site, and known_hosts lines for every site by the name the profile gives
     it."""
     directory.mkdir(parents=True, exist_ok=True)
-    wheel = sorted((lab.checkout / "build" / "site").glob("remirror-*.whl"))[-1]
+    debs = sorted((lab.checkout / "build" / "deb").glob("remirror_*.deb"))
+    assert debs, "no package in build/deb: ./dev deb builds it"
     host_keys = {
         name: host.run("cat /etc/ssh/ssh_host_ed25519_key.pub").stdout.split()[:2]
         for name, host in lab.hosts.items()
@@ -50,7 +51,7 @@ def inventory(lab: HostsLab, directory: Path, profile: dict[str, object], privat
         "all": {
             "vars": {
                 "ansible_become": False,  # root already
-                "remirror_pip_name": f"remirror @ file:///root/{wheel.name}",
+                "remirror_deb": str(debs[-1]),  # copied to every site and installed with apt
                 "remirror_apt_cache_valid_time": 0,  # the packages are on the image: no index
                 "remirror_profile_name": "m",
                 "remirror_profile": profile,
@@ -62,8 +63,6 @@ def inventory(lab: HostsLab, directory: Path, profile: dict[str, object], privat
     }
     path = directory / "hosts.json"
     path.write_text(json.dumps(hosts, indent=1))
-    for host in lab.hosts.values():
-        host.put(wheel, f"/root/{wheel.name}")
     return path
 
 

@@ -9,7 +9,7 @@ brings the first DR site back by the bitmap.
 
 The three hosts are installed as an operator with Ansible installs them: site.yml run from
 this machine (the controller) against the hosts, which installs remirror on every site from
-its wheel, deploys the key and the one profile (each host told its site), applies the profile from
+its Debian package, deploys the key and the one profile (each host told its site), applies the profile from
 site-a and enables its units (docs/ansible.md). A last test runs it again in check mode.
 """
 
@@ -22,7 +22,6 @@ from pathlib import Path
 import pytest
 from ruamel.yaml import YAML
 
-from remirror.lab.hosts.image import VENV
 from remirror.lab.hosts.lab import SITE_KEY, HostsLab
 from remirror.lab.hosts.machine import Host
 from tests.hosts_lab.ansible import APPLY_TASK, PROFILE_TASK, Run, inventory, playbook
@@ -90,18 +89,17 @@ def sites(work: Path) -> Iterator[Deployed]:
 
 
 def test_the_playbook_installs_every_site_and_leaves_the_primary_its_units(sites: Deployed) -> None:
-    """What the role did on each host: remirror from the wheel in its venv, the key for root only
+    """What the role did on each host: remirror from its Debian package, the key for root only
     and behind the agent's forced command, the same profile on every site and its site's name, LIO's restore
     and iscsid enabled, remirror-start@ enabled; at the primary, the units that reconcile the
     mirror and check it (docs/ansible.md)."""
     assert "changed: [site-a]" in sites.first_run.task(APPLY_TASK), sites.first_run.task(APPLY_TASK)
-    wheel = sorted((CHECKOUT / "build" / "site").glob("remirror-*.whl"))[-1]
+    deb = sorted((CHECKOUT / "build" / "deb").glob("remirror_*.deb"))[-1]
     for name, host in sites.lab.hosts.items():
-        version = host.run(
-            f"{VENV}/bin/python -c 'import importlib.metadata as m; print(m.version(\"remirror\"))'"
-        )
-        assert wheel.name.startswith(f"remirror-{version.stdout.strip()}-"), (name, version.stdout)
-        assert host.run("readlink /usr/local/bin/remirror").stdout.strip() == f"{VENV}/bin/remirror"
+        version = host.run("dpkg-query -W -f '${Version}' remirror").stdout
+        assert deb.name.startswith(f"remirror_{version}_"), (name, version)
+        assert host.run("readlink -f /usr/bin/remirror").stdout.strip() == "/opt/venvs/remirror/bin/remirror"
+        assert host.run("test -e /etc/systemd/system/remirror-start@.service", check=False).returncode != 0
         assert host.run(f"stat -c %a {SITE_KEY} /etc/remirror").stdout.split() == ["600", "700"], name
         assert (
             'command="remirror agent --serve",restrict ' in host.run("cat /root/.ssh/authorized_keys").stdout
