@@ -1,3 +1,3 @@
 """remirror: mirror disks to a second site with stock Linux parts."""
 
-__version__ = "0.1.0.dev0"
+__version__ = "0.1.0"
