@@ -16,22 +16,22 @@ ROLE = COLLECTIONS / "ansible_collections/remirror/remirror/roles/remirror"
 
 def run_tasks(tmp_path: Path, tasks: list[dict[str, Any]], variables: dict[str, Any]) -> None:
     """`tasks` with `variables` on localhost, the role's filters available; fails the test on an error."""
-    play = [
-        {
-            "hosts": "localhost",
-            "connection": "local",
-            "gather_facts": False,
-            "vars": {**variables, "ansible_python_interpreter": sys.executable},
-            "tasks": tasks,
-        }
-    ]
-    (tmp_path / "play.yml").write_text(json.dumps(play))  # JSON is YAML
+    run_play(tmp_path, {"vars": variables, "tasks": tasks})
+
+
+def run_play(tmp_path: Path, play: dict[str, Any], *args: str) -> str:
+    """One play on localhost (its `vars`, `tasks` or `roles`), the collection remirror.remirror
+    found; its output, or the test fails on an error."""
+    variables = {**play.get("vars", {}), "ansible_python_interpreter": sys.executable}
+    whole = [{"hosts": "localhost", "connection": "local", "gather_facts": False, **play, "vars": variables}]
+    (tmp_path / "play.yml").write_text(json.dumps(whole))  # JSON is YAML
     done = subprocess.run(
         [
             str(Path(sys.executable).parent / "ansible-playbook"),
             "-i",
             "localhost,",
             str(tmp_path / "play.yml"),
+            *args,
         ],
         capture_output=True,
         text=True,
@@ -39,3 +39,4 @@ def run_tasks(tmp_path: Path, tasks: list[dict[str, Any]], variables: dict[str, 
         env={**os.environ, "ANSIBLE_COLLECTIONS_PATH": str(COLLECTIONS)},
     )
     assert done.returncode == 0, done.stdout + done.stderr
+    return done.stdout
