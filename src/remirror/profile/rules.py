@@ -246,13 +246,13 @@ def _portals_are_addresses(profile: Profile) -> Iterator[Violation]:
     the target listens on its tunnel address, and the portal's host only says where the
     tunnel's endpoint is, which a name may."""
     for m, mirror in enumerate(profile.mirrors):
-        legs: list[tuple[Path, str | None]] = [
-            (("mirrors", m, "replicas", r, "portal"), replica.portal)
+        legs: list[tuple[Path, Portal | None]] = [
+            (("mirrors", m, "replicas", r, "portal"), replica.portal_address)
             for r, replica in enumerate(mirror.replicas)
         ]
-        legs.append((("mirrors", m, "primary", "portal"), mirror.primary.portal))
+        legs.append((("mirrors", m, "primary", "portal"), mirror.primary.portal_address))
         for path, portal in legs if mirror.transport == "plain" else []:
-            if portal is not None and not _is_address(Portal.parse(portal).address):
+            if portal is not None and _ip(portal.address) is None:
                 yield (
                     path,
                     (
@@ -261,19 +261,19 @@ def _portals_are_addresses(profile: Profile) -> Iterator[Violation]:
                         " reaches the site on, or use `transport: wireguard`, whose endpoint may be a name"
                     ),
                 )
-        if mirror.export is not None and not _is_address(mirror.export.portal_address.address):
+        if mirror.export is not None and _ip(mirror.export.portal_address.address) is None:
             yield (
                 ("mirrors", m, "export", "portal"),
                 (f"{mirror.export.portal}: the export listens on an IP address, not a host name"),
             )
 
 
-def _is_address(text: str) -> bool:
+def _ip(text: str) -> ipaddress.IPv4Address | ipaddress.IPv6Address | None:
+    """The IP address `text` is, or None for a host name."""
     try:
-        ipaddress.ip_address(text)
+        return ipaddress.ip_address(text)
     except ValueError:
-        return False
-    return True
+        return None
 
 
 def cautions(profile: Profile) -> list[Violation]:
@@ -312,14 +312,10 @@ def cautions(profile: Profile) -> list[Violation]:
 
 def _is_public(address: str) -> bool:
     """Whether an address is reachable from the internet (a host name: cannot tell, no)."""
-    try:
-        return ipaddress.ip_address(address).is_global
-    except ValueError:
-        return False
+    ip = _ip(address)
+    return ip is not None and ip.is_global
 
 
 def _is_any(address: str) -> bool:
-    try:
-        return ipaddress.ip_address(address).is_unspecified
-    except ValueError:
-        return False
+    ip = _ip(address)
+    return ip is not None and ip.is_unspecified

@@ -53,8 +53,6 @@ def check_answers(answers: Starter) -> dict[str, str]:
         ("--dr-address", answers.dr_address, _address),
     )
     for option, value, check in checks:
-        if option == "--dr-address" and not value:
-            continue  # the DR host's own, if it is an address (remirror.onboarding resolves a name)
         try:
             check(value)
         except ValueError as error:
@@ -63,6 +61,8 @@ def check_answers(answers: Starter) -> dict[str, str]:
 
 
 def _address(value: str) -> None:
+    if not value:
+        return  # not given: the DR host's own, if it is an address (remirror.onboarding resolves a name)
     try:
         ipaddress.ip_address(value)
     except ValueError:
