@@ -29,7 +29,6 @@ from __future__ import annotations
 
 import os
 import signal
-import subprocess
 import time
 from collections.abc import Callable, Iterator
 from contextlib import contextmanager, suppress
@@ -41,10 +40,12 @@ from remirror.agent import lock
 from remirror.agent.cdp_requests import Refused, point_named
 from remirror.agent.digest import data_offset
 from remirror.agent.drill_records import write_record
+from remirror.agent.hooks import Hooks, around, run_line
 from remirror.errors import CommandError, RemirrorError, UsageError
 from remirror.facts.cdp import CdpIndex, Layout, RecoveryPoint, snapshot_table, stack_names
-from remirror.facts.drill import OUTPUT_KEPT, CheckRun, DrillRecord
+from remirror.facts.drill import CheckRun, DrillRecord
 from remirror.facts.site import SiteFacts
+from remirror.profile.layers import Hooks as HooksGiven
 from remirror.profile.model import Mirror, Profile, ReplicaLeg
 from remirror.profile.names import array_uuid, leg_device, points_key
 from remirror.roles import leg_records, roles
@@ -58,7 +59,6 @@ MOUNT_DIR = Path("/run/remirror/drill")
 POOL_USE_REFUSED = 0.9
 # ... and a drill whose writes take it to this is stopped (its copy removed: that space freed).
 POOL_USE_STOPPED = 0.95
-WATCH_SECONDS = 1.0
 CHECK_TIMEOUT = 3600.0
 GRACE_SECONDS = 10.0  # between SIGTERM and SIGKILL for what the checks left running
 
@@ -263,37 +263,6 @@ def _file_system(device: str) -> str:
 # --- the checks ----------------------------------------------------------------------------
 
 
-def run_check(
-    command: str, env: dict[str, str], timeout: float, danger: Callable[[], str] = lambda: ""
-) -> CheckRun:
-    """One check, `sh -c COMMAND`, in a process group of its own: killed whole at its time, or as
-    soon as `danger()` (asked every WATCH_SECONDS) says why it must stop."""
-    started = time.monotonic()
-    process = subprocess.Popen(
-        ["sh", "-c", command],
-        stdout=subprocess.PIPE,
-        stderr=subprocess.STDOUT,
-        stdin=subprocess.DEVNULL,
-        text=True,
-        errors="replace",
-        env={**os.environ, **env},
-        start_new_session=True,
-    )
-    while True:
-        try:
-            output, _ = process.communicate(timeout=WATCH_SECONDS)  # retried: no output is lost
-            code = process.returncode
-            break
-        except subprocess.TimeoutExpired:
-            why = danger() or (f"killed after {timeout:g}s" if time.monotonic() - started > timeout else "")
-            if why:
-                os.killpg(process.pid, signal.SIGKILL)
-                output, _ = process.communicate()
-                output, code = f"{output}\n({why})", -1
-                break
-    return CheckRun(command, code, round(time.monotonic() - started, 3), output[-OUTPUT_KEPT:])
-
-
 def own_check(file_system: str, device: str) -> str:
     """The file system's own read-only check (after a mount replayed its journal)."""
     if file_system == "xfs":
@@ -328,6 +297,11 @@ class DrillRequest:
     commands: tuple[str, ...]  # empty: the file system's own check
     keep_for: float = 0.0
     timeout: float = CHECK_TIMEOUT
+    hooks: HooksGiven | None = None  # the drill's `hooks`, around the checks
+
+
+def _hooks(request: DrillRequest) -> Hooks | None:
+    return Hooks.from_json(request.hooks.as_json()) if request.hooks is not None else None
 
 
 def drill(request: DrillRequest, say: Callable[[str], None]) -> DrillRecord:
@@ -354,9 +328,11 @@ def drill(request: DrillRequest, say: Callable[[str], None]) -> DrillRecord:
                 "REMIRROR_DRILL_MOUNT": str(devices.mount) if file_system else "",
                 "REMIRROR_DRILL_MIRROR": mirror.name,
             }
-            with _mounted_copy(device, devices.mount, file_system):
-                for command in request.commands:
-                    checks.append(run_check(command, env, request.timeout, lambda: pool_danger(key)))
+            # The hooks around the checks, on the mounted copy (a database started, then stopped
+            # whatever the checks did); the checks only if the before-hook started it.
+            with _mounted_copy(device, devices.mount, file_system), around(_hooks(request), env) as ran:
+                for command in request.commands if not ran.failures else ():
+                    checks.append(run_line(command, env, request.timeout, lambda: pool_danger(key)))
                     say(f"check {'ok' if checks[-1].passed else 'FAILED'}: {command}")
                     if not checks[-1].passed:
                         break
@@ -365,9 +341,13 @@ def drill(request: DrillRequest, say: Callable[[str], None]) -> DrillRecord:
                     where = devices.mount if file_system else device
                     say(f"the copy stays at {where} for {request.keep_for:g}s (then it is removed)")
                     time.sleep(request.keep_for)
-            if not request.commands:
+            # The hooks' runs are in the record as checks: the drill passes only if they pass.
+            checks = [*([ran.before] if ran.before else []), *checks, *([ran.after] if ran.after else [])]
+            for failure in ran.failures:
+                say(f"FAILED: {failure}")
+            if not request.commands and not ran.failures:
                 own = own_check(file_system, device)
-                checks.append(run_check(own, env, request.timeout, lambda: pool_danger(key)))
+                checks.append(run_line(own, env, request.timeout, lambda: pool_danger(key)))
                 say(f"check {'ok' if checks[-1].passed else 'FAILED'}: {checks[-1].command}")
                 passed_at = time.time()
             if all(c.passed for c in checks):

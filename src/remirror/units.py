@@ -8,8 +8,10 @@ them). A bare number is bytes.
 Durations are one or more `<number><unit>` parts with units `ms`, `s`, `m`,
 `h`, `d`, `w` (`90s`, `1h30m`, `7d`). A bare number is seconds.
 
-Link rates are written as links are sold, in bits per second with decimal
-prefixes (`50Mbit`, `1Gbit`), or as a size per second (`40MiB`).
+Rates are written either as links are sold, in bits per second with decimal
+prefixes (`50Mbit`, `1Gbit/s`, `50Mbps`), or as a size per second (`6MB/s`,
+`40MiB`, a bare number being bytes per second). One parser reads every rate,
+in profiles and on command lines alike: `parse_rate`.
 """
 
 from __future__ import annotations
@@ -82,20 +84,26 @@ def parse_duration(text: str | int | float) -> float:
     return sum(float(n) * _DURATION_FACTORS[u] for n, u in parts)
 
 
-_BIT_RATE_RE = re.compile(r"^\s*(\d+(?:\.\d+)?)\s*([kMG]?)bit(?:/s)?\s*$")
-_BIT_PREFIXES = {"": 1, "k": 1000, "M": 1000**2, "G": 1000**3}
+# Bits are told from bytes by the word: `bit` or `bps`, never a bare `b` (`Mb` is refused: a
+# megabit to a network engineer, a megabyte to others). The prefix's case does not matter
+# (`10mbit` is tc's spelling): no one means a millibit.
+_BIT_RATE_RE = re.compile(r"^\s*(\d+(?:\.\d+)?)\s*([kKmMgG]?)(?:bit(?:/s)?|bps)\s*$")
+_BIT_PREFIXES = {"": 1, "k": 1000, "m": 1000**2, "g": 1000**3}
 
 
-def parse_rate(text: str) -> float:
-    """Bytes per second for `50Mbit`, `1Gbit/s`, `100kbit` or a size per second (`40MiB`)."""
-    match = _BIT_RATE_RE.match(text)
-    if match:
-        rate = float(match.group(1)) * _BIT_PREFIXES[match.group(2)] / 8
+def parse_rate(text: str | int | float) -> float:
+    """Bytes per second for `50Mbit`, `1Gbit/s`, `50Mbps`, `6MB/s`, `40MiB` or a number of bytes."""
+    if isinstance(text, bool):
+        raise ValueError("expected a rate such as 50Mbit, not a boolean")
+    if isinstance(text, int | float):
+        rate = float(text)
+    elif match := _BIT_RATE_RE.match(text):
+        rate = float(match.group(1)) * _BIT_PREFIXES[match.group(2).lower()] / 8
     else:
         try:
             rate = float(parse_size(text.strip().removesuffix("/s")))
         except ValueError:
-            raise ValueError(f"{text!r} is not a rate (examples: 50Mbit, 1Gbit, 40MiB)") from None
+            raise ValueError(f"{text!r} is not a rate (examples: 50Mbit, 1Gbit/s, 6MB/s, 40MiB)") from None
     if rate <= 0:
         raise ValueError(f"{text!r}: a rate must be more than 0")
     return rate

@@ -17,6 +17,7 @@ import threading
 import time
 from collections.abc import Callable, Iterator
 from pathlib import Path
+from typing import Any
 
 import pytest
 
@@ -70,7 +71,7 @@ def hour(profile: str) -> str:
     return str(Path(profile).with_name("hour.yaml"))
 
 
-def points(profile: str) -> list[dict[str, float]]:
+def points(profile: str) -> list[dict[str, Any]]:
     return json.loads(cdp(profile, "list", "lab2", "-o", "json"))["points"]  # type: ignore[no-any-return]
 
 
@@ -264,6 +265,97 @@ def test_the_daemon_keeps_the_window_and_the_dr_leg_holds_the_points(
     replica = decode_index(base64.b64decode(raw), INDEX_SLOT)
     assert replica is not None
     assert [p.id for p in replica.points] == [int(p["id"]) for p in kept]
+
+
+def test_a_failing_before_hook_still_runs_the_after_hook_and_its_point_is_not_clean(
+    protected: str, tmp_path: Path
+) -> None:
+    """`cdp.hooks` around `cdp point`: a before-hook that fails leaves a crash-consistent point,
+    recorded as not clean, and the after-hook (the application's thaw) runs all the same."""
+    trail = tmp_path / "trail"
+    hooks = (
+        f"hooks: {{before: 'echo before $REMIRROR_CDP_MIRROR >> {trail}; exit 7',"
+        f" after: 'echo after >> {trail}', timeout: 30s}}"
+    )
+    failing = tmp_path / "failing.yaml"
+    failing.write_text(PROFILE.replace("keep: 20s}", f"keep: 1h, {hooks}}}"))
+    said = cdp(str(failing), "point", "lab2", "--now")
+    assert "hooks failed" in said, said
+    assert "is not clean: before hook exited 7" in said, said
+    assert trail.read_text() == "before lab2\nafter\n"
+    failed = points(str(failing))[-1]
+    assert failed["hooks"] == "failed", failed
+    clean = tmp_path / "clean.yaml"
+    clean.write_text(failing.read_text().replace("; exit 7", ""))
+    cdp(str(clean), "point", "lab2", "--now")
+    assert [p["hooks"] for p in points(str(clean))[-2:]] == ["failed", "clean"]
+    listed = cdp(str(clean), "list", "lab2")
+    assert f"#{failed['id']:<6}" in listed, listed
+    assert "hooks failed" in listed, listed
+    assert "hooks clean" in listed, listed
+
+
+# The test's points, by their age in hours when it prunes, a month after its start: the lab's clock
+# is moved forward to take each, and put right at the end. Some for each tier of GRID, two in one
+# hour or day now and then, none within minutes of a tier's edge; after the points the module took
+# (the new ones stay in the future of the clock put right: the module's last test only lists
+# them, and its end destroys the mirror). None of the lab's own timers minds a clock that jumps:
+# the sessions, md and the tests' deadlines count monotonic time.
+POINT_AGES = (690, 530, 360, 200, 140, 100, 75, 50, 31, 30, 20, 9, 5.1, 3.5, 3.2, 1.5, 1.0, 0.3)
+PRUNED_AT = 700  # hours after the start
+GRID = "{all: 2h, hourly: 1d, daily: 7d, weekly: 5w}"
+
+
+def test_a_grid_prunes_exactly_to_its_points_after_a_dry_run_that_lists_the_same(
+    protected: str, tmp_path: Path, record_property: Callable[[str, object], None]
+) -> None:
+    """Points taken over a month of the lab's clock (moved forward between them) under a
+    retention that keeps them all; then the grid's dry run lists what would go and why, its
+    prune deletes exactly that, and status counts what is left by tier."""
+    from remirror.facts.cdp import RecoveryPoint
+    from remirror.retention import Keep
+    from tests.unit.test_retention_grid import expected
+
+    taking = tmp_path / "taking.yaml"
+    taking.write_text(PROFILE.replace("every: 3s, keep: 20s", "every: 1h, keep: 60d"))
+    grid = tmp_path / "grid.yaml"
+    grid.write_text(PROFILE.replace("keep: 20s", f"keep: {GRID}"))
+    real, started = time.time(), time.monotonic()
+    try:
+        for age in POINT_AGES:
+            moved = (PRUNED_AT - age) * 3600
+            time.clock_settime(time.CLOCK_REALTIME, real + moved + (time.monotonic() - started))
+            cdp(str(taking), "point", "lab2", "--now")
+        time.clock_settime(time.CLOCK_REALTIME, real + PRUNED_AT * 3600 + (time.monotonic() - started))
+        now = time.time()  # the tiers' ages are hours from their edges: a few seconds do not matter
+        taken = [RecoveryPoint(int(p["id"]), p["time"], 0) for p in points(str(taking))]
+        keep = Keep(all=2 * 3600, hourly=86400, daily=7 * 86400, weekly=35 * 86400)
+        kept = expected(taken, now, keep)
+        doomed = {p.id for p in taken} - kept
+        assert len(kept) >= 12, kept  # every tier had work
+        assert len(doomed) >= 6, doomed
+        dry = cdp(str(grid), "prune", "lab2", "--dry-run")
+        listed = {
+            int(line.split()[1].lstrip("#")) for line in dry.splitlines() if " would be pruned: " in line
+        }
+        assert listed == doomed, dry
+        assert "not the first point of its hour (hourly tier)" in dry, dry
+        assert {int(p["id"]) for p in points(str(taking))} == {
+            p.id for p in taken
+        }  # a dry run deletes nothing
+        done = cdp(str(grid), "prune", "lab2", "--yes")
+        assert {
+            int(line.split()[1].lstrip("#")) for line in done.splitlines() if " pruned: " in line
+        } == doomed
+        assert {int(p["id"]) for p in points(str(grid))} == kept, done
+        _, out, _ = remirror("status", str(grid), "-o", "json", ok_codes=(0, 1, 2))
+        (shown,) = [m["cdp"] for m in json.loads(out)["mirrors"] if m["mirror"] == "lab2"]
+        assert sum(shown["tiers"].values()) == len(kept), shown
+        assert shown["window_seconds"] >= 28 * 86400, shown  # the oldest point kept: weeks old
+        record_property("grid_points_taken", len(taken))
+        record_property("grid_points_kept", len(kept))
+    finally:
+        time.clock_settime(time.CLOCK_REALTIME, real + (time.monotonic() - started))
 
 
 def test_status_reports_the_points_and_destroy_then_apply_finds_them_again(protected: str) -> None:

@@ -10,8 +10,10 @@ from __future__ import annotations
 import json
 import mmap
 import os
+import subprocess
 import time
 from collections.abc import Callable
+from datetime import datetime, timedelta
 from pathlib import Path
 from typing import Any
 
@@ -221,6 +223,59 @@ def test_a_resync_limit_from_the_profile_is_mds_own_changes_live_and_holds_on_a_
             (md / name).write_text("system\n")
         net.clear_wan()
     wait_in_sync()
+
+
+def test_a_schedules_window_takes_its_limit_at_its_edge_and_status_says_which(
+    mirror: dict[str, str], tmp_path: Path, record_property: Callable[[str, object], None]
+) -> None:
+    """`replication.schedule` by the lab's clock: a one-minute window opening at the next minute
+    but one, `unlimited` outside it. A watch whose interval is ten minutes sets the window's
+    limit a moment after its edge: it wakes at the edge, not on its timer."""
+    wait_in_sync()
+    start = (datetime.now().astimezone() + timedelta(seconds=30)).replace(second=0, microsecond=0)
+    start += timedelta(minutes=1)
+    end = start + timedelta(minutes=1)
+    window, limit_kib = f"{start:%H:%M}-{end:%H:%M}", 256
+    scheduled = variant(
+        tmp_path,
+        "scheduled.yaml",
+        **{
+            "      on_link_loss: degrade\n": "      on_link_loss: degrade\n      schedule:\n"
+            f'        "{window}": {limit_kib}KiB\n        default: unlimited\n'
+        },
+    )
+    md = Path(f"/sys/block/{Path(MD).resolve().name}/md")
+    log = tmp_path / "watch.log"
+    watcher: subprocess.Popen[bytes] | None = None
+    try:
+        remirror("apply", "--yes", scheduled)
+        assert datetime.now().astimezone() < start, "the apply ran into the window: the lab is too slow"
+        assert (md / "sync_speed_max").read_text().split()[1] == "(system)"  # unlimited before it
+        with log.open("w") as out:
+            watcher = subprocess.Popen(
+                ["remirror", "watch", scheduled, "--interval", "600"], stdout=out, stderr=subprocess.STDOUT
+            )
+        deadline = start + timedelta(seconds=60)  # the watch's timer would wait 600 s
+        while (md / "sync_speed_max").read_text().split() != [str(limit_kib), "(local)"]:
+            assert datetime.now().astimezone() < deadline, log.read_text()
+            time.sleep(0.5)
+        seen = datetime.now().astimezone()
+        record_property("schedule_limit_set_after_the_edge_seconds", round((seen - start).total_seconds(), 1))
+        assert seen >= start  # at the edge, not before
+        assert (md / "sync_speed_min").read_text().split() == [str(limit_kib), "(local)"]
+        (shown,) = json.loads(remirror("status", "-o", "json", scheduled)[1])["mirrors"]
+        now = shown["resync_schedule"]
+        assert (now["bytes_per_second"], now["window"]) == (limit_kib * 1024, window), now
+        assert datetime.fromisoformat(now["until"]) == end, now
+        text = remirror("status", scheduled)[1]
+        assert f"resync limit 2.1Mbit/s by the schedule: window {window}, until {end:%a %H:%M}" in text, text
+    finally:
+        if watcher is not None:
+            watcher.terminate()
+            watcher.wait(timeout=300)
+        for name in ("sync_speed_max", "sync_speed_min"):
+            (md / name).write_text("system\n")
+        remirror("apply", "--yes", LAB)  # the applied record back to the lab's own
 
 
 def received_from_site_b() -> int:

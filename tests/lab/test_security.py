@@ -59,7 +59,10 @@ MIRROR = """\
         disk: /dev/lab/b3
         portal: "192.0.2.2:3260"
         points: {every: 1d, keep: 7d}
-        drill: {every: 7d, run: ["/etc/remirror/lab/drill-check.sh"]}
+        drill:
+          every: 7d
+          run: ["/etc/remirror/lab/drill-check.sh"]
+          hooks: {before: /etc/remirror/lab/drill-start.sh, after: /etc/remirror/lab/drill-stop.sh, timeout: 10m}
     replication: {mode: sync, bitmap_chunk: 1MiB}
     iscsi: {timeouts: lan}
 """
@@ -446,11 +449,13 @@ COPY = "/dev/mapper/remirror-sec0.site-b-cdp-drill"
 FS_SIZE = 150 * MiB  # the file system (the mirror holds 169 MiB); past it, a tail written once
 TAIL = (152 * MiB, 4 * MiB)
 CHECK = Path(LAB_DIR) / "drill-check.sh"
+START, STOP = Path(LAB_DIR) / "drill-start.sh", Path(LAB_DIR) / "drill-stop.sh"
 RECORDS = "/var/lib/remirror/drills/sec0.site-b"
-# The operator's check: the database up on the copy, and pgbench's invariant holds. The copy is
+# The operator's drill: the database started on the copy (the before-hook), pgbench's invariant
+# checked (the check), the database stopped (the after-hook, whatever the check did). The copy is
 # of a running cluster: its postmaster.pid names a process that may exist here (in the lab, the
 # primary's own), so it goes first, as on any restore of a running cluster's files.
-CHECK_SCRIPT = """#!/bin/sh
+START_SCRIPT = """#!/bin/sh
 set -e
 PG=@PG_BIN@
 D="$REMIRROR_DRILL_MOUNT/pg"
@@ -458,13 +463,20 @@ S=/run/remirror-drill-socket
 install -d -o postgres -m 0755 $S
 rm -f "$D/postmaster.pid"
 runuser -u postgres -- $PG/pg_ctl -D "$D" -w -t 600 -o "-p 5439 -k $S" -l $S/pg.log start || { tail -20 $S/pg.log; exit 1; }
+""".replace("@PG_BIN@", str(database.PG_BIN))
+STOP_SCRIPT = """#!/bin/sh
+runuser -u postgres -- @PG_BIN@/pg_ctl -D "$REMIRROR_DRILL_MOUNT/pg" -m fast -w stop
+""".replace("@PG_BIN@", str(database.PG_BIN))
+CHECK_SCRIPT = """#!/bin/sh
+set -e
+PG=@PG_BIN@
+S=/run/remirror-drill-socket
 sums=$(runuser -u postgres -- $PG/psql -X -At -F ' ' -v ON_ERROR_STOP=1 -h $S -p 5439 -d postgres -c \
   "SELECT (SELECT sum(abalance) FROM pgbench_accounts), (SELECT sum(tbalance) FROM pgbench_tellers),
           (SELECT sum(bbalance) FROM pgbench_branches), (SELECT coalesce(sum(delta), 0) FROM pgbench_history),
           (SELECT count(*) FROM pgbench_history)")
 set -- $sums
 echo "accounts $1 tellers $2 branches $3 history $4 ($5 transactions)"
-runuser -u postgres -- $PG/pg_ctl -D "$D" -m fast -w stop
 [ "$1" = "$4" ] && [ "$2" = "$4" ] && [ "$3" = "$4" ] && [ "$5" -gt 0 ]
 """.replace("@PG_BIN@", str(database.PG_BIN))
 
@@ -474,8 +486,9 @@ def workload(attacked: AgentClient) -> Iterator[database.Workload]:
     """PostgreSQL on the mirror at site A and pgbench running, for the drills' class; a tail
     past the file system written once; site B's check script in place."""
     on_b("rm", "-rf", RECORDS)
-    CHECK.write_text(CHECK_SCRIPT)
-    CHECK.chmod(0o755)
+    for script, text in ((CHECK, CHECK_SCRIPT), (START, START_SCRIPT), (STOP, STOP_SCRIPT)):
+        script.write_text(text)
+        script.chmod(0o755)
     cluster = None
     running = None
     try:
@@ -579,8 +592,10 @@ class TestDrills:
         assert record["passed"], record
         assert record["kind"] == "remirror-drill"
         assert record["point_taken_by_drill"]
-        (check,) = record["checks"]
-        assert check["exit_code"] == 0, check
+        # The database started by the before-hook, checked, stopped by the after-hook.
+        start, check, stop = record["checks"]
+        assert [start["command"], check["command"], stop["command"]] == [str(START), str(CHECK), str(STOP)]
+        assert [start["exit_code"], check["exit_code"], stop["exit_code"]] == [0, 0, 0], record["checks"]
         assert "accounts" in check["output"], check
         assert record["rto_seconds"] > 0
         measured = {k: record[k] for k in ("rpo_seconds", "rto_seconds", "started", "finished")}

@@ -228,10 +228,10 @@ def test_a_replica_is_drilled_and_a_promoted_or_split_site_is_refused() -> None:
 def test_a_check_is_stopped_whole_when_the_pool_fills_and_at_its_time(
     monkeypatch: pytest.MonkeyPatch,
 ) -> None:
-    from remirror import drill
-    from remirror.drill import run_check
+    from remirror.agent import hooks
+    from remirror.agent.hooks import run_line as run_check
 
-    monkeypatch.setattr(drill, "WATCH_SECONDS", 0.1)  # the watch's pace; a drill's is a second
+    monkeypatch.setattr(hooks, "WATCH_SECONDS", 0.1)  # the watch's pace; a drill's is a second
     calls = []
 
     def danger() -> str:

@@ -533,6 +533,74 @@ def test_a_resync_limit_under_mds_floor_takes_the_floor_down_with_it() -> None:
     assert limited_profile("1MB").mirrors[0].replication.resync_max == 976 * 1024
 
 
+def scheduled_profile(resync_max: str = "") -> Any:
+    """The lab's profile with an office's schedule: the link kept for work on weekdays."""
+    from remirror.profile import parse_profile
+
+    limit = f"      resync_max: {resync_max}\n" if resync_max else ""
+    schedule = (
+        "      schedule:\n"
+        '        "Mon-Fri 08:00-18:00": 10Mbit\n'
+        '        "Sat 22:00-02:00": 6MB/s\n' + ("" if resync_max else "        default: unlimited\n")
+    )
+    text = (PROFILES / "lab.yaml").read_text()
+    return parse_profile(
+        text.replace("      on_link_loss: degrade\n", f"      on_link_loss: degrade\n{limit}{schedule}")
+    )
+
+
+def at_time(facts: dict[str, SiteFacts], text: str) -> dict[str, SiteFacts]:
+    """The sites with the primary's clock at `text` (ISO, its own offset from UTC)."""
+    from datetime import datetime
+
+    return {**facts, "site-a": dataclasses.replace(facts["site-a"], local_time=datetime.fromisoformat(text))}
+
+
+def test_a_schedule_sets_the_windows_limit_by_the_primarys_clock_and_unlimited_is_mds_own() -> None:
+    office = scheduled_profile()
+    # 2026-11-30 is a Monday. Working hours: 10 Mbit/s (1,250,000 B/s, held as 1220 KiB/s).
+    plan = make_plan(office, at_time(converged(), "2026-11-30T09:30:00+01:00"), SECRETS)
+    assert [a.verb for a in plan.actions] == ["SetResyncLimit"]
+    assert plan.actions[0].subject == (
+        "/dev/md/lab0 resync limit the system's -> 1220KiB/s (floor the system's -> 1000KiB/s),"
+        " window Mon-Fri 08:00-18:00"
+    )
+    assert [s["value"] for s in wire(plan.actions[0])] == ["1000", "1220"]
+    # At the window's edge the limit goes back to md's own (`unlimited`): `system` in both files.
+    held = with_array(converged(), sync_speed_max=1220 << 10, sync_speed_min=1000 << 10)
+    assert make_plan(office, at_time(held, "2026-11-30T17:59:00+01:00"), SECRETS).is_empty
+    evening = make_plan(office, at_time(held, "2026-11-30T18:00:00+01:00"), SECRETS)
+    assert evening.actions[0].subject == (
+        "/dev/md/lab0 resync limit 1220KiB/s -> the system's (floor 1000KiB/s -> the system's),"
+        " outside the schedule's windows"
+    )
+    assert [(s["attribute"], s["value"]) for s in wire(evening.actions[0])] == [
+        ("sync_speed_min", "system"),
+        ("sync_speed_max", "system"),
+    ]
+    assert make_plan(office, at_time(converged(), "2026-11-30T18:00:00+01:00"), SECRETS).is_empty
+    # A window past midnight holds on the next day's first hours (Saturday 22:00 to Sunday 02:00).
+    sunday = make_plan(office, at_time(converged(), "2026-12-06T01:59:00+00:00"), SECRETS)
+    assert [s["value"] for s in wire(sunday.actions[0])] == ["1000", str(6_000_000 // 1024)]
+    # Without `default`, resync_max holds outside the windows.
+    nights = make_plan(scheduled_profile("40MiB"), at_time(converged(), "2026-11-30T23:00:00+01:00"), SECRETS)
+    assert [s["value"] for s in wire(nights.actions[0])] == ["1000", "40960"]
+    # A new array starts at the limit of its window, before the initial sync.
+    created = make_plan(office, at_time(fresh(), "2026-11-30T09:30:00+01:00"), SECRETS)
+    create = next(a for a in created.actions if a.verb == "CreateArray")
+    assert [s["value"] for s in wire(create) if s["kind"] == "md_attribute"] == ["1000", "1220"]
+
+
+def test_a_schedule_without_the_primarys_clock_holds_the_limit_outside_its_windows() -> None:
+    # Facts recorded without a clock: what holds outside every window (never a window's guess).
+    assert (
+        make_plan(scheduled_profile("40MiB"), converged(), SECRETS)
+        .actions[0]
+        .subject.startswith("/dev/md/lab0 resync limit the system's -> 40MiB/s")
+    )
+    assert make_plan(scheduled_profile(), converged(), SECRETS).is_empty  # unlimited: md's own
+
+
 def test_a_resync_limit_too_slow_to_ever_finish_is_refused() -> None:
     from remirror.errors import ProfileError
 

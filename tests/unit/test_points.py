@@ -17,6 +17,7 @@ from remirror.plan.promote import make_promotion
 from remirror.profile import parse_profile
 from remirror.profile.model import Site
 from remirror.profile.scope import SiteScope, site_scope
+from remirror.retention import Keep
 from tests.unit.simulated_sites import Sites, at_site, wire
 from tests.unit.test_plan_properties import SECRETS, bare_sites
 
@@ -272,12 +273,14 @@ def test_a_legs_points_are_pruned_by_age_only_never_early_for_space(monkeypatch:
     )
     assert (
         cdp_requests.point_and_prune(
-            "m0.b", "/dev/b0", dataclasses.replace(index, mirror="m0.b"), 3600, 86400, False
+            "m0.b", "/dev/b0", dataclasses.replace(index, mirror="m0.b"), 3600, Keep(86400), False
         )["for_space"]
         == []
     )
     assert dropped == []
-    assert cdp_requests.point_and_prune("m0", "/dev/md/m0", index, 3600, 86400, False)["for_space"] == [1]
+    assert cdp_requests.point_and_prune("m0", "/dev/md/m0", index, 3600, Keep(86400), False)["for_space"] == [
+        1
+    ]
 
 
 # --- status and check show them ----------------------------------------------------------------

@@ -29,6 +29,7 @@ from remirror.profile.model import Site
 from remirror.profile.names import array_uuid
 from remirror.profile.scope import SiteScope, site_scope
 from remirror.protocol import decode
+from remirror.retention import Keep
 from tests.unit.simulated_sites import Sites, wire
 from tests.unit.test_plan_properties import PROFILES, SECRETS, bare_sites
 
@@ -541,10 +542,11 @@ def test_a_point_another_site_asks_for_is_taken_with_this_sites_own_retention(
     monkeypatch.setattr(policy, "PROFILE_DIR", tmp_path)
     gate = _Gate(checked=True)
     assert gate.scope is not None
-    assert gate.scope.retention == {"m0": (3600.0, 7 * 86400.0)}
+    assert gate.scope.retention == {"m0": (3600.0, Keep(all=7 * 86400.0))}
     asked = {"op": "cdp", "do": "point", "mirror": "m0", "md": "/dev/md/m0", "every": 1, "keep": 0}
     assert gate.refusal(asked) is None
-    assert gate.as_taken(asked) == {**asked, "every": 3600.0, "keep": 7 * 86400.0}
+    week = {"all": 7 * 86400.0, "hourly": 0.0, "daily": 0.0, "weekly": 0.0}
+    assert gate.as_taken(asked) == {**asked, "every": 3600.0, "keep": week, "hooks": None}
     # A mirror this site keeps no CDP of: no point at another site's word.
     assert "has no cdp" in refusal(asked)
 
@@ -886,6 +888,7 @@ def test_md_attributes_take_only_the_values_the_planner_writes() -> None:
         ("sync_max", "max"),
         ("bitmap/backlog", "16383"),
         ("sync_speed_max", "10240"),
+        ("sync_speed_min", "system"),  # a schedule's `unlimited`: md's system-wide limit
     ):
         check_request(
             run({"kind": "md_attribute", "md": "/dev/md127", "attribute": attribute, "value": value}), None
@@ -896,6 +899,7 @@ def test_md_attributes_take_only_the_values_the_planner_writes() -> None:
         ("sync_max", "0"),  # resyncs held at sector 0
         ("bitmap/backlog", "16384"),
         ("sync_speed_max", "../x"),
+        ("sync_speed_max", "system 1"),
     ):
         request = run({"kind": "md_attribute", "md": "/dev/md127", "attribute": attribute, "value": value})
         assert f"md_attribute {attribute}: " in refusal(request, None)

@@ -151,7 +151,9 @@ def _suspended(*names: str) -> Iterator[None]:
             _runner.run(["dmsetup", "resume", name], timeout=120)
 
 
-def take_point(mirror: str, md_path: str, index: CdpIndex, now: Callable[[], float] = time.time) -> CdpIndex:
+def take_point(
+    mirror: str, md_path: str, index: CdpIndex, hooks: str = "", now: Callable[[], float] = time.time
+) -> CdpIndex:
     """A recovery point: a thin snapshot of volume 0 taken while the era device and the volume are suspended.
 
     The resume starts a new era; the point records it, so that blocks of
@@ -171,8 +173,14 @@ def take_point(mirror: str, md_path: str, index: CdpIndex, now: Callable[[], flo
             _runner.run(["dmsetup", "message", names["pool"], "0", "delete", str(point_id)])
             _runner.run(["dmsetup", "message", names["pool"], "0", "create_snap", str(point_id), "0"])
     era = era_status(mirror).current_era
-    point = RecoveryPoint(point_id, taken, era)
+    point = RecoveryPoint(point_id, taken, era, hooks)
     return write_index(md_path, replace(index, points=(*index.points, point), next_id=point_id + 1))
+
+
+def record_hooks(md_path: str, index: CdpIndex, point_id: int, hooks: str) -> CdpIndex:
+    """A point's hooks' outcome changed (its after-hook failed once it was taken)."""
+    points = tuple(replace(p, hooks=hooks) if p.id == point_id else p for p in index.points)
+    return write_index(md_path, replace(index, points=points))
 
 
 def delete_points(mirror: str, md_path: str, index: CdpIndex, doomed: list[RecoveryPoint]) -> CdpIndex:

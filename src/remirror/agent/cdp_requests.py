@@ -21,10 +21,11 @@ from typing import Any
 
 from remirror.agent import cdp as local
 from remirror.agent import lock, own_points
+from remirror.agent.hooks import Hooks, around
 from remirror.agent.taken_down import taken_down_mark
 from remirror.errors import RemirrorError
 from remirror.facts.cdp import CdpIndex, RecoveryPoint, is_leg_points
-from remirror.retention import point_due, pruning
+from remirror.retention import Keep, point_due, pruning, why_pruned
 
 
 class Refused(RemirrorError):
@@ -56,15 +57,21 @@ def answer(request: dict[str, Any]) -> dict[str, Any]:
 
 
 def point_and_prune(
-    mirror: str, md: str, index: CdpIndex, every: float, keep: float, force: bool
+    mirror: str, md: str, index: CdpIndex, every: float, keep: Keep, force: bool, hooks: Hooks | None = None
 ) -> dict[str, Any]:
-    """A point if one is due (or `force`), then pruning: what was done. The index lock is the caller's."""
+    """A point if one is due (or `force`), between its hooks if it has any, then pruning: what
+    was done. The index lock is the caller's."""
     taken = None
     if force or point_due(index, time.time(), every):
         started = time.monotonic()
-        index = local.take_point(mirror, md, index)
+        with around(hooks, {"REMIRROR_CDP_MIRROR": mirror, "REMIRROR_CDP_DEVICE": md}) as ran:
+            index = local.take_point(mirror, md, index, hooks=ran.outcome if hooks is not None else "")
         newest = index.points[-1]
-        taken = {**_point_json(newest), "seconds": round(time.monotonic() - started, 3)}
+        if hooks is not None and newest.hooks != ran.outcome:  # the after-hook failed
+            index = local.record_hooks(md, index, newest.id, ran.outcome)
+            newest = index.points[-1]
+        seconds = round(time.monotonic() - started, 3)
+        taken = {**_point_json(newest), "seconds": seconds, "hook_failures": ran.failures}
     # A leg's own points go by age only (facts.cdp.is_leg_points): never early for space.
     doomed = pruning(index, time.time(), keep, None if is_leg_points(mirror) else local.pool_status(mirror))
     local.delete_points(mirror, md, index, list(doomed.points))
@@ -103,7 +110,7 @@ def point_named(request: dict[str, Any], index: CdpIndex) -> RecoveryPoint:
 
 
 def _point_json(point: RecoveryPoint) -> dict[str, Any]:
-    return {"id": point.id, "time": point.time, "era": point.era}
+    return {"id": point.id, "time": point.time, "era": point.era, "hooks": point.hooks}
 
 
 def _list(request: dict[str, Any], index: CdpIndex) -> dict[str, Any]:
@@ -122,13 +129,18 @@ def _list(request: dict[str, Any], index: CdpIndex) -> dict[str, Any]:
 
 
 def _point(request: dict[str, Any], index: CdpIndex) -> dict[str, Any]:
+    try:
+        keep, hooks = Keep.from_json(request["keep"]), Hooks.from_json(request.get("hooks"))
+    except ValueError as error:
+        raise Refused(f"cdp point: {error}") from None
     return point_and_prune(
         str(request["mirror"]),
         str(request["md"]),
         index,
         float(request["every"]),
-        float(request["keep"]),
+        keep,
         bool(request.get("force")),
+        hooks,
     )
 
 
@@ -164,15 +176,23 @@ def _rollback(request: dict[str, Any], index: CdpIndex) -> dict[str, Any]:
 
 
 def _prune(request: dict[str, Any], index: CdpIndex) -> dict[str, Any]:
-    """The operator's pruning now (`remirror cdp prune`): the points older than `older_than` go,
-    the newest always stays; without `yes` only what would go is said. For a replica's own
+    """The operator's pruning now (`remirror cdp prune`): the points the profile's retention
+    (`keep`), or an age the operator gives (`older_than`), does not keep go, the newest always
+    stays; without `yes` only what would go is said, each with why. For a replica's own
     points, the way to make room in a pool they fill: they are never pruned for space by
     themselves (a flood of writes must not erase the history: docs/security.md)."""
-    mirror, md = str(request["mirror"]), str(request["md"])
-    doomed = pruning(index, time.time(), float(request["older_than"]), None).expired
+    mirror, md, now = str(request["mirror"]), str(request["md"]), time.time()
+    try:
+        keep = Keep.from_json(request["older_than"] if "older_than" in request else request["keep"])
+    except ValueError as error:
+        raise Refused(f"cdp prune: {error}") from None
+    doomed = pruning(index, now, keep, None).expired
     if request.get("yes"):
         local.delete_points(mirror, md, index, list(doomed))
-    return {"pruned": [_point_json(p) for p in doomed], "deleted": bool(request.get("yes"))}
+    return {
+        "pruned": [{**_point_json(p), "why": why_pruned(p, now, keep)} for p in doomed],
+        "deleted": bool(request.get("yes")),
+    }
 
 
 def _down(request: dict[str, Any], index: CdpIndex) -> dict[str, Any]:

@@ -12,6 +12,7 @@ import dataclasses
 import os
 import socket
 import time
+from datetime import datetime
 from pathlib import Path
 from typing import Any
 
@@ -54,6 +55,7 @@ def observe(
     return {
         "portal_rtt": {portal: _round_trip(portal) for portal in portals or []},
         "hostname": os.uname().nodename,
+        "clock": _clock(),
         "initiator": INITIATOR_NAME_FILE.read_text() if INITIATOR_NAME_FILE.exists() else "",
         "disks": _disks(disks, set(probe or []), set(records or [])),
         "arrays": _arrays(),
@@ -67,6 +69,14 @@ def observe(
         "wireguard": wireguard.observe(),
         "drills": drill_records.read_records(),
     }
+
+
+def _clock() -> dict[str, float]:
+    """The site's clock: the time, and its local offset from UTC (a resync schedule's windows are
+    the primary's local hours, whoever plans)."""
+    now = time.time()
+    offset = datetime.fromtimestamp(now).astimezone().utcoffset()
+    return {"time": now, "utc_offset": offset.total_seconds() if offset is not None else 0.0}
 
 
 # remirror's device-mapper devices (caches, and the linear mapping a removed cache leaves).

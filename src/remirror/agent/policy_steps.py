@@ -28,13 +28,14 @@ if TYPE_CHECKING:
     from remirror.profile.scope import SiteScope  # the agent imports no profile model to start
 
 # What the planner writes to an md array's attributes, each with the values it writes there: a
-# resync's limits (KiB/s), write-behind's count (at most md's 16383), and its repairs of a move or
-# an add cut short: writes resumed (suspend_hi 0: never a suspension), resyncs released (sync_max
-# max: never held), a check stopped (sync_action idle: never a resync started). Nothing else.
-_NUMBER = re.compile(r"\d{1,12}")
+# resync's limits (KiB/s, or `system`: the system-wide one, a schedule's `unlimited`),
+# write-behind's count (at most md's 16383), and its repairs of a move or an add cut short: writes
+# resumed (suspend_hi 0: never a suspension), resyncs released (sync_max max: never held), a check
+# stopped (sync_action idle: never a resync started). Nothing else.
+_LIMIT = re.compile(r"\d{1,12}|system")
 _SYSFS_VALUES = {
-    "sync_speed_min": _NUMBER,
-    "sync_speed_max": _NUMBER,
+    "sync_speed_min": _LIMIT,
+    "sync_speed_max": _LIMIT,
     "suspend_hi": re.compile("0"),
     "sync_action": re.compile("idle"),
     "sync_max": re.compile("max"),

@@ -179,7 +179,9 @@ class _Gate:
         if request.get("op") == "cdp" and request.get("do") == "point" and self.scope is not None:
             # Its retention is this site's own (a `keep: 0` from another site would prune it all).
             every, keep = self.scope.retention[request["mirror"]]
-            return {**request, "every": every, "keep": keep}
+            (hooks,) = self.scope.point_hooks[request["mirror"]]  # one: the policy refused two
+            given = None if hooks is None else {"before": hooks[0], "after": hooks[1], "timeout": hooks[2]}
+            return {**request, "every": every, "keep": keep.as_json(), "hooks": given}
         if request.get("op") != "lock":
             return request
         client = os.environ.get("SSH_CLIENT", "").split(" ")[0] or "another host"

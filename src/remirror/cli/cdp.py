@@ -60,7 +60,7 @@ def _mirror(profile_path: str, name: str, leg: bool = False) -> tuple[Controller
 def _ask(profile_path: str, name: str, do: str, leg: bool = False, **request: Any) -> dict[str, Any]:
     """One `cdp` request to this host's agent, through the controller (remirror.agent.cdp_requests)."""
     controller, protected = _mirror(profile_path, name, leg)
-    settings = {"every": protected.settings.every, "keep": protected.settings.keep}
+    settings = protected.settings.request()
     try:
         return controller.cdp(protected.site, {"do": do, **protected.request(), **settings, **request})
     finally:
@@ -100,7 +100,7 @@ def cdp() -> None:
 @leg_option
 @click.option("-o", "--output", type=click.Choice(["text", "json"]), default="text", show_default=True)
 def list_points(profile_path: str, mirror_name: str, leg: bool, output: str) -> int:
-    """The recovery points: id, time, era; and the pool's use."""
+    """The recovery points: id, time, era, and whether their hooks ran clean; and the pool's use."""
     found = _ask(profile_path, mirror_name, "list", leg)
     points, pool, chunk = found["points"], found["pool"], found["chunk"]
     if output == "json":
@@ -114,7 +114,8 @@ def list_points(profile_path: str, mirror_name: str, leg: bool, output: str) -> 
         click.echo(json.dumps({"mirror": mirror_name, "points": points, "pool": usage}))
         return 0
     for point in points:
-        click.echo(f"#{point['id']:<6} {_when(point)}  era {point['era']}")
+        hooks = f"  hooks {point['hooks']}" if point.get("hooks") else ""
+        click.echo(f"#{point['id']:<6} {_when(point)}  era {point['era']}{hooks}")
     now = time.time()
     newest = f", newest {format_duration(now - points[-1]['time'])} ago" if points else ""
     click.echo(
@@ -132,10 +133,14 @@ def list_points(profile_path: str, mirror_name: str, leg: bool, output: str) -> 
 def point(profile_path: str, mirror_name: str, leg: bool, force: bool) -> int:
     """Take a recovery point if one is due (for a timer), then prune (as the `cdp run` daemon does)."""
     done = _ask(profile_path, mirror_name, "point", leg, force=force)
-    if done["taken"] is not None:
-        click.echo(f"point #{done['taken']['id']} taken (era {done['taken']['era']})")
+    taken = done["taken"]
+    if taken is not None:
+        hooks = f", hooks {taken['hooks']}" if taken["hooks"] else ""
+        click.echo(f"point #{taken['id']} taken (era {taken['era']}{hooks})")
+        for failure in taken["hook_failures"]:
+            click.echo(f"point #{taken['id']} is not clean: {failure}", err=True)
     for point_id in done["expired"]:
-        click.echo(f"point #{point_id} pruned: older than the window")
+        click.echo(f"point #{point_id} pruned: the retention (`keep`) keeps it no longer")
     for point_id in done["for_space"]:
         click.echo(f"point #{point_id} pruned early: the pool is short of space")
     return 0
@@ -181,23 +186,37 @@ def up(profile_path: str, mirror_name: str, leg: bool) -> int:
 @profile_argument
 @mirror_argument
 @leg_option
-@click.option("--keep", "older_than", required=True, metavar="DURATION",
-              help="Keep the points younger than this (`1d`, `12h`); the newest always stays.")  # fmt: skip
-@click.option("--yes", is_flag=True, help="Delete them; without it, only show which would go.")
-def prune(profile_path: str, mirror_name: str, leg: bool, older_than: str, yes: bool) -> int:
-    """Delete the points older than --keep now (room in a pool they fill; a shorter window)."""
+@click.option("--keep", "older_than", metavar="DURATION",
+              help="Keep only the points younger than this (`1d`, `12h`), not the profile's `keep`;"
+              " the newest always stays.")  # fmt: skip
+@click.option(
+    "--dry-run", is_flag=True, help="Only show which points would go, and why (the default without --yes)."
+)
+@click.option("--yes", is_flag=True, help="Delete them.")
+def prune(
+    profile_path: str, mirror_name: str, leg: bool, older_than: str | None, dry_run: bool, yes: bool
+) -> int:
+    """Delete the points the profile's `keep` (an age or a grid) no longer keeps, or those older
+    than --keep: at once, rather than at the next point (room in a pool they fill; a retention
+    made shorter). Each with why; without --yes nothing is deleted."""
     from remirror.units import parse_duration
 
-    try:
-        seconds = parse_duration(older_than)
-    except ValueError as error:
-        raise UsageError(f"cdp prune: --keep {older_than!r}: {error}") from None
-    done = _ask(profile_path, mirror_name, "prune", leg, older_than=seconds, yes=yes)
-    verb = "pruned" if done["deleted"] else "would be pruned (add --yes)"
+    if dry_run and yes:
+        raise UsageError("cdp prune: --dry-run and --yes ask for opposite things: give one")
+    asked: dict[str, Any] = {}
+    if older_than is not None:
+        try:
+            asked["older_than"] = parse_duration(older_than)
+        except ValueError as error:
+            raise UsageError(f"cdp prune: --keep {older_than!r}: {error}") from None
+    done = _ask(profile_path, mirror_name, "prune", leg, yes=yes, **asked)
+    verb = "pruned" if done["deleted"] else "would be pruned"
     for point in done["pruned"]:
-        click.echo(f"point #{point['id']} ({_when(point)}) {verb}")
+        click.echo(f"point #{point['id']} ({_when(point)}) {verb}: {point['why']}")
     if not done["pruned"]:
-        click.echo(f"no point older than {older_than} but the newest")
+        click.echo("no point to prune: the retention keeps every one")
+    elif not done["deleted"]:
+        click.echo("nothing deleted: add --yes to prune them")
     return 0
 
 

@@ -120,7 +120,7 @@ def _describe(source: str, profile: Profile, here: str) -> None:
         if mirror.cdp:
             out.print(
                 f"    cdp      a point every {format_duration(mirror.cdp.every)},"
-                f" kept {format_duration(mirror.cdp.keep)}",
+                f" kept {mirror.cdp.retention.shown()}",
                 markup=False,
             )
         if mirror.export:

@@ -77,6 +77,7 @@ def drill(
             commands or tuple(leg.drill.run if leg.drill else ()),
             keep,
             limit,
+            leg.drill.hooks if leg.drill else None,
         )
         record = drills.drill(request, say)
         shown = json.dumps(record.as_json()) if output == "json" else record.summary()

@@ -9,6 +9,7 @@ from typing import Any
 
 from remirror.health.drill import DrillReport
 from remirror.health.report import CdpReport, LegReport, MirrorReport
+from remirror.profile.schedule import ResyncLimit
 
 
 def status_text(reports: list[MirrorReport], now: float, unreachable: dict[str, str] | None = None) -> str:
@@ -28,6 +29,8 @@ def status_text(reports: list[MirrorReport], now: float, unreachable: dict[str, 
             speed += f" (limit {format_size(r.resync_max)}/s)" if r.resync_max is not None else ""
             eta = f", about {format_duration(r.resync.eta_seconds)} left" if r.resync.eta_seconds else ""
             lines.append(f"  {r.resync.action} {r.resync.percent:.1f}%{speed}{eta}")
+        if r.schedule is not None:
+            lines.append("  " + _schedule_text(r.schedule))
         if r.write_behind is not None:
             lines.append(f"  write-behind {r.write_behind} (most held: {r.write_behind_high_water})")
         if r.cdp is not None:
@@ -85,6 +88,8 @@ def _cdp_text(cdp: CdpReport, size: Callable[[int], str], duration: Callable[[fl
         newest,
         f"window {duration(cdp.window_seconds)} of {duration(cdp.keep_seconds)}",
     ]
+    if cdp.tiers is not None:
+        words.append("by tier " + ", ".join(f"{tier} {count}" for tier, count in cdp.tiers.items()))
     if cdp.overdue:
         words.append(f"OVERDUE (every {duration(cdp.every_seconds)})")
     if cdp.pool_used_bytes is not None and cdp.pool_total_bytes:
@@ -106,6 +111,7 @@ def _cdp_json(cdp: CdpReport | None) -> dict[str, Any] | None:
         "window_seconds": cdp.window_seconds,
         "every_seconds": cdp.every_seconds,
         "keep_seconds": cdp.keep_seconds,
+        "tiers": cdp.tiers,
         "overdue": cdp.overdue,
         "pool_used_bytes": cdp.pool_used_bytes,
         "pool_total_bytes": cdp.pool_total_bytes,
@@ -155,6 +161,13 @@ def status_json(r: MirrorReport) -> dict[str, Any]:
         "write_behind": r.write_behind,
         "write_behind_high_water": r.write_behind_high_water,
         "resync_max_bytes_per_second": r.resync_max,
+        "resync_schedule": None
+        if r.schedule is None
+        else {
+            "bytes_per_second": r.schedule.rate,
+            "window": r.schedule.window,
+            "until": r.schedule.until.isoformat() if r.schedule.until is not None else None,
+        },
         "writes_held": r.writes_held,
         "syncs_held": r.syncs_held,
         "cdp": _cdp_json(r.cdp),
@@ -184,3 +197,13 @@ def status_json(r: MirrorReport) -> dict[str, Any]:
             for leg in r.legs
         ],
     }
+
+
+def _schedule_text(limit: ResyncLimit) -> str:
+    """The schedule's limit now, in the link's units, the window that sets it, and its end."""
+    from remirror.units import format_bits
+
+    rate = "unlimited (md's system limit)" if limit.rate is None else format_bits(limit.rate)
+    window = f"window {limit.window}" if limit.window is not None else "outside the schedule's windows"
+    until = f", until {limit.until:%a %H:%M}" if limit.until is not None else ""
+    return f"resync limit {rate} by the schedule: {window}{until}"

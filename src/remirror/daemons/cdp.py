@@ -19,6 +19,7 @@ from pathlib import Path
 from remirror.agent import cdp as local
 from remirror.agent import own_points
 from remirror.agent.cdp_requests import point_and_prune
+from remirror.agent.hooks import Hooks
 from remirror.errors import RemirrorError
 from remirror.facts.cdp import is_leg_points
 from remirror.profile.layers import Cdp
@@ -90,14 +91,15 @@ def _tick(protected: Protected, emit: Callable[[str], None]) -> None:
         emit(json.dumps({"event": "no_stack", "mirror": protected.label}))
         return
     settings, name = protected.settings, protected.label
+    hooks = Hooks.from_json(settings.hooks.as_json()) if settings.hooks is not None else None
     done = point_and_prune(
-        protected.name, protected.device, index, settings.every, settings.keep, force=False
+        protected.name, protected.device, index, settings.every, settings.retention, force=False, hooks=hooks
     )
     taken = done["taken"]
     if taken is not None:
         emit(json.dumps({
             "event": "point", "mirror": name, "id": taken["id"], "era": taken["era"],
-            "seconds": taken["seconds"],
+            "seconds": taken["seconds"], "hooks": taken["hooks"], "hook_failures": taken["hook_failures"],
         }))  # fmt: skip
     if done["expired"] or done["for_space"]:
         emit(json.dumps({

@@ -113,6 +113,7 @@ class RecoveryPoint:
     id: int
     time: float
     era: int
+    hooks: str = ""  # its hooks' outcome: "clean", "failed", or "" (it had none): remirror.agent.hooks
 
 
 @dataclass(frozen=True)
@@ -334,8 +335,9 @@ def encode_index(index: CdpIndex, slot_size: int) -> bytes:
         "mirror": index.mirror,
         "layout": index.layout.as_json(),
         "next_id": index.next_id,
-        # compact: [id, time, era] per point; a week of points a minute apart is ~300KiB
-        "points": [[p.id, round(p.time, 3), p.era] for p in index.points],
+        # compact: [id, time, era] per point, and its hooks' outcome if it had hooks; a week of
+        # points a minute apart is ~300KiB
+        "points": [[p.id, round(p.time, 3), p.era, *([p.hooks] if p.hooks else [])] for p in index.points],
     }
     return encode_slot(
         INDEX_MAGIC, index.sequence, body, slot_size, f"the index of {len(index.points)} points"
@@ -351,9 +353,16 @@ def decode_index(data: bytes, slot_size: int) -> CdpIndex | None:
     return CdpIndex(
         mirror=body["mirror"],
         layout=Layout.from_json(body["layout"]),
-        points=tuple(RecoveryPoint(int(i), float(t), int(e)) for i, t, e in body["points"]),
+        points=tuple(_point(entry) for entry in body["points"]),
         next_id=body["next_id"],
         sequence=sequence,
+    )
+
+
+def _point(entry: list[Any]) -> RecoveryPoint:
+    """A point as the index holds it (an index written before points had hooks: three fields)."""
+    return RecoveryPoint(
+        int(entry[0]), float(entry[1]), int(entry[2]), str(entry[3]) if len(entry) > 3 else ""
     )
 
 
@@ -370,9 +379,22 @@ class CdpPoints:
     count: int
     oldest: float | None  # epoch seconds
     newest: float | None
+    ids: tuple[int, ...] = ()  # each point's id and time, oldest first: the retention's tiers
+    times: tuple[float, ...] = ()
 
     @classmethod
     def of(cls, index: CdpIndex) -> CdpPoints:
         """The summary of an index."""
-        times = [p.time for p in index.points]
-        return cls(len(times), min(times, default=None), max(times, default=None))
+        ids, times = tuple(p.id for p in index.points), tuple(p.time for p in index.points)
+        return cls(len(times), min(times, default=None), max(times, default=None), ids, times)
+
+    @classmethod
+    def from_json(cls, info: dict[str, Any]) -> CdpPoints:
+        """As observe sent it (lists for tuples)."""
+        ids, times = tuple(map(int, info.get("ids", ()))), tuple(map(float, info.get("times", ())))
+        return cls(int(info["count"]), info.get("oldest"), info.get("newest"), ids, times)
+
+    @property
+    def points(self) -> tuple[RecoveryPoint, ...]:
+        """The points, oldest first, with no era (what the retention needs of them)."""
+        return tuple(RecoveryPoint(i, t, 0) for i, t in zip(self.ids, self.times, strict=True))

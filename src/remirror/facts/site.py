@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import dataclasses
 from dataclasses import dataclass, field
+from datetime import datetime, timedelta, timezone
 from typing import Any
 
 from remirror.facts.cdp import CdpPoints, ThinPoolStatus, parse_thin_pool_status
@@ -132,6 +133,8 @@ class SiteFacts:
     wireguard: WireguardFacts | None = None
     # Drills run here, by the key of the drilled leg's points (MIRROR.SITE): remirror.drill
     drills: dict[str, Drills] = field(default_factory=dict, hash=False)
+    # The site's local time when observed; None: not told (recorded facts)
+    local_time: datetime | None = None
 
     def array_named(self, name: str, uuid: str) -> MdArray | None:
         """The running array with this UUID, or failing that, this /dev/md/NAME."""
@@ -179,7 +182,7 @@ def site_facts(name: str, raw: dict[str, Any]) -> SiteFacts:
             bitmap=_bitmap(info.get("bitmap", "")),
             devno=info.get("devno", ""),
             first_sector=info.get("first_sector", ""),
-            cdp_points=CdpPoints(**info["cdp_points"]) if info.get("cdp_points") else None,
+            cdp_points=CdpPoints.from_json(info["cdp_points"]) if info.get("cdp_points") else None,
             leg_record=record_from_json(info["leg_record"]) if info.get("leg_record") else None,
             file_system=file_system_extent(bytes.fromhex(info["head"])) if info.get("head") else None,
         )
@@ -242,7 +245,17 @@ def site_facts(name: str, raw: dict[str, Any]) -> SiteFacts:
         inactive_arrays={md: tuple(members) for md, members in raw.get("inactive_arrays", {}).items()},
         wireguard=wireguard_facts(raw.get("wireguard")),
         drills={key: _drills(kept) for key, kept in raw.get("drills", {}).items()},
+        local_time=_local_time(raw.get("clock")),
     )
+
+
+def _local_time(clock: Any) -> datetime | None:
+    """The site's local time from its clock (seconds since the epoch, offset from UTC)."""
+    try:
+        zone = timezone(timedelta(seconds=float(clock["utc_offset"])))
+        return datetime.fromtimestamp(float(clock["time"]), zone)
+    except (TypeError, KeyError, ValueError, OverflowError):
+        return None
 
 
 def _drills(kept: dict[str, Any]) -> Drills:

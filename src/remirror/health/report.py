@@ -45,9 +45,11 @@ from remirror.health.drill import DrillReport, leg_drills
 from remirror.health.seen import Seen
 from remirror.health.state import IN_SYNC, INCOMPLETE, LegHealth, State, assess
 from remirror.profile.layers import Cdp, Points
-from remirror.profile.model import DERIVED_IQN_PREFIX, Mirror, Profile
+from remirror.profile.model import DERIVED_IQN_PREFIX, Mirror, Profile, scheduled_limit
 from remirror.profile.names import array_uuid, cache_name, leg_device, points_key
+from remirror.profile.schedule import ResyncLimit
 from remirror.profile.wireguard import replica_portal
+from remirror.retention import tier_counts
 from remirror.roles import has_room_for_record, leg_records, own_leg, replica_session, roles
 
 SECTOR = 512
@@ -105,11 +107,12 @@ class CdpReport:
     newest_age_seconds: float | None  # None: no point yet
     window_seconds: float  # age of the oldest point
     every_seconds: float
-    keep_seconds: float
+    keep_seconds: float  # the longest the retention keeps a point
     pool_used_bytes: int | None = None  # None: the pool is not active
     pool_total_bytes: int | None = None
     pool_mode: str = ""  # rw; ro, out_of_data_space, Fail: writes are at risk
     pool_critical: float | None = None  # a replica's own points: the share of the pool that is CRITICAL
+    tiers: dict[str, int] | None = None  # a grid's points by the tier that keeps them (retention.tier_counts)
 
     @property
     def pool_filling(self) -> bool:
@@ -139,6 +142,7 @@ class MirrorReport:
     write_behind: int | None = None  # md's backlog limit (async mode)
     write_behind_high_water: int | None = None  # the most writes md held behind at once
     resync_max: int | None = None  # bytes/s the array's resyncs are held to; None: the system's
+    schedule: ResyncLimit | None = None  # with `replication.schedule`: its limit now, and until when
     cdp: CdpReport | None = None  # mirrors with `cdp`
     primary: str = ""  # the site running it now (a promotion moves it: docs/failover.md)
     notes: tuple[str, ...] = ()  # what an operator should know though the mirror works (a WARNING)
@@ -267,6 +271,7 @@ def _mirror(
         write_behind=array.backlog if array is not None else None,
         write_behind_high_water=array.max_backlog_used if array is not None else None,
         resync_max=array.sync_speed_max if array is not None else None,
+        schedule=scheduled_limit(mirror.replication, primary.local_time if primary is not None else None),
         cdp=_cdp(mirror, primary, now),
         primary=mirror.primary.site,
     )
@@ -345,11 +350,12 @@ def _kept(settings: Cdp | Points, name: str, device: str, site: SiteFacts, now: 
         newest_age_seconds=max(0.0, now - newest) if newest is not None else None,
         window_seconds=max(0.0, now - oldest) if oldest is not None else 0.0,
         every_seconds=settings.every,
-        keep_seconds=settings.keep,
+        keep_seconds=settings.retention.longest,
         pool_used_bytes=pool.data_used * settings.chunk if pool is not None else None,
         pool_total_bytes=pool.data_total * settings.chunk if pool is not None else None,
         pool_mode=pool.mode if pool is not None else "",
         pool_critical=settings.pool_critical / 100 if isinstance(settings, Points) else None,
+        tiers=tier_counts(points.points, now, settings.retention) if points is not None else None,
     )
 
 

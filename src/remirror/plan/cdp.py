@@ -64,7 +64,7 @@ def cdp_actions(
     settings = mirror.cdp
     subject = (
         f"{volume_path(mirror)} on {mirror.md_device}"
-        f" (a point every {settings.every:g}s, kept {settings.keep:g}s)"
+        f" (a point every {settings.every:g}s, kept {settings.retention.shown()})"
     )
     step = CdpStack(
         mirror.name,

@@ -108,7 +108,7 @@ def array_actions(
                     Verb.ASSEMBLE_ARRAY,
                     f"{mirror.md_device} from {local.path} and {len(remote_paths)} replica(s)",
                     CREATE,
-                    assemble_steps(mirror, uuid_, [local.path, *remote_paths]),
+                    assemble_steps(mirror, primary, uuid_, [local.path, *remote_paths]),
                 )
             ]
         holders = [
@@ -293,7 +293,7 @@ def _missing_leg_records(
 
 
 def assemble_steps(
-    mirror: Mirror, uuid_: str, devices: list[str], bad_block_log: bool = False
+    mirror: Mirror, site: SiteFacts, uuid_: str, devices: list[str], bad_block_log: bool = False
 ) -> tuple[Step, ...]:
     """`mdadm --assemble --run` past udev's partial assemblies, then its device node, then the
     profile's resync limit (md keeps it in memory only: an assembled array starts without).
@@ -302,7 +302,7 @@ def assemble_steps(
     return (
         AssembleArray(md, uuid_, tuple(devices), bad_block_log),
         WaitPath(md, 30),
-        *resync_limit_steps(mirror),
+        *resync_limit_steps(mirror, site.local_time),
     )
 
 
@@ -340,7 +340,7 @@ def _rebuild_primary_leg(
             f"{mirror.md_device} from the replica leg(s) alone ({', '.join(sources)}):"
             f" {local.path} holds no copy of the mirror (a new disk?)",
             CREATE,
-            assemble_steps(mirror, uuid_, sources),
+            assemble_steps(mirror, primary, uuid_, sources),
         ),
         Action(
             primary.name,

@@ -93,7 +93,7 @@ def create_actions(
                 create,
                 WaitPath(mirror.md_device, 30),
                 # Before the adds: each starts a recovery, the initial sync, over the link.
-                *resync_limit_steps(mirror),
+                *resync_limit_steps(mirror, primary.local_time),
                 *adds,
                 LegRecordCreate(mirror.name, uuid_, mirror.primary.site, (local.path, *remote_paths)),
             ),
@@ -131,7 +131,7 @@ def _create_without_sync(
                 # Each made with a bad block log: dropped in place, nothing to resync.
                 *(DropBadBlockLog(mirror.md_device, path) for path in remote_paths),
                 *(SetMemberState(mirror.md_device, path, "writemostly") for path in remote_paths),
-                *resync_limit_steps(mirror),
+                *resync_limit_steps(mirror, primary.local_time),
                 LegRecordCreate(mirror.name, uuid_, mirror.primary.site, (local.path, *remote_paths)),
             ),
             destructive=destroyed,  # a disk with a signature fails its proof; still shown as such

@@ -56,7 +56,7 @@ def points_actions(
     if all(name in site.dm for name in names.values()):
         return LegPoints([], site.disks.get(path, DiskFacts(path, exists=False)))
     subject = (
-        f"{path} on {leg.disk} (points every {settings.every:g}s, kept {settings.keep:g}s,"
+        f"{path} on {leg.disk} (points every {settings.every:g}s, kept {settings.retention.shown()},"
         f" taken by {leg.site} itself)"
     )
     step = CdpStack(key, leg.disk, settings.chunk, settings.history, fresh=False, allow_data=False)

@@ -160,7 +160,7 @@ def _run_on_own_leg(
     actions: list[Action] = []
     if own in new.disks:
         actions += release_partial_assembly(new, new.disks[own], uuid_)[0]
-    actions.append(assemble_action(new.name, home, uuid_, own))
+    actions.append(assemble_action(new, home, uuid_, own))
     return actions + serving_actions(profile, profile.mirrors.index(home), promoted, new, secrets)
 
 
@@ -256,7 +256,7 @@ def stand_down(profile: Profile, running: Mirror, old: SiteFacts) -> list[Action
     return actions
 
 
-def assemble_action(site: str, mirror: Mirror, uuid_: str, own: str) -> Action:
+def assemble_action(site: SiteFacts, mirror: Mirror, uuid_: str, own: str) -> Action:
     """The array assembled on `site` from its own leg alone (degraded until the others join).
 
     The leg, a replica's until now, had no bad block log (remirror.agent.md_legs); it is given
@@ -264,9 +264,9 @@ def assemble_action(site: str, mirror: Mirror, uuid_: str, own: str) -> Action:
     leg in sync, it stops every write to the array (MD_BROKEN), where with a log only the write
     its disk failed fails (docs/safety.md, "A write a leg did not take")."""
     return Action(
-        site,
+        site.name,
         Verb.ASSEMBLE_ARRAY,
         f"{mirror.md_device} from {own} (degraded until the other legs rejoin)",
         CREATE,
-        assemble_steps(mirror, uuid_, [own], bad_block_log=True),
+        assemble_steps(mirror, site, uuid_, [own], bad_block_log=True),
     )

@@ -111,7 +111,7 @@ def make_resolution(
         actions.append(record_action(keep, [own], uuid_, keep, known.current.n, "resolve", name, newest + 1))
     if kept_site.array_named(name, uuid_) is None:
         own = leg_device(home, kept.primary, kept_site.dm)
-        actions.append(assemble_action(keep, home, uuid_, own))
+        actions.append(assemble_action(kept_site, home, uuid_, own))
     # Every other mirror as it runs now (a promotion elsewhere stays so in the conf it writes).
     conf = mdadm_conf_actions(
         profile_as_run(profile, {**running_primaries(profile, facts), name: keep}), reached

@@ -16,16 +16,23 @@ reconciler puts them back whenever they are found otherwise (a live change of
 the profile too). A profile that sets none leaves md's limits alone: an
 operator may tune them by hand (`echo 20000 > .../md/sync_speed_max`) and the
 reconciler must not undo it.
+
+A `schedule` changes the limit by the clock (profile/schedule.py): each plan
+sets the one of the window the primary's clock is in, `unlimited` being md's
+system-wide limit (`system` written to both files), and `remirror watch`
+wakes at each window's edge to plan again.
 """
 
 from __future__ import annotations
 
+from datetime import datetime
 from typing import Literal
 
 from remirror.facts.model import MdArray
 from remirror.facts.site import SiteFacts
 from remirror.plan.actions import CHANGE, Action, Verb
 from remirror.profile.model import Mirror
+from remirror.profile.schedule import ResyncLimit, resync_limit
 from remirror.protocol.steps import SetMdAttribute, Step
 from remirror.units import format_size
 
@@ -33,9 +40,10 @@ from remirror.units import format_size
 MD_DEFAULT_FLOOR = 1000 * 1024
 
 
-def resync_limit_steps(mirror: Mirror) -> tuple[Step, ...]:
-    """The limits of an array just created or assembled (its kernel name is known only on the site)."""
-    wanted = _wanted(mirror)
+def resync_limit_steps(mirror: Mirror, now: datetime | None) -> tuple[Step, ...]:
+    """The limits of an array just created or assembled (its kernel name is known only on the
+    site), at `now`, the primary's local time."""
+    wanted = _wanted(mirror, now)
     if wanted is None:
         return ()
     return tuple(SetMdAttribute(mirror.md_device, name, _kib(value)) for name, value in wanted.items())
@@ -43,8 +51,9 @@ def resync_limit_steps(mirror: Mirror) -> tuple[Step, ...]:
 
 def resync_limit_actions(primary: SiteFacts, mirror: Mirror, array: MdArray) -> list[Action]:
     """The limits of a running array set to the profile's, live, if they are not."""
-    wanted = _wanted(mirror)
-    if wanted is None:
+    limit = resync_limit_now(mirror, primary)
+    wanted = _wanted(mirror, primary.local_time)
+    if wanted is None or limit is None:
         return []
     found = {"sync_speed_max": array.sync_speed_max, "sync_speed_min": array.sync_speed_min}
     if found == wanted:
@@ -53,6 +62,10 @@ def resync_limit_actions(primary: SiteFacts, mirror: Mirror, array: MdArray) -> 
     subject = f"{mirror.md_device} resync limit {limits}"
     if array.sync_speed_min != wanted["sync_speed_min"]:
         subject += f" (floor {_shown(array.sync_speed_min)} -> {_shown(wanted['sync_speed_min'])})"
+    if limit.window is not None:
+        subject += f", window {limit.window}"
+    elif limit.until is not None:
+        subject += ", outside the schedule's windows"
     steps = tuple(
         SetMdAttribute(f"/dev/{array.kernel_name}", name, _kib(value))
         for name, value in wanted.items()
@@ -61,17 +74,29 @@ def resync_limit_actions(primary: SiteFacts, mirror: Mirror, array: MdArray) -> 
     return [Action(primary.name, Verb.SET_RESYNC_LIMIT, subject, CHANGE, steps, repair=True)]
 
 
-def _wanted(mirror: Mirror) -> dict[Literal["sync_speed_min", "sync_speed_max"], int] | None:
-    """The array's limits the profile asks for, bytes/s (the floor first: md reads both anyway)."""
-    limit = mirror.replication.resync_max
+def resync_limit_now(mirror: Mirror, primary: SiteFacts | None) -> ResyncLimit | None:
+    """The limit the profile asks for at the primary's clock (None: md's own left alone)."""
+    replication = mirror.replication
+    now = primary.local_time if primary is not None else None
+    return resync_limit(replication.resync_max, replication.schedule, now)
+
+
+def _wanted(
+    mirror: Mirror, now: datetime | None
+) -> dict[Literal["sync_speed_min", "sync_speed_max"], int | None] | None:
+    """The array's limits the profile asks for, bytes/s (the floor first: md reads both anyway);
+    None for a limit: md's system-wide one."""
+    limit = resync_limit(mirror.replication.resync_max, mirror.replication.schedule, now)
     if limit is None:
         return None
-    return {"sync_speed_min": min(limit, MD_DEFAULT_FLOOR), "sync_speed_max": limit}
+    if limit.rate is None:
+        return {"sync_speed_min": None, "sync_speed_max": None}
+    return {"sync_speed_min": min(limit.rate, MD_DEFAULT_FLOOR), "sync_speed_max": limit.rate}
 
 
-def _kib(value: int) -> str:
-    """What md's sync_speed files take: KiB/s."""
-    return str(value // 1024)
+def _kib(value: int | None) -> str:
+    """What md's sync_speed files take: KiB/s, or `system` for the system-wide limit."""
+    return "system" if value is None else str(value // 1024)
 
 
 def _shown(limit: int | None) -> str:

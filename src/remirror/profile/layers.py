@@ -3,12 +3,14 @@ caching disk), continuous data protection on top of a mirror (docs/cache.md, doc
 
 from __future__ import annotations
 
-from typing import Literal
+import itertools
+from typing import Annotated, Any, Literal
 
-from pydantic import Field, field_validator, model_validator
+from pydantic import Discriminator, Field, Tag, field_validator, model_validator
 
 from remirror.profile.base import ProfileModel
-from remirror.profile.types import DevicePath, PositiveDuration, Size
+from remirror.profile.types import DevicePath, Duration, PositiveDuration, Size
+from remirror.retention import Keep
 
 # dm-writecache's own defaults (Documentation/admin-guide/device-mapper/writecache.rst)
 # where remirror keeps them; see docs/cache.md for why each default is what it is.
@@ -88,11 +90,81 @@ class Cache(ProfileModel):
 CDP_CHUNK = 64 * 1024
 
 
+# The forms `keep` takes: an age, or a grid (a mapping). Told apart by their shape, so that an
+# error names the form written; the loader leaves these tags out of the key path it shows.
+KEEP_AGE, KEEP_GRID = "<keep age>", "<keep grid>"
+
+
+class KeepGrid(ProfileModel):
+    """A retention grid (`keep: {all: 1h, hourly: 1d, daily: 30d, weekly: 12w}`): every point
+    for `all`, then the first point of each hour, day (UTC) and week (UTC, from Monday) for as
+    long as each says (remirror.retention.Keep)."""
+
+    all: Duration = Field(0.0, description="every point is kept this long")
+    hourly: Duration = Field(0.0, description="the first point of each hour is kept this long")
+    daily: Duration = Field(0.0, description="the first point of each day (UTC) is kept this long")
+    weekly: Duration = Field(
+        0.0, description="the first point of each week (UTC, from Monday) is kept this long"
+    )
+
+    @model_validator(mode="after")
+    def _coarser_keeps_longer(self) -> KeepGrid:
+        given = [(name, age) for name, age in self.keep.as_json().items() if age > 0]
+        if not given:
+            raise ValueError("a grid keeps at least one tier (all, hourly, daily, weekly)")
+        for (finer, finer_age), (coarser, coarser_age) in itertools.pairwise(given):
+            if coarser_age <= finer_age:
+                raise ValueError(
+                    f"{coarser} ({coarser_age:g}s) must keep longer than {finer} ({finer_age:g}s)"
+                )
+        return self
+
+    @property
+    def keep(self) -> Keep:
+        return Keep(self.all, self.hourly, self.daily, self.weekly)
+
+
+class Hooks(ProfileModel):
+    """Commands run around each point, or around a drill's checks (docs/cdp.md, "Hooks"): a
+    `before` that flushes or freezes an application, an `after` that thaws it, run whatever
+    happened in between."""
+
+    before: str | None = Field(
+        None,
+        min_length=1,
+        description="shell command line run before each point (flush, freeze) or a drill's checks"
+        " (start a database on the copy); a point is clean only if it and `after` exit 0 in time",
+    )
+    after: str | None = Field(
+        None,
+        min_length=1,
+        description="shell command line run after each point or drill, whatever happened (thaw, stop)",
+    )
+    timeout: PositiveDuration = Field(30.0, le=86400, description="each hook is killed after this long")
+
+    @model_validator(mode="after")
+    def _some_hook(self) -> Hooks:
+        if self.before is None and self.after is None:
+            raise ValueError("hooks without `before` or `after` run nothing")
+        return self
+
+    def as_json(self) -> dict[str, Any]:
+        """As a request carries them (remirror.agent.hooks.Hooks reads it)."""
+        return {"before": self.before, "after": self.after, "timeout": self.timeout}
+
+
 class Cdp(ProfileModel):
     """Continuous data protection: recovery points within a window (docs/cdp.md)."""
 
     every: PositiveDuration = Field(description="a recovery point at least this often")
-    keep: PositiveDuration = Field(description="protection window: points older are pruned")
+    keep: Annotated[
+        Annotated[PositiveDuration, Tag(KEEP_AGE)] | Annotated[KeepGrid, Tag(KEEP_GRID)],
+        Discriminator(lambda value: KEEP_GRID if isinstance(value, dict | KeepGrid) else KEEP_AGE),
+    ] = Field(
+        description="how long points are kept: an age (points older are pruned) or a grid"
+        " ({all: 1h, hourly: 1d, daily: 30d, weekly: 12w})"
+    )
+
     history: int = Field(
         25,
         ge=5,
@@ -106,12 +178,29 @@ class Cdp(ProfileModel):
         " (a multiple of 64KiB)",
     )
 
+    hooks: Hooks | None = Field(
+        None, description="commands run around each point: an application's flush and thaw"
+    )
+
     @field_validator("chunk")
     @classmethod
     def _thin_chunk(cls, value: int) -> int:
         if value < CDP_CHUNK or value % CDP_CHUNK or value > 1024 * 1024 * 1024:
             raise ValueError("a thin-pool chunk is a multiple of 64KiB, at most 1GiB")
         return value
+
+    @property
+    def retention(self) -> Keep:
+        """The retention as remirror.retention applies it."""
+        return self.keep.keep if isinstance(self.keep, KeepGrid) else Keep(all=self.keep)
+
+    def request(self) -> dict[str, Any]:
+        """What a point and its pruning are asked with (remirror.agent.cdp_requests)."""
+        return {
+            "every": self.every,
+            "keep": self.retention.as_json(),
+            "hooks": self.hooks.as_json() if self.hooks is not None else None,
+        }
 
 
 class Points(Cdp):
@@ -144,6 +233,11 @@ class Drill(ProfileModel):
     critical_after: PositiveDuration | None = Field(
         None,
         description="`check` is CRITICAL when no drill has passed for this long (default: every + 1d)",
+    )
+    hooks: Hooks | None = Field(
+        None,
+        description="commands run around the checks on the copy (start a database, then stop it);"
+        " the drill passes only if they exit 0",
     )
 
     @property

@@ -8,12 +8,14 @@ Field-level checks live in `types.py`; rules that relate several fields in
 
 from __future__ import annotations
 
+from datetime import datetime
 from typing import Annotated, Any, Literal
 
 from pydantic import Discriminator, Field, PrivateAttr, Tag, field_validator
 
 from remirror.profile.base import ProfileModel
-from remirror.profile.layers import Cache, Cdp, Drill, Points
+from remirror.profile.layers import KEEP_AGE, KEEP_GRID, Cache, Cdp, Drill, Points
+from remirror.profile.schedule import DEFAULT_KEY, ResyncLimit, Window, parse_window, resync_limit
 from remirror.profile.timeouts import (
     REPLACEMENT_FOR,
     REPLACEMENT_TIMEOUT,
@@ -32,6 +34,7 @@ from remirror.profile.types import (
     PortalText,
     PositiveDuration,
     ResyncRate,
+    ScheduledRate,
     SiteHost,
     SshAddress,
     parse_ssh_address,
@@ -157,8 +160,14 @@ class Replication(ProfileModel):
     bitmap_chunk: BitmapChunk = Field(64 * 1024**2, description="write-intent bitmap chunk")
     resync_max: ResyncRate | None = Field(
         None,
-        description="per second, for resyncs and the initial sync: md's sync_speed_max for this"
-        " array, changed live (none: the system's, /proc/sys/dev/raid/speed_limit_max)",
+        description="per second (50Mbit, 6MB/s), for resyncs and the initial sync: md's"
+        " sync_speed_max for this array, changed live (none: the system's,"
+        " /proc/sys/dev/raid/speed_limit_max)",
+    )
+    schedule: dict[str, ScheduledRate] | None = Field(
+        None,
+        description="resync limits by the clock: windows of the week ('Mon-Fri 08:00-18:00') to a"
+        " rate or 'unlimited', and 'default' outside them; applied at each window's edge",
     )
     on_link_loss: OnLinkLoss = Field(
         "degrade", description="degrade: fail the leg fast, resync later; wait: queue I/O"
@@ -169,12 +178,33 @@ class Replication(ProfileModel):
         " allowed only when each site proves, reading its own disk, that every byte is zero",
     )
 
+    @field_validator("schedule")
+    @classmethod
+    def _windows(cls, schedule: dict[str, int | None] | None) -> dict[str, int | None] | None:
+        """Each key a window (or `default`); windows that overlap are refused (rules.py says where)."""
+        for text in schedule or {}:
+            if text != DEFAULT_KEY:
+                parse_window(text)
+        return schedule
+
+    @property
+    def windows(self) -> list[Window]:
+        """The schedule's windows, in the profile's order."""
+        return [parse_window(text) for text in self.schedule or {} if text != DEFAULT_KEY]
+
     @property
     def effective_write_behind(self) -> int:
         """The md backlog to configure: 0 in sync mode."""
         if self.mode == "sync":
             return 0
         return DEFAULT_WRITE_BEHIND if self.write_behind is None else self.write_behind
+
+
+def scheduled_limit(replication: Replication, now: datetime | None) -> ResyncLimit | None:
+    """With a schedule, its limit at `now` (the primary's local time), as every plan sets it."""
+    if not replication.schedule:
+        return None
+    return resync_limit(replication.resync_max, replication.schedule, now)
 
 
 class Chap(ProfileModel):
@@ -204,7 +234,7 @@ class Chap(ProfileModel):
 # The tags of `iscsi.chap`'s two forms; pydantic puts them in an error's location, and the
 # loader leaves them out of the key path it shows (UNION_TAGS).
 CHAP_MAPPING, CHAP_NONE = "<chap mapping>", "<chap none>"
-UNION_TAGS = frozenset({CHAP_MAPPING, CHAP_NONE})
+UNION_TAGS = frozenset({CHAP_MAPPING, CHAP_NONE, KEEP_AGE, KEEP_GRID})
 
 TimeoutPreset = Literal["lan", "wan"]
 

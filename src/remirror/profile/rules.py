@@ -12,6 +12,7 @@ from collections.abc import Iterator
 
 from remirror.profile.layers import Cache, Cdp
 from remirror.profile.model import Chap, Mirror, Profile
+from remirror.profile.schedule import DEFAULT_KEY, overlap
 from remirror.profile.types import Portal
 
 Path = tuple[str | int, ...]
@@ -33,6 +34,7 @@ def check(profile: Profile) -> list[Violation]:
         *_keep_data_alone(profile),
         *_points_on_replicas_only(profile),
         *_drills_on_points(profile),
+        *_hooks_where_the_application_runs(profile),
         *_portals_are_addresses(profile),
     ]
 
@@ -133,6 +135,18 @@ def _replication_consistent(profile: Profile) -> Iterator[Violation]:
             yield (*path, "write_behind"), "only allowed with mode: async"
         if replication.mode == "async" and replication.write_behind == 0:
             yield (*path, "write_behind"), "0 makes async mode synchronous; use mode: sync"
+        schedule = replication.schedule or {}
+        if DEFAULT_KEY in schedule and replication.resync_max is not None:
+            yield (
+                (*path, "schedule", DEFAULT_KEY),
+                "says the same as resync_max (the limit outside the windows): keep one",
+            )
+        if clash := overlap(replication.windows):
+            earlier, later = clash
+            yield (
+                (*path, "schedule", later.text),
+                f"overlaps {earlier.text!r}: windows may not share a minute",
+            )
 
 
 def _chap_consistent(profile: Profile) -> Iterator[Violation]:
@@ -168,13 +182,26 @@ def _cdp_window(profile: Profile) -> Iterator[Violation]:
         for where, settings in kept:
             if settings is None:
                 continue
-            if settings.keep < settings.every:
+            keep = settings.retention
+            if keep.longest < settings.every:
                 yield (*where, "keep"), "the protection window is shorter than the interval between points"
-            elif settings.keep / settings.every > MAX_CDP_POINTS:
+            elif keep.at_most(settings.every) > MAX_CDP_POINTS:
                 yield (
                     (*where, "keep"),
-                    f"keeps {settings.keep / settings.every:.0f} points: at most {MAX_CDP_POINTS}"
+                    f"keeps {keep.at_most(settings.every):.0f} points: at most {MAX_CDP_POINTS}"
                     " (a longer `every` or a shorter `keep`)",
+                )
+
+
+def _hooks_where_the_application_runs(profile: Profile) -> Iterator[Violation]:
+    """A replica's own points are of a leg no application uses at its site: nothing to flush."""
+    for m, mirror in enumerate(profile.mirrors):
+        for r, replica in enumerate(mirror.replicas):
+            if replica.points is not None and replica.points.hooks is not None:
+                yield (
+                    ("mirrors", m, "replicas", r, "points", "hooks"),
+                    "hooks run where the application runs: the mirror's `cdp.hooks` (a drill's:"
+                    " `drill.hooks`)",
                 )
 
 

@@ -33,6 +33,7 @@ from remirror.profile.wireguard import (
     tunnel_address,
     tunnel_ends,
 )
+from remirror.retention import Keep
 
 
 @dataclass(frozen=True)
@@ -55,9 +56,12 @@ class SiteScope:
     interfaces: frozenset[str] = frozenset()  # remirror's WireGuard interfaces
     sites: frozenset[str] = frozenset()  # the site's own names in the profiles
     known_sites: frozenset[str] = frozenset()  # every site its profiles name (a leg record's primary)
-    # A mirror's CDP retention here, (every, keep) in seconds: what a `cdp point` from another
+    # A mirror's CDP retention here, (every in seconds, keep): what a `cdp point` from another
     # site is carried out with, whatever it says (a `keep: 0` would prune the history).
-    retention: Mapping[str, tuple[float, float]] = field(default_factory=dict)
+    retention: Mapping[str, tuple[float, Keep]] = field(default_factory=dict)
+    # ... and its hooks, (before, after, time-out), as each profile here gives them: a `cdp point`
+    # from another site runs these or none (never commands it sends), and two that differ refuse it.
+    point_hooks: Mapping[str, frozenset[PointHooks | None]] = field(default_factory=dict)
     # This site's end of each WireGuard tunnel, exactly as its profiles make it: interface ->
     # {(address/prefix, port, keepalive, {(peer's tunnel address, its endpoint or None)})}.
     tunnels: Mapping[str, frozenset[Tunnel]] = field(default_factory=dict)
@@ -79,6 +83,8 @@ class SiteScope:
 
 # (address/prefix, UDP port, keepalive, the peers' (tunnel address, endpoint)): see SiteScope.tunnels.
 Tunnel = tuple[str, int, int, frozenset[tuple[str, str | None]]]
+# A point's hooks, (before, after, time-out), as `cdp.hooks` gives them: see SiteScope.point_hooks.
+PointHooks = tuple[str | None, str | None, float]
 # A target's CHAP as its ACLs carry it: (username, the target's mutual username or ""); None: none.
 ChapNames = tuple[str, str] | None
 
@@ -129,7 +135,8 @@ def site_scope(profiles: Iterable[tuple[str, Profile]]) -> SiteScope:
     sites: set[str] = set()
     known_sites: set[str] = set()
     points: set[tuple[str, str]] = set()
-    retention: dict[str, tuple[float, float]] = {}
+    retention: dict[str, tuple[float, Keep]] = {}
+    point_hooks: dict[str, frozenset[PointHooks | None]] = {}
     tunnels: dict[str, set[Tunnel]] = {}
     targets: dict[str, TargetScope] = {}
     backstores: dict[str, frozenset[str]] = {}
@@ -161,8 +168,11 @@ def site_scope(profiles: Iterable[tuple[str, Profile]]) -> SiteScope:
             }
             if mirror.cdp is not None:
                 # Two profiles naming one mirror: the longer window, the more frequent points.
-                every, keep = retention.get(mirror.name, (mirror.cdp.every, mirror.cdp.keep))
-                retention[mirror.name] = (min(every, mirror.cdp.every), max(keep, mirror.cdp.keep))
+                every, keep = retention.get(mirror.name, (mirror.cdp.every, mirror.cdp.retention))
+                retention[mirror.name] = (min(every, mirror.cdp.every), keep.widest(mirror.cdp.retention))
+                hooks = mirror.cdp.hooks
+                given = (hooks.before, hooks.after, hooks.timeout) if hooks is not None else None
+                point_hooks[mirror.name] = point_hooks.get(mirror.name, frozenset()) | {given}
             if mirror.transport == "wireguard":
                 interfaces.add(interface_name(profile))
             chap = _chap_names(profile.replica_chap(mirror))
@@ -222,6 +232,7 @@ def site_scope(profiles: Iterable[tuple[str, Profile]]) -> SiteScope:
         interfaces=frozenset(interfaces),
         sites=frozenset(sites),
         retention=retention,
+        point_hooks=point_hooks,
         tunnels={name: frozenset(found) for name, found in tunnels.items()},
         targets=targets,
         backstores=backstores,

@@ -14,7 +14,8 @@ from typing import Annotated, Any
 
 from pydantic import AfterValidator, BeforeValidator, WithJsonSchema
 
-from remirror.units import parse_duration, parse_size
+from remirror.profile.schedule import UNLIMITED
+from remirror.units import parse_duration, parse_rate, parse_size
 
 # One name pattern serves md array names, LIO object names, derived IQNs and
 # hostnames alike: lower-case letters, digits and inner dashes, at most 32
@@ -183,6 +184,18 @@ def _check_resync_rate(value: int) -> int:
     return value - value % 1024  # md counts its limits in whole KiB/s: what it will hold to
 
 
+def _rate(value: Any) -> int:
+    if not isinstance(value, str | int) or isinstance(value, bool):
+        raise ValueError("expected a rate such as 50Mbit or 6MB/s")
+    return int(parse_rate(value))
+
+
+def _rate_or_unlimited(value: Any) -> int | None:
+    if value == UNLIMITED:
+        return None
+    return _check_resync_rate(_rate(value))
+
+
 def _positive_duration(value: float) -> float:
     if value <= 0:
         raise ValueError("must be longer than zero")
@@ -210,6 +223,20 @@ _SIZE_SCHEMA = WithJsonSchema(
         "description": "bytes, or a number with K/M/G/T (1024-based, also KiB...) or kB/MB/GB/TB",
     }
 )
+_RATE_SCHEMA = WithJsonSchema(
+    {
+        "anyOf": [
+            {"type": "integer", "minimum": 0},
+            {
+                "type": "string",
+                "pattern": r"^\s*\d+(\.\d+)?\s*"
+                r"([kKmMgG]?(bit(/s)?|bps)|([KMGT]i?[Bb]?|[kKMGT]B|[bB])?(/s)?)\s*$",
+            },
+        ],
+        "description": "per second: bits as links are sold (50Mbit, 1Gbit/s, 50Mbps), or bytes"
+        " (6MB/s, 40MiB, a bare number)",
+    }
+)
 _DURATION_SCHEMA = WithJsonSchema(
     {
         "anyOf": [
@@ -229,7 +256,13 @@ JumpHost = Annotated[str, AfterValidator(_check_jump)]
 PortalText = Annotated[str, BeforeValidator(_check_portal), WithJsonSchema({"type": "string"})]
 Size = Annotated[int, BeforeValidator(_size), _SIZE_SCHEMA]
 BitmapChunk = Annotated[int, BeforeValidator(_size), AfterValidator(_check_power_of_two_size), _SIZE_SCHEMA]
-ResyncRate = Annotated[int, BeforeValidator(_size), AfterValidator(_check_resync_rate), _SIZE_SCHEMA]
+ResyncRate = Annotated[int, BeforeValidator(_rate), AfterValidator(_check_resync_rate), _RATE_SCHEMA]
+# A window's limit in `replication.schedule`: a rate, or None for `unlimited` (md's system limit).
+ScheduledRate = Annotated[
+    int | None,
+    BeforeValidator(_rate_or_unlimited),
+    WithJsonSchema({"anyOf": [_RATE_SCHEMA.json_schema, {"const": UNLIMITED}]}),
+]
 Duration = Annotated[float, BeforeValidator(_duration), _DURATION_SCHEMA]
 PositiveDuration = Annotated[
     float, BeforeValidator(_duration), AfterValidator(_positive_duration), _DURATION_SCHEMA

@@ -2,7 +2,8 @@
 
 Events say *when* to look, never *what* to do: every pass observes
 everything again (level-based), so a missed or duplicated event costs at
-most one timer interval. Events come in bursts (a lost session changes
+most one timer interval (and a pass runs at each edge of a resync schedule's
+windows, whatever the interval). Events come in bursts (a lost session changes
 several block devices), so a pass starts only after `debounce` seconds
 without new ones. Passes that fail back off exponentially, up to
 `max_backoff`, so that a site that stays broken is not hammered; while a
@@ -21,12 +22,14 @@ import threading
 import time
 from collections.abc import Callable
 from dataclasses import dataclass
+from datetime import datetime
 from typing import Any
 
 from remirror.controller import Controller, read_secrets
 from remirror.errors import RemirrorError
 from remirror.here import RunningProfile
 from remirror.profile.model import Profile
+from remirror.profile.schedule import resync_limit
 from remirror.reconcile import EXIT_CANNOT, EXIT_OK, ProfileChanged, reconcile_once
 from remirror.systemd import notify, watchdog_period
 
@@ -87,6 +90,8 @@ def watch(source: RunningProfile, timing: Timing, stop: threading.Event, emit: C
             failures = failures + 1 if code >= EXIT_CANNOT else 0
             unreachable = sorted(running.controller.unreachable)  # as the pass observed them
             delay = timing.after(code, failures, unreachable=bool(unreachable))
+            edge = next_window_edge(running.controller.profile, datetime.now().astimezone())
+            delay = min(delay, edge) if edge is not None else delay
             emit(
                 json.dumps(
                     {"event": "sleep", "seconds": delay, "failures": failures, "unreachable": unreachable}
@@ -96,6 +101,19 @@ def watch(source: RunningProfile, timing: Timing, stop: threading.Event, emit: C
     finally:
         running.controller.close()
     notify("STOPPING=1")
+
+
+def next_window_edge(profile: Profile, now: datetime) -> float | None:
+    """Seconds until a resync schedule's next window opens or closes (a second past it, so that
+    the pass plans inside), by this host's clock: the watch runs at the primary, whose local
+    time the windows are in. None: no mirror has a schedule."""
+    edges = [
+        limit.until
+        for mirror in profile.mirrors
+        if (limit := resync_limit(mirror.replication.resync_max, mirror.replication.schedule, now))
+        and limit.until is not None
+    ]
+    return max(0.0, (min(edges) - now).total_seconds()) + 1.0 if edges else None
 
 
 def _current(source: RunningProfile, running: Running, emit: Callable[[str], None]) -> Running:
