@@ -29,7 +29,8 @@ import time
 
 from remirror import drill
 from remirror.agent import cdp
-from remirror.facts.cdp import CdpIndex, layout, stack_names
+from remirror.facts.cdp import layout, stack_names
+from remirror.facts.cdp_index import CdpIndex
 
 MiB = 1024 * 1024
 CHUNK = 64 * 1024

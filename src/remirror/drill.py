@@ -40,9 +40,10 @@ from remirror.agent import lock
 from remirror.agent.cdp_requests import Refused, point_named
 from remirror.agent.digest import data_offset
 from remirror.agent.drill_records import write_record
-from remirror.agent.hooks import Hooks, around, run_line
+from remirror.agent.hooks import Hooks, around, forget_owed, run_line
 from remirror.errors import CommandError, RemirrorError, UsageError
-from remirror.facts.cdp import CdpIndex, Layout, RecoveryPoint, snapshot_table, stack_names
+from remirror.facts.cdp import Layout, RecoveryPoint, snapshot_table, stack_names
+from remirror.facts.cdp_index import CdpIndex
 from remirror.facts.drill import CheckRun, DrillRecord
 from remirror.facts.site import SiteFacts
 from remirror.profile.layers import Hooks as HooksGiven
@@ -312,6 +313,9 @@ def drill(request: DrillRequest, say: Callable[[str], None]) -> DrillRecord:
     with lock.holding(f"drill-{key}", lock.holder("drill"), 0.0):
         if remove_copy(devices):
             say(f"removed what an earlier drill of {mirror.name} left (it did not end)")
+        # An after-hook an earlier drill owed stopped what it started on that copy's mount: the
+        # removal above stopped it whole.
+        forget_owed(f"drill-{key}")
         started = time.time()
         record = DrillRecord(mirror.name, leg.site, started, started, 0, started, False, ())
         checks: list[CheckRun] = []
@@ -330,9 +334,11 @@ def drill(request: DrillRequest, say: Callable[[str], None]) -> DrillRecord:
             }
             # The hooks around the checks, on the mounted copy (a database started, then stopped
             # whatever the checks did); the checks only if the before-hook started it.
-            with _mounted_copy(device, devices.mount, file_system), around(_hooks(request), env) as ran:
+            danger = lambda: pool_danger(key)  # noqa: E731 - asked of the hooks and the checks alike
+            hooks = around(_hooks(request), env, f"drill-{key}", danger)
+            with _mounted_copy(device, devices.mount, file_system), hooks as ran:
                 for command in request.commands if not ran.failures else ():
-                    checks.append(run_line(command, env, request.timeout, lambda: pool_danger(key)))
+                    checks.append(run_line(command, env, request.timeout, danger))
                     say(f"check {'ok' if checks[-1].passed else 'FAILED'}: {command}")
                     if not checks[-1].passed:
                         break

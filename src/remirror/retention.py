@@ -12,7 +12,8 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
 
-from remirror.facts.cdp import CdpIndex, RecoveryPoint, ThinPoolStatus
+from remirror.facts.cdp import RecoveryPoint, ThinPoolStatus
+from remirror.facts.cdp_index import CdpIndex
 from remirror.units import format_duration
 
 # The pool's low-water mark and remirror's own early pruning: keep this much of the

@@ -356,7 +356,8 @@ def test_prune_deletes_only_what_is_older_and_never_the_newest(monkeypatch: pyte
 
     from remirror.agent import cdp as local
     from remirror.agent import cdp_requests
-    from remirror.facts.cdp import CdpIndex, RecoveryPoint, layout
+    from remirror.facts.cdp import RecoveryPoint, layout
+    from remirror.facts.cdp_index import CdpIndex
 
     dropped: list[int] = []
     monkeypatch.setattr(

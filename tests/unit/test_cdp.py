@@ -15,23 +15,25 @@ from remirror.errors import ProfileError, UsageError
 from remirror.facts.cdp import (
     INDEX_BYTES,
     INDEX_SLOT,
-    INDEX_SLOTS,
-    CdpIndex,
-    CdpPoints,
     Layout,
     MiB,
     RecoveryPoint,
     ThinPoolStatus,
     changed_bytes,
-    decode_index,
-    encode_index,
-    index_slot_for,
     layout,
     parse_era_invalidate,
     parse_era_status,
     parse_thin_pool_status,
     stack_names,
     tables,
+)
+from remirror.facts.cdp_index import (
+    INDEX_SLOTS,
+    CdpIndex,
+    CdpPoints,
+    decode_index,
+    encode_index,
+    index_slot_for,
 )
 from remirror.facts.model import Signature
 from remirror.facts.parsers import ParseError

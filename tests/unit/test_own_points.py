@@ -18,7 +18,8 @@ from remirror.agent import cdp_requests, lock, own_points, taken_down
 from remirror.agent.cdp import CdpError
 from remirror.agent.taken_down import taken_down_mark
 from remirror.daemons import cdp as daemon
-from remirror.facts.cdp import CdpIndex, layout, stack_names
+from remirror.facts.cdp import layout, stack_names
+from remirror.facts.cdp_index import CdpIndex
 from remirror.profile.layers import Cdp
 from remirror.protocol.steps import CdpDeactivate, CdpStack
 

@@ -591,14 +591,14 @@ def test_a_schedule_sets_the_windows_limit_by_the_primarys_clock_and_unlimited_i
     assert [s["value"] for s in wire(create) if s["kind"] == "md_attribute"] == ["1000", "1220"]
 
 
-def test_a_schedule_without_the_primarys_clock_holds_the_limit_outside_its_windows() -> None:
-    # Facts recorded without a clock: what holds outside every window (never a window's guess).
-    assert (
-        make_plan(scheduled_profile("40MiB"), converged(), SECRETS)
-        .actions[0]
-        .subject.startswith("/dev/md/lab0 resync limit the system's -> 40MiB/s")
-    )
-    assert make_plan(scheduled_profile(), converged(), SECRETS).is_empty  # unlimited: md's own
+def test_a_schedule_without_the_primarys_clock_leaves_mds_limits_as_they_are() -> None:
+    """Facts without a believable clock (recorded, or a site's clock in another century): which
+    window holds is not known, and the limit md holds was set by the clock last known."""
+    held = with_array(converged(), sync_speed_max=1220 << 10, sync_speed_min=1000 << 10)
+    assert make_plan(scheduled_profile("40MiB"), held, SECRETS).is_empty
+    assert make_plan(scheduled_profile(), converged(), SECRETS).is_empty
+    lost = {**held, "site-a": dataclasses.replace(held["site-a"], local_time=None)}
+    assert make_plan(scheduled_profile(), lost, SECRETS).is_empty
 
 
 def test_a_resync_limit_too_slow_to_ever_finish_is_refused() -> None:

@@ -259,7 +259,8 @@ def test_a_legs_pool_refuses_writes_when_full_where_a_mirrors_queues_them() -> N
 def test_a_legs_points_are_pruned_by_age_only_never_early_for_space(monkeypatch: pytest.MonkeyPatch) -> None:
     from remirror.agent import cdp as local
     from remirror.agent import cdp_requests
-    from remirror.facts.cdp import CdpIndex, RecoveryPoint, ThinPoolStatus, layout
+    from remirror.facts.cdp import RecoveryPoint, ThinPoolStatus, layout
+    from remirror.facts.cdp_index import CdpIndex
 
     full = ThinPoolStatus(1, 10, 100, 99, 100, "rw")
     monkeypatch.setattr(local, "pool_status", lambda name: full)
@@ -287,7 +288,7 @@ def test_a_legs_points_are_pruned_by_age_only_never_early_for_space(monkeypatch:
 
 
 def test_check_warns_when_the_replicas_own_points_are_overdue_and_status_shows_them() -> None:
-    from remirror.facts.cdp import CdpPoints
+    from remirror.facts.cdp_index import CdpPoints
     from remirror.health.check import DEFAULT_CRITICAL, DEFAULT_WARNING, Status, judge
     from remirror.health.report import report
     from remirror.health.seen import Seen

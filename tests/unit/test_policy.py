@@ -546,7 +546,7 @@ def test_a_point_another_site_asks_for_is_taken_with_this_sites_own_retention(
     asked = {"op": "cdp", "do": "point", "mirror": "m0", "md": "/dev/md/m0", "every": 1, "keep": 0}
     assert gate.refusal(asked) is None
     week = {"all": 7 * 86400.0, "hourly": 0.0, "daily": 0.0, "weekly": 0.0}
-    assert gate.as_taken(asked) == {**asked, "every": 3600.0, "keep": week, "hooks": None}
+    assert gate.as_taken(asked) == {**asked, "every": 3600.0, "keep": week, "hooks": None, "force": False}
     # A mirror this site keeps no CDP of: no point at another site's word.
     assert "has no cdp" in refusal(asked)
 

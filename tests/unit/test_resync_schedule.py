@@ -105,8 +105,8 @@ def test_the_limit_is_the_windows_until_its_edge_then_the_one_outside() -> None:
     assert resync_limit(40 << 20, office, at(20)) == ResyncLimit(40 << 20, None, at(32))
     assert resync_limit(40 << 20, None, at(9)) == ResyncLimit(40 << 20, None, None)
     assert resync_limit(None, None, at(9)) is None  # md's limits left alone
-    # A clock not known: the limit outside the windows, with no edge.
-    assert resync_limit(None, OFFICE, None) == ResyncLimit(None, None, None)
+    # A clock not known: which window holds is not known either; md's limits are left as set.
+    assert resync_limit(None, OFFICE, None) is None
 
 
 def profile_with(replication: str) -> str:
@@ -170,3 +170,24 @@ def test_status_says_the_schedules_limit_its_window_and_its_end() -> None:
         "resync limit unlimited (md's system limit) by the schedule: outside the schedule's windows, until Tue 08:00"
         in status_text([dataclasses.replace(report, schedule=outside)], 0)
     )
+
+
+@pytest.mark.parametrize(
+    "clock",
+    [
+        {"time": 1e18, "utc_offset": 0},  # past what a datetime holds
+        {"time": 253402300799, "utc_offset": 0},  # the year 9999: a schedule's week would overflow
+        {"time": 1_796_000_000, "utc_offset": 86400 * 2},
+        {"time": "now", "utc_offset": 0},
+        {"time": 1_796_000_000},
+        None,
+        "yesterday",
+    ],
+)
+def test_a_clock_no_one_believes_is_no_clock(clock: object) -> None:
+    """A site's clock comes from the site: what no clock says is taken as none (md left alone)."""
+    from remirror.facts.site import site_facts
+
+    assert site_facts("site-a", {"clock": clock}).local_time is None
+    believed = site_facts("site-a", {"clock": {"time": 1_796_000_000.5, "utc_offset": 3600}}).local_time
+    assert believed == datetime(2026, 11, 30, 1, 53, 20, 500000, tzinfo=timezone(timedelta(hours=1)))

@@ -8,12 +8,13 @@ import math
 import pytest
 
 from remirror.errors import ProfileError
-from remirror.facts.cdp import CdpIndex, RecoveryPoint, layout
+from remirror.facts.cdp import RecoveryPoint, layout
+from remirror.facts.cdp_index import CdpIndex
 from remirror.profile import parse_profile
 from remirror.retention import DAY, HOUR, WEEK, Keep, kept_by, pruning, tier_counts, why_pruned
 from tests.conftest import PROFILES
 
-NOW = 1_796_000_000.0  # 2026-11-29, a Sunday
+NOW = 1_796_000_000.0  # 2026-11-30 00:53 UTC, a Monday
 GRID = Keep(all=HOUR, hourly=DAY, daily=30 * DAY, weekly=12 * WEEK)
 
 

@@ -24,17 +24,12 @@ from remirror.agent.taken_down import mark_taken_down, taken_down_mark
 from remirror.errors import CommandError, RemirrorError
 from remirror.facts.cdp import (
     INDEX_SLOT,
-    INDEX_SLOTS,
     SECTOR,
-    CdpIndex,
     EraStatus,
     Layout,
     RecoveryPoint,
     ThinPoolStatus,
     changed_bytes,
-    decode_index,
-    encode_index,
-    index_slot_for,
     is_leg_points,
     layout,
     parse_era_invalidate,
@@ -45,6 +40,7 @@ from remirror.facts.cdp import (
     tables,
     view_name,
 )
+from remirror.facts.cdp_index import INDEX_SLOTS, CdpIndex, decode_index, encode_index, index_slot_for
 from remirror.runner.local import LocalRunner
 
 if TYPE_CHECKING:  # the agent imports the catalogue where it decodes a step
@@ -70,7 +66,11 @@ def read_index(md_path: str) -> CdpIndex | None:
 def write_index(md_path: str, index: CdpIndex) -> CdpIndex:
     """Write the next version of the index into the older slot; the version written."""
     index = replace(index, sequence=index.sequence + 1)
-    write_direct(md_path, index_slot_for(index) * INDEX_SLOT, encode_index(index, INDEX_SLOT))
+    try:
+        slot = encode_index(index, INDEX_SLOT)
+    except ValueError as error:  # more points than the slot holds: said, not a crash of cdp run
+        raise RemirrorError(f"{md_path}: {error}: prune (remirror cdp prune) or keep fewer") from None
+    write_direct(md_path, index_slot_for(index) * INDEX_SLOT, slot)
     return index
 
 

@@ -21,10 +21,11 @@ from typing import Any
 
 from remirror.agent import cdp as local
 from remirror.agent import lock, own_points
-from remirror.agent.hooks import Hooks, around
+from remirror.agent.hooks import Hooks, around, run_owed
 from remirror.agent.taken_down import taken_down_mark
 from remirror.errors import RemirrorError
-from remirror.facts.cdp import CdpIndex, RecoveryPoint, is_leg_points
+from remirror.facts.cdp import RecoveryPoint, is_leg_points
+from remirror.facts.cdp_index import CLEAN, FAILED, CdpIndex
 from remirror.retention import Keep, point_due, pruning, why_pruned
 
 
@@ -60,15 +61,21 @@ def point_and_prune(
     mirror: str, md: str, index: CdpIndex, every: float, keep: Keep, force: bool, hooks: Hooks | None = None
 ) -> dict[str, Any]:
     """A point if one is due (or `force`), between its hooks if it has any, then pruning: what
-    was done. The index lock is the caller's."""
+    was done. The index lock is the caller's.
+
+    With hooks, the point is written as not clean and made clean once its after-hook passed:
+    a run that dies in between (a kill, the watchdog) leaves it not clean, and its after-hook
+    owed (remirror.agent.hooks), which the next run here runs first, due or not."""
+    env = {"REMIRROR_CDP_MIRROR": mirror, "REMIRROR_CDP_DEVICE": md}
+    owed = run_owed(mirror, env)
     taken = None
     if force or point_due(index, time.time(), every):
         started = time.monotonic()
-        with around(hooks, {"REMIRROR_CDP_MIRROR": mirror, "REMIRROR_CDP_DEVICE": md}) as ran:
-            index = local.take_point(mirror, md, index, hooks=ran.outcome if hooks is not None else "")
+        with around(hooks, env, mirror) as ran:
+            index = local.take_point(mirror, md, index, hooks=FAILED if hooks is not None else "")
         newest = index.points[-1]
-        if hooks is not None and newest.hooks != ran.outcome:  # the after-hook failed
-            index = local.record_hooks(md, index, newest.id, ran.outcome)
+        if hooks is not None and ran.outcome == CLEAN:
+            index = local.record_hooks(md, index, newest.id, CLEAN)
             newest = index.points[-1]
         seconds = round(time.monotonic() - started, 3)
         taken = {**_point_json(newest), "seconds": seconds, "hook_failures": ran.failures}
@@ -79,6 +86,8 @@ def point_and_prune(
         "taken": taken,
         "expired": [p.id for p in doomed.expired],
         "for_space": [p.id for p in doomed.for_space],
+        # An after-hook a run that died owed, run first: its exit code (None: none was owed).
+        "owed_after_hook": None if owed is None else owed.exit_code,
     }
 
 

@@ -4,14 +4,19 @@ A database or a mail server wants its files consistent in a point, not only
 crash-consistent: a `before` hook flushes or freezes it, an `after` hook
 thaws it. The after-hook runs whatever happened in between (the before-hook
 failed or timed out, the point failed), since an application left frozen is
-an outage. A point records whether its hooks ran clean (`cdp list`): only a
-point taken after a before-hook that succeeded, followed by an after-hook
-that succeeded, is.
+an outage; and should the process running them die in between (a kill, the
+watchdog), the after-hook it owed runs first thing next time: a marker in
+/run says so. A point records whether its hooks ran clean (`cdp list`):
+only a point taken after a before-hook that succeeded, followed by an
+after-hook that succeeded, is; until the after-hook has run it is recorded
+as not clean.
 
-Each hook is a shell command line of the profile of the site that runs it
-(a request from another site never names one: remirror.agent.serve takes
-the site's own), run as `sh -c` in a process group of its own, killed whole
-at its time-out.
+Each hook is a shell command line of the profile of the host that runs it,
+run only for its own operator's verbs and its own `cdp run` (a request from
+another site runs none: remirror.agent.serve), as `sh -c` in a process group
+of its own, killed whole at its time-out. Its output goes to a file, not a
+pipe: a daemon it starts (`pg_ctl start`) may keep the output open, and the
+hook is done when its shell is.
 """
 
 from __future__ import annotations
@@ -19,49 +24,59 @@ from __future__ import annotations
 import os
 import signal
 import subprocess
+import tempfile
 import time
 from collections.abc import Callable, Iterator
-from contextlib import contextmanager
+from contextlib import contextmanager, suppress
 from dataclasses import dataclass, field
+from pathlib import Path
 from typing import Any
 
+from remirror.facts.cdp_index import CLEAN, FAILED
 from remirror.facts.drill import OUTPUT_KEPT, CheckRun
+from remirror.systemd import notify
 
-WATCH_SECONDS = 1.0  # how often a running command's danger is asked
+WATCH_SECONDS = 1.0  # how often a running command's danger is asked (and systemd's watchdog pinged)
 HOOK_TIMEOUT = 30.0  # a hook's time-out when the profile gives none
-
-CLEAN, FAILED = "clean", "failed"  # what a point records of its hooks ("": it had none)
+OWED_DIR = Path("/run/remirror/hooks")  # the after-hooks owed by a run that died: tmpfs, as a freeze is
 
 
 def run_line(
     command: str, env: dict[str, str], timeout: float, danger: Callable[[], str] = lambda: ""
 ) -> CheckRun:
     """`sh -c COMMAND`, in a process group of its own: killed whole at its time, or as soon as
-    `danger()` (asked every WATCH_SECONDS) says why it must stop."""
+    `danger()` (asked every WATCH_SECONDS) says why it must stop. Under systemd the watchdog is
+    pinged meanwhile: a long hook is not a hung daemon."""
     started = time.monotonic()
-    process = subprocess.Popen(
-        ["sh", "-c", command],
-        stdout=subprocess.PIPE,
-        stderr=subprocess.STDOUT,
-        stdin=subprocess.DEVNULL,
-        text=True,
-        errors="replace",
-        env={**os.environ, **env},
-        start_new_session=True,
-    )
-    while True:
-        try:
-            output, _ = process.communicate(timeout=WATCH_SECONDS)  # retried: no output is lost
-            code = process.returncode
-            break
-        except subprocess.TimeoutExpired:
-            why = danger() or (f"killed after {timeout:g}s" if time.monotonic() - started > timeout else "")
-            if why:
-                os.killpg(process.pid, signal.SIGKILL)
-                output, _ = process.communicate()
-                output, code = f"{output}\n({why})", -1
+    with tempfile.TemporaryFile("w+", errors="replace") as output:
+        process = subprocess.Popen(
+            ["sh", "-c", command],
+            stdout=output,
+            stderr=subprocess.STDOUT,
+            stdin=subprocess.DEVNULL,
+            env={**os.environ, **env},
+            start_new_session=True,
+        )
+        why = ""
+        while True:
+            try:
+                code = process.wait(timeout=WATCH_SECONDS)
                 break
-    return CheckRun(command, code, round(time.monotonic() - started, 3), output[-OUTPUT_KEPT:])
+            except subprocess.TimeoutExpired:
+                notify("WATCHDOG=1")
+                why = danger() or (
+                    f"killed after {timeout:g}s" if time.monotonic() - started > timeout else ""
+                )
+                if why:
+                    with suppress(ProcessLookupError):
+                        os.killpg(process.pid, signal.SIGKILL)
+                    process.wait()
+                    code = -1
+                    break
+        output.seek(0)
+        said = output.read()
+    said = f"{said}\n({why})" if why else said
+    return CheckRun(command, code, round(time.monotonic() - started, 3), said[-OUTPUT_KEPT:])
 
 
 @dataclass(frozen=True)
@@ -97,33 +112,70 @@ class HooksRun:
     before: CheckRun | None = None
     after: CheckRun | None = None
     failures: list[str] = field(default_factory=list)
+    finished: bool = False  # every hook has run, the after-hook last
 
     @property
     def outcome(self) -> str:
-        return CLEAN if not self.failures else FAILED
+        """CLEAN only once every hook has run and passed."""
+        return CLEAN if self.finished and not self.failures else FAILED
 
 
 @contextmanager
-def around(hooks: Hooks | None, env: dict[str, str]) -> Iterator[HooksRun]:
+def around(
+    hooks: Hooks | None, env: dict[str, str], owed: str, danger: Callable[[], str] = lambda: ""
+) -> Iterator[HooksRun]:
     """The before-hook, then the body, then the after-hook whatever the body did (an error in it
     is raised after the after-hook ran). A before-hook that fails does not stop the body: a
-    crash-consistent point is still a point, recorded as not clean."""
+    crash-consistent point is still a point, recorded as not clean. `owed` names the marker
+    (one per mirror or drill) that says an after-hook is owed while the body runs: the caller
+    runs what an earlier run owed first (run_owed)."""
     done = HooksRun()
     if hooks is None:
+        done.finished = True
         yield done
         return
+    marker = OWED_DIR / owed
     try:
+        if hooks.after is not None:
+            OWED_DIR.mkdir(mode=0o700, parents=True, exist_ok=True)
+            marker.write_text(f"{hooks.timeout:g}\n{hooks.after}")
         if hooks.before is not None:
-            _run(done, "before", hooks.before, env, hooks.timeout)
+            done.before = _run(done, "before", hooks.before, env, hooks.timeout, danger)
         yield done
     finally:
         if hooks.after is not None:
-            _run(done, "after", hooks.after, env, hooks.timeout)
+            done.after = _run(done, "after", hooks.after, env, hooks.timeout, danger)
+            marker.unlink(missing_ok=True)
+        done.finished = True
 
 
-def _run(done: HooksRun, which: str, command: str, env: dict[str, str], timeout: float) -> None:
-    ran = run_line(command, env, timeout)
-    setattr(done, which, ran)
+def run_owed(owed: str, env: dict[str, str]) -> CheckRun | None:
+    """The after-hook a run that died owed (its marker), run now; None if none was owed."""
+    marker = OWED_DIR / owed
+    try:
+        timeout, command = marker.read_text().split("\n", 1)
+    except (OSError, ValueError):
+        return None
+    ran = run_line(command, env, float(timeout))
+    marker.unlink(missing_ok=True)
+    return ran
+
+
+def forget_owed(owed: str) -> None:
+    """No after-hook is owed any more (what it would have stopped is gone)."""
+    (OWED_DIR / owed).unlink(missing_ok=True)
+
+
+def _run(
+    done: HooksRun,
+    which: str,
+    command: str,
+    env: dict[str, str],
+    timeout: float,
+    danger: Callable[[], str],
+) -> CheckRun:
+    ran = run_line(command, env, timeout, danger)
     if not ran.passed:
         last = ran.output.strip().splitlines()[-1:] or [""]
         done.failures.append(f"{which} hook exited {ran.exit_code}: {last[0][:200]}")
+    return ran

@@ -22,7 +22,7 @@ from remirror.agent.direct import read_direct
 from remirror.agent.generations import read_record
 from remirror.errors import CommandError
 from remirror.facts import parsers
-from remirror.facts.cdp import INDEX_MAGIC, CdpPoints
+from remirror.facts.cdp_index import INDEX_MAGIC, CdpPoints
 from remirror.facts.dm import split_dm_listing
 from remirror.facts.filesystems import HEAD_BYTES
 from remirror.facts.generations import record_json

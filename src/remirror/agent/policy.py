@@ -169,12 +169,6 @@ class Checker:
             and request["mirror"] not in self.scope.retention
         ):
             raise Refused(f"cdp point: mirror {request['mirror']} has no cdp in {self._sources()}")
-        if (
-            request.get("do") == "point"
-            and self.scope is not None
-            and len(self.scope.point_hooks[request["mirror"]]) > 1
-        ):
-            raise Refused(f"cdp point: {self._sources()} give mirror {request['mirror']} different hooks")
         if "md" in request:
             self.device(request["md"])
         if request.get("target") is not None:

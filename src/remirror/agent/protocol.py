@@ -6,9 +6,12 @@ changing a site under it; 3 made `save_ranges` take a name (`save`) where it
 took a directory (`dir`), and a remote controller's lock only the `site` one; 4 read every
 step by the typed catalogue (remirror.protocol), with no `run` step: each command a class whose
 argv the site builds; 5 made a remote lock a lease (the agent ends after so long without a
-request, and a controller of 4 sends no keepalive).
+request, and a controller of 4 sends no keepalive); 6 made a `cdp` request's `keep` a
+retention grid (`{all, hourly, daily, weekly}` seconds), added `hooks` to it and each point's
+`hooks` outcome, the point times to what `observe` reports of an index (`ids`, `times`), the
+site's `clock` to `observe`, and `system` as a resync limit's value.
 The controller refuses an agent of another version with one line naming both
 (remirror.agent.client).
 """
 
-PROTOCOL_VERSION = 5
+PROTOCOL_VERSION = 6

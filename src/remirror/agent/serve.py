@@ -178,10 +178,10 @@ class _Gate:
             return request
         if request.get("op") == "cdp" and request.get("do") == "point" and self.scope is not None:
             # Its retention is this site's own (a `keep: 0` from another site would prune it all).
+            # Nor are its hooks run at another site's word, when and as often as it asks: an
+            # application frozen from afar is an outage (its own `cdp run` runs them).
             every, keep = self.scope.retention[request["mirror"]]
-            (hooks,) = self.scope.point_hooks[request["mirror"]]  # one: the policy refused two
-            given = None if hooks is None else {"before": hooks[0], "after": hooks[1], "timeout": hooks[2]}
-            return {**request, "every": every, "keep": keep.as_json(), "hooks": given}
+            return {**request, "every": every, "keep": keep.as_json(), "hooks": None, "force": False}
         if request.get("op") != "lock":
             return request
         client = os.environ.get("SSH_CLIENT", "").split(" ")[0] or "another host"

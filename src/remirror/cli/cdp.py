@@ -133,6 +133,8 @@ def list_points(profile_path: str, mirror_name: str, leg: bool, output: str) -> 
 def point(profile_path: str, mirror_name: str, leg: bool, force: bool) -> int:
     """Take a recovery point if one is due (for a timer), then prune (as the `cdp run` daemon does)."""
     done = _ask(profile_path, mirror_name, "point", leg, force=force)
+    if done["owed_after_hook"] is not None:
+        click.echo(f"ran the after-hook an interrupted point owed (exit {done['owed_after_hook']})")
     taken = done["taken"]
     if taken is not None:
         hooks = f", hooks {taken['hooks']}" if taken["hooks"] else ""

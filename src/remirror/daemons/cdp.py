@@ -95,6 +95,8 @@ def _tick(protected: Protected, emit: Callable[[str], None]) -> None:
     done = point_and_prune(
         protected.name, protected.device, index, settings.every, settings.retention, force=False, hooks=hooks
     )
+    if done["owed_after_hook"] is not None:
+        emit(json.dumps({"event": "owed_after_hook", "mirror": name, "exit_code": done["owed_after_hook"]}))
     taken = done["taken"]
     if taken is not None:
         emit(json.dumps({

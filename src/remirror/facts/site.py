@@ -7,7 +7,8 @@ from dataclasses import dataclass, field
 from datetime import datetime, timedelta, timezone
 from typing import Any
 
-from remirror.facts.cdp import CdpPoints, ThinPoolStatus, parse_thin_pool_status
+from remirror.facts.cdp import ThinPoolStatus, parse_thin_pool_status
+from remirror.facts.cdp_index import CdpPoints
 from remirror.facts.dm import parse_cache_status, parse_dm_table
 from remirror.facts.drill import DrillRecord, Drills
 from remirror.facts.drill import record_from_json as drill_record
@@ -249,12 +250,22 @@ def site_facts(name: str, raw: dict[str, Any]) -> SiteFacts:
     )
 
 
+# The clocks believed: from 2001 to 2100 (a site's clock is a site's word, and nothing past these
+# years makes sense of a schedule's weeks), offsets as time zones have them.
+_CLOCK_RANGE = (1e9, 4.1e9)
+_OFFSET_RANGE = (-16 * 3600, 16 * 3600)
+
+
 def _local_time(clock: Any) -> datetime | None:
-    """The site's local time from its clock (seconds since the epoch, offset from UTC)."""
+    """The site's local time from its clock (seconds since the epoch, offset from UTC); None
+    for a clock that says no time we believe."""
     try:
-        zone = timezone(timedelta(seconds=float(clock["utc_offset"])))
-        return datetime.fromtimestamp(float(clock["time"]), zone)
-    except (TypeError, KeyError, ValueError, OverflowError):
+        seconds, offset = float(clock["time"]), float(clock["utc_offset"])
+        believed = _CLOCK_RANGE[0] < seconds < _CLOCK_RANGE[1]
+        if not believed or not _OFFSET_RANGE[0] <= offset <= _OFFSET_RANGE[1]:
+            return None
+        return datetime.fromtimestamp(seconds, timezone(timedelta(seconds=offset)))
+    except (TypeError, KeyError, ValueError, OverflowError, OSError):
         return None
 
 

@@ -122,14 +122,15 @@ class ResyncLimit:
 def resync_limit(
     resync_max: int | None, schedule: Mapping[str, int | None] | None, now: datetime | None
 ) -> ResyncLimit | None:
-    """What the array's limit should be at `now` (the primary's local time; None: not known, as
-    outside every window); None: remirror leaves md's limits alone (no limit, no schedule)."""
+    """What the array's limit should be at `now` (the primary's local time); None: remirror
+    leaves md's limits alone (no limit and no schedule, or a schedule and no clock: which
+    window holds is not known, and the limit as it is was set by the clock last known)."""
     if not schedule:
         return None if resync_max is None else ResyncLimit(resync_max, None, None)
+    if now is None:
+        return None
     outside = schedule.get(DEFAULT_KEY, resync_max)
     windows = [(parse_window(text), rate) for text, rate in schedule.items() if text != DEFAULT_KEY]
-    if now is None:
-        return ResyncLimit(outside, None, None)
     owners = _owners([window for window, _ in windows])
     minute = _week_minute(now)
     owner = owners[minute]

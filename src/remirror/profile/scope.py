@@ -59,9 +59,6 @@ class SiteScope:
     # A mirror's CDP retention here, (every in seconds, keep): what a `cdp point` from another
     # site is carried out with, whatever it says (a `keep: 0` would prune the history).
     retention: Mapping[str, tuple[float, Keep]] = field(default_factory=dict)
-    # ... and its hooks, (before, after, time-out), as each profile here gives them: a `cdp point`
-    # from another site runs these or none (never commands it sends), and two that differ refuse it.
-    point_hooks: Mapping[str, frozenset[PointHooks | None]] = field(default_factory=dict)
     # This site's end of each WireGuard tunnel, exactly as its profiles make it: interface ->
     # {(address/prefix, port, keepalive, {(peer's tunnel address, its endpoint or None)})}.
     tunnels: Mapping[str, frozenset[Tunnel]] = field(default_factory=dict)
@@ -83,8 +80,6 @@ class SiteScope:
 
 # (address/prefix, UDP port, keepalive, the peers' (tunnel address, endpoint)): see SiteScope.tunnels.
 Tunnel = tuple[str, int, int, frozenset[tuple[str, str | None]]]
-# A point's hooks, (before, after, time-out), as `cdp.hooks` gives them: see SiteScope.point_hooks.
-PointHooks = tuple[str | None, str | None, float]
 # A target's CHAP as its ACLs carry it: (username, the target's mutual username or ""); None: none.
 ChapNames = tuple[str, str] | None
 
@@ -136,7 +131,6 @@ def site_scope(profiles: Iterable[tuple[str, Profile]]) -> SiteScope:
     known_sites: set[str] = set()
     points: set[tuple[str, str]] = set()
     retention: dict[str, tuple[float, Keep]] = {}
-    point_hooks: dict[str, frozenset[PointHooks | None]] = {}
     tunnels: dict[str, set[Tunnel]] = {}
     targets: dict[str, TargetScope] = {}
     backstores: dict[str, frozenset[str]] = {}
@@ -170,9 +164,6 @@ def site_scope(profiles: Iterable[tuple[str, Profile]]) -> SiteScope:
                 # Two profiles naming one mirror: the longer window, the more frequent points.
                 every, keep = retention.get(mirror.name, (mirror.cdp.every, mirror.cdp.retention))
                 retention[mirror.name] = (min(every, mirror.cdp.every), keep.widest(mirror.cdp.retention))
-                hooks = mirror.cdp.hooks
-                given = (hooks.before, hooks.after, hooks.timeout) if hooks is not None else None
-                point_hooks[mirror.name] = point_hooks.get(mirror.name, frozenset()) | {given}
             if mirror.transport == "wireguard":
                 interfaces.add(interface_name(profile))
             chap = _chap_names(profile.replica_chap(mirror))
@@ -232,7 +223,6 @@ def site_scope(profiles: Iterable[tuple[str, Profile]]) -> SiteScope:
         interfaces=frozenset(interfaces),
         sites=frozenset(sites),
         retention=retention,
-        point_hooks=point_hooks,
         tunnels={name: frozenset(found) for name, found in tunnels.items()},
         targets=targets,
         backstores=backstores,
