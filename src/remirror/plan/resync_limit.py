@@ -43,7 +43,7 @@ MD_DEFAULT_FLOOR = 1000 * 1024
 def resync_limit_steps(mirror: Mirror, now: datetime | None) -> tuple[Step, ...]:
     """The limits of an array just created or assembled (its kernel name is known only on the
     site), at `now`, the primary's local time."""
-    wanted = _wanted(mirror, now)
+    wanted = _wanted(_limit(mirror, now))
     if wanted is None:
         return ()
     return tuple(SetMdAttribute(mirror.md_device, name, _kib(value)) for name, value in wanted.items())
@@ -51,8 +51,8 @@ def resync_limit_steps(mirror: Mirror, now: datetime | None) -> tuple[Step, ...]
 
 def resync_limit_actions(primary: SiteFacts, mirror: Mirror, array: MdArray) -> list[Action]:
     """The limits of a running array set to the profile's, live, if they are not."""
-    limit = resync_limit_now(mirror, primary)
-    wanted = _wanted(mirror, primary.local_time)
+    limit = _limit(mirror, primary.local_time)
+    wanted = _wanted(limit)
     if wanted is None or limit is None:
         return []
     found = {"sync_speed_max": array.sync_speed_max, "sync_speed_min": array.sync_speed_min}
@@ -74,19 +74,16 @@ def resync_limit_actions(primary: SiteFacts, mirror: Mirror, array: MdArray) -> 
     return [Action(primary.name, Verb.SET_RESYNC_LIMIT, subject, CHANGE, steps, repair=True)]
 
 
-def resync_limit_now(mirror: Mirror, primary: SiteFacts | None) -> ResyncLimit | None:
-    """The limit the profile asks for at the primary's clock (None: md's own left alone)."""
-    replication = mirror.replication
-    now = primary.local_time if primary is not None else None
-    return resync_limit(replication.resync_max, replication.schedule, now)
+def _limit(mirror: Mirror, now: datetime | None) -> ResyncLimit | None:
+    """The limit the profile asks for at `now`, the primary's clock (None: md's own left alone)."""
+    return resync_limit(mirror.replication.resync_max, mirror.replication.schedule, now)
 
 
 def _wanted(
-    mirror: Mirror, now: datetime | None
+    limit: ResyncLimit | None,
 ) -> dict[Literal["sync_speed_min", "sync_speed_max"], int | None] | None:
-    """The array's limits the profile asks for, bytes/s (the floor first: md reads both anyway);
-    None for a limit: md's system-wide one."""
-    limit = resync_limit(mirror.replication.resync_max, mirror.replication.schedule, now)
+    """The array's limits for `limit`, bytes/s (the floor first: md reads both anyway); None for
+    a limit: md's system-wide one."""
     if limit is None:
         return None
     if limit.rate is None:
