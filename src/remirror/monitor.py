@@ -9,12 +9,13 @@ keeps none of when a leg fell behind. `verify` compares the legs by digests.
 from __future__ import annotations
 
 import contextlib
+import dataclasses
 import fcntl
 import json
 import logging
 import os
 import time
-from collections.abc import Iterator, Sequence
+from collections.abc import Callable, Iterator, Sequence
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
 from pathlib import Path
@@ -26,7 +27,7 @@ from remirror.files import state_dir, write_atomically
 from remirror.health import MirrorHealth, State, assess
 from remirror.health.report import MirrorReport, report
 from remirror.health.seen import Seen
-from remirror.health.verify import Span, differing, merged, settle
+from remirror.health.verify import Span, VerifyRecord, batch_chunks, differing, merged, pause_for, settle
 from remirror.profile.model import Profile
 from remirror.profile.names import leg_device
 
@@ -106,17 +107,40 @@ def _held_file(profile: Profile) -> Iterator[None]:
 
 
 def snapshot(controller: Controller) -> tuple[list[MirrorReport], dict[str, SiteFacts | None]]:
-    """Observe every reachable site once; the mirrors' reports, and the facts they came from."""
+    """Observe every reachable site once; the mirrors' reports (with each one's last verify from
+    this host), and the facts they came from."""
     facts = controller.observe_reachable()
     profile = controller.running(facts)
     healths = [assess(profile, mirror, facts) for mirror in profile.mirrors]
     seen = record_in_sync(profile, healths)
-    return report(profile, facts, seen, time.time()), facts
+    reports = report(profile, facts, seen, time.time())
+    return [dataclasses.replace(r, verify=last_verify(profile, r.mirror)) for r in reports], facts
+
+
+def verify_file(profile: Profile, mirror: str) -> Path:
+    """Where this host keeps a mirror's last verify: beside the state file."""
+    return state_dir() / f"{profile.name}.{mirror}.verify.json"
+
+
+def record_verify(profile: Profile, record: VerifyRecord) -> None:
+    """Keep a verify's outcome for `check`, `status` and `metrics` (0644: no secret in it)."""
+    text = json.dumps(record.as_json(), indent=1, sort_keys=True) + "\n"
+    try:
+        write_atomically(verify_file(profile, record.mirror), text, 0o644)
+    except OSError as error:  # the verify's answer stands; only its memory is lost
+        log.warning("could not keep the verify of %s: %s", record.mirror, error)
+
+
+def last_verify(profile: Profile, mirror: str) -> VerifyRecord | None:
+    """The mirror's last verify from this host, if one was kept and reads."""
+    try:
+        return VerifyRecord.from_json(json.loads(verify_file(profile, mirror).read_text()))
+    except (OSError, ValueError):
+        return None
 
 
 # --- verify: compare the legs by digests -----------------------------------
 
-BATCH = 4096  # chunks per agent request: bounds the answer's size and the request's time
 PAUSES = (1.0, 3.0, 10.0)  # seconds before each re-check of chunks that differed
 
 
@@ -139,8 +163,13 @@ def verify(
     span: Span | None,
     chunk: int,
     pauses: tuple[float, ...] = PAUSES,
+    rate: float | None = None,
+    progress: Callable[[int, int], None] = lambda done, total: None,
 ) -> Verification:
-    """Hash every leg of a MIRRORED mirror on its own site and compare; re-check what differs."""
+    """Hash every leg of a MIRRORED mirror on its own site and compare; re-check what differs.
+
+    `rate`: bytes per second each site reads of its leg, on average (None: as fast as it can);
+    `progress(done, total)`: bytes compared so far (the slowest leg's) after each request."""
     profile = controller.profile
     mirror = next((m for m in profile.mirrors if m.name == mirror_name), None)
     if mirror is None:
@@ -164,13 +193,22 @@ def verify(
     chunks = span.chunks(chunk)
     before = {site: controller.clients[site].bytes_received for site in legs}
 
+    step = batch_chunks(chunk, rate)
+    read = dict.fromkeys(legs, 0)  # bytes each leg has hashed in the first round: the progress
+
     def hash_all(indexes: list[int]) -> dict[str, dict[int, str]]:
         def one_leg(site: str) -> dict[int, str]:
             found: dict[int, str] = {}
-            for start in range(0, len(indexes), BATCH):
-                batch = indexes[start : start + BATCH]
+            started, done = time.monotonic(), 0
+            for start in range(0, len(indexes), step):
+                batch = indexes[start : start + step]
                 spans = [(chunks[i].offset, chunks[i].length) for i in batch]
                 found.update(zip(batch, controller.clients[site].digests(legs[site], spans), strict=True))
+                done += sum(length for _, length in spans)
+                if len(indexes) == len(chunks):
+                    read[site] = done
+                    progress(min(read.values()), span.length)
+                time.sleep(pause_for(rate, done, time.monotonic() - started))
             return found
 
         with ThreadPoolExecutor(max_workers=len(legs)) as pool:  # every site hashes at once

@@ -25,7 +25,7 @@ from remirror.facts.cdp import INDEX_BYTES, INDEX_SLOT
 from remirror.facts.cdp_index import decode_index
 from remirror.facts.parsers import parse_data_offset
 from tests.lab.conftest import on_b, sh
-from tests.lab.mirror import LAB, md_digest, remirror
+from tests.lab.mirror import LAB, md_digest, md_sysfs, remirror
 
 MD = "/dev/md/lab2"
 VOLUME = "/dev/mapper/remirror-lab2-cdp"
@@ -85,9 +85,12 @@ def protected(tmp_path_factory: pytest.TempPathFactory) -> Iterator[str]:
     # The same mirror with a window of an hour, for the tests that take points by hand:
     # with `keep: 20s` a `cdp point` prunes what a slow test took a minute ago.
     (directory / "hour.yaml").write_text(PROFILE.replace("keep: 20s", "keep: 1h"))
-    code, out, err = remirror("apply", "--yes", str(path))
+    # `--wait`: apply returns once the initial sync is done (the mirror MIRRORED).
+    code, out, err = remirror("apply", "--yes", "--wait", "--wait-timeout", "15m", str(path))
     assert code == 0, out + err
     assert "CreateCdp" in out, out
+    assert md_sysfs("sync_action", MD) == "idle"
+    assert md_sysfs("degraded", MD) == "0"
     yield str(path)
     remirror("destroy", "--yes", str(path), "lab2", ok_codes=(0, 1))
     for disk in ("/dev/lab/a2", "/dev/lab/b2", "/dev/lab/a3"):

@@ -333,6 +333,35 @@ def test_verify_finds_exactly_the_bytes_changed_behind_md_moving_only_digests(
     assert verify("--range", "96MiB:8MiB")["mismatched"] == []
 
 
+def test_verify_holds_its_rate_and_its_outcome_is_in_status_check_and_metrics(
+    mirror: dict[str, str], record_property: Callable[[str, object], None]
+) -> None:
+    """`verify --rate`: what site B's disk reads during it, over its time, is the rate (a
+    second's reading at a time); then `status`, `check` and `metrics` say what it found."""
+    wait_in_sync()
+    rate, span = 4_000_000, 24 * MiB  # 6 s at the rate; unpaced, a second
+    first, started = probes.sectors_read("/dev/lab/b0"), time.monotonic()
+    paced = verify("--range", f"0:{span}", "--rate", "4MB/s")
+    seconds = time.monotonic() - started
+    read = (probes.sectors_read("/dev/lab/b0") - first) * 512
+    record_property("verify_paced_bytes_per_second", round(read / seconds))
+    assert paced["mismatched"] == []
+    assert paced["rate_bytes_per_second"] == rate
+    assert read >= span  # the whole range, read on the replica's own disk
+    # Held to the rate on average: no faster (a request's second of slack, and the answers'
+    # round trips, make it a little slower, never faster).
+    assert read / seconds <= rate * 1.1, (read, seconds)
+    assert seconds >= span / rate * 0.9, seconds
+    status = json.loads(remirror("status", "-o", "json", LAB)[1])["mirrors"][0]["verify"]
+    assert (status["result"], status["compared_bytes"], status["mismatched_bytes"]) == ("match", span, 0)
+    assert abs(status["finished"] - time.time()) < 120
+    _, metrics, _ = remirror("metrics", LAB)
+    assert 'remirror_verify_last_result{profile="lab",mirror="lab0"} 0' in metrics
+    assert 'remirror_verify_last_timestamp_seconds{profile="lab",mirror="lab0"} ' in metrics
+    _, said, _ = remirror("check", LAB, ok_codes=(0, 1))
+    assert "verify" not in said, said  # a verify that matched says nothing in check
+
+
 def test_verify_under_writes_reports_no_false_mismatch(mirror: dict[str, str]) -> None:
     wait_in_sync()
     with Writer(176 * MiB, 16 * MiB) as writer:

@@ -42,7 +42,13 @@ def test_the_sites_that_drill_their_replica_are_found_for_the_drill_timer() -> N
 
 def test_the_role_has_no_filter_that_rewrites_the_profile_for_a_site() -> None:
     # Every site holds the same file; a site's own copy made by rewriting it is gone.
-    assert set(filters.FilterModule().filters()) == {"points_mirrors", "drill_mirrors"}
+    assert set(filters.FilterModule().filters()) == {"points_mirrors", "drill_mirrors", "verify_mirrors"}
+
+
+def test_the_primary_sites_are_found_for_the_verify_timer() -> None:
+    profile = {**PROFILE, "mirrors": [{**m, "primary": {"site": "office"}} for m in PROFILE["mirrors"]]}
+    assert filters.verify_mirrors(profile, "office") == ["m0", "m1"]
+    assert filters.verify_mirrors(profile, "dr") == []
 
 
 def test_the_example_inventorys_profile_is_one_file_each_of_its_hosts_finds_itself_in() -> None:

@@ -315,7 +315,7 @@ def test_verify_exits_as_cmp_does(
 
     outcome: dict[str, tuple[Span, ...]] = {"mismatched": (), "busy": ()}
 
-    def verify(*_: object) -> Verification:
+    def verify(*_: object, **__: object) -> Verification:
         if not outcome:
             raise RemirrorError("site dr: unreachable: no route to host")
         return Verification("finance", Span(0, 1 << 20), 1 << 20, ("hq", "dr"), bytes_received={}, **outcome)

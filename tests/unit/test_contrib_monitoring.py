@@ -33,7 +33,7 @@ def promtool(*args: str) -> str:
 
 
 def test_prometheus_accepts_the_rules_and_they_pass_their_tests() -> None:
-    assert "SUCCESS: 14 rules found" in promtool("check", "rules", RULES.name)
+    assert "SUCCESS: 15 rules found" in promtool("check", "rules", RULES.name)
     assert "SUCCESS" in promtool("test", "rules", RULE_TESTS.name)
 
 
@@ -56,13 +56,20 @@ def panels() -> list[dict[str, Any]]:
     return found
 
 
-def test_the_dashboard_shows_state_rpo_and_out_of_sync_bytes_of_one_profile() -> None:
+def test_the_dashboard_shows_state_rpo_out_of_sync_bytes_and_verify_of_the_chosen_hosts_and_profiles() -> (
+    None
+):
     exprs = [t["expr"] for p in panels() for t in p["targets"]]
     used = {m for e in exprs for m in METRIC.findall(e)}
     assert used <= set(METRICS)
     assert {"remirror_mirror_state", "remirror_rpo_seconds", "remirror_leg_out_of_sync_bytes"} <= used
-    # Every query is of the chosen profile: two profiles on one Prometheus do not mix.
+    assert "remirror_verify_last_result" in used
+    # Every query is of the chosen hosts and profiles: an operator of many sites picks them.
     for expr in exprs:
-        assert expr.count('profile="$profile"') == len(METRIC.findall(expr)), expr
+        chosen = 'instance=~"$instance", profile=~"$profile"'
+        assert expr.count(chosen) == len(METRIC.findall(expr)), expr
+    variables = {v["name"]: v for v in json.loads(DASHBOARD.read_text())["templating"]["list"]}
+    assert variables["instance"]["multi"]
+    assert variables["profile"]["multi"]
     ids = [p["id"] for p in panels()]
     assert len(ids) == len(set(ids))

@@ -146,14 +146,24 @@ def metrics(profile_path: str | None, directory: str | None) -> int:
 
 @click.command()
 @profile_argument
-@click.argument("mirror_name", metavar="MIRROR")
+@click.argument("mirror_name", metavar="[MIRROR]", required=False)
 @click.option("--range", "span", default=None, metavar="OFFSET:LENGTH",
               help="Only this part of the mirror device, e.g. 100MiB:1MiB (default: all of it).")  # fmt: skip
 @click.option("--chunk", default="1MiB", show_default=True, metavar="SIZE",
               help="Chunk size (a multiple of 4KiB): how precise a mismatch is.")  # fmt: skip
+@click.option("--rate", default=None, metavar="RATE", envvar="REMIRROR_VERIFY_RATE",
+              help="Read each leg no faster than this, on average (`50MB/s`, `400Mbit`): the"
+              " disks' time left to the applications. Default: $REMIRROR_VERIFY_RATE, else as fast"
+              " as they go.")  # fmt: skip
 @output_option
-def verify(profile_path: str, mirror_name: str, span: str | None, chunk: str, output: str) -> int:
+def verify(
+    profile_path: str, mirror_name: str | None, span: str | None, chunk: str, rate: str | None, output: str
+) -> int:
     """Compare a mirror's legs online: each site hashes its own leg, only digests cross the link.
+
+    Without MIRROR, each of the profile's mirrors in turn (the timer's way). On a terminal a
+    progress bar shows how far it is (none in cron or with -o json). Its outcome is kept on
+    this host for `check`, `status` and `metrics`.
 
     Exit as cmp(1) does: 0 the legs match; 1 they differ (the ranges are
     printed); 2 it could not tell (a leg not in sync, chunks written during
@@ -163,21 +173,69 @@ def verify(profile_path: str, mirror_name: str, span: str | None, chunk: str, ou
     from remirror.errors import UsageError
     from remirror.health.verify import Span
     from remirror.here import load_profile_here
-    from remirror.monitor import verify as run_verify
-    from remirror.units import parse_size
+    from remirror.units import parse_rate, parse_size
 
     try:
         wanted = Span.parse(span) if span else None
         chunk_bytes = parse_size(chunk)
+        per_second = parse_rate(rate) if rate else None
     except ValueError as error:
         raise UsageError(f"verify: {error}") from None
+    if mirror_name is None and output == "json":
+        raise UsageError("verify -o json: name the mirror (one document, one mirror)")
+    if mirror_name is None and wanted is not None:
+        raise UsageError("verify --range: name the mirror it is a range of")
     profile = load_profile_here(profile_path)
-    controller = Controller(profile)
+    names = [mirror_name] if mirror_name is not None else [m.name for m in profile.mirrors]
+    code, alone = 0, mirror_name is not None
+    for name in names:
+        controller = Controller(profile)
+        try:
+            code = max(
+                code, _verify_one(profile, controller, name, wanted, chunk_bytes, per_second, output, alone)
+            )
+        finally:
+            controller.close()
+    return code
+
+
+def _verify_one(
+    profile: Any,
+    controller: Any,
+    name: str,
+    wanted: Any,
+    chunk: int,
+    rate: float | None,
+    output: str,
+    alone: bool,
+) -> int:
+    """One mirror's verify, said and kept (monitor.record_verify); its exit code. Several in a
+    row (`alone` false): one that cannot be compared (not MIRRORED) is said and kept as such,
+    and the next one is compared."""
+    from remirror.cli.output import progress_bar
+    from remirror.health.verify import RESULT_CODES, VerifyRecord
+    from remirror.monitor import record_verify
+    from remirror.monitor import verify as run_verify
+    from remirror.units import format_size
+
+    started = time.monotonic()
     try:
-        found = run_verify(controller, mirror_name, wanted, chunk_bytes)
-    finally:
-        controller.close()
+        with progress_bar(f"verify {name}", shown=output == "text") as advance:
+            found = run_verify(controller, name, wanted, chunk, rate=rate, progress=advance)
+    except RemirrorError as error:
+        if alone:
+            raise
+        click.echo(f"{name}: not compared: {error.one_line()}")
+        record_verify(profile, VerifyRecord(name, time.time(), 0.0, "cannot_tell", 0, 0, rate))
+        return VERIFY_CANNOT_TELL
     code = VERIFY_DIFFER if found.mismatched else VERIFY_CANNOT_TELL if found.busy else 0
+    result = next(word for word, value in RESULT_CODES.items() if value == code)
+    mismatched = sum(s.length for s in found.mismatched)
+    seconds = round(time.monotonic() - started, 1)
+    record_verify(
+        profile,
+        VerifyRecord(found.mirror, time.time(), seconds, result, found.span.length, mismatched, rate),
+    )
     if output == "json":
         emit_json(
             "verify",
@@ -189,16 +247,16 @@ def verify(profile_path: str, mirror_name: str, span: str | None, chunk: str, ou
                 "mismatched": [{"offset": s.offset, "length": s.length} for s in found.mismatched],
                 "busy": [{"offset": s.offset, "length": s.length} for s in found.busy],
                 "bytes_received": found.bytes_received,
+                "seconds": seconds,
+                "rate_bytes_per_second": rate,
                 "exit_code": code,
             },
         )
         return code
-    from remirror.units import format_size
-
     received = ", ".join(f"{site} {format_size(n)}" for site, n in found.bytes_received.items() if n)
     click.echo(
         f"{found.mirror}: compared {format_size(found.span.length)} from byte {found.span.offset}"
-        f" in chunks of {format_size(found.chunk)} on {', '.join(found.legs)}"
+        f" in chunks of {format_size(found.chunk)} on {', '.join(found.legs)} in {seconds:g}s"
         + (f"; answers over the link: {received}" if received else "")
     )
     for s in found.mismatched:

@@ -3,12 +3,13 @@
 from __future__ import annotations
 
 import sys
+import time
 from typing import TYPE_CHECKING
 
 import click
 
 from remirror.cli.output import emit_json, output_option, profile_argument
-from remirror.errors import Declined, DestructivePlan, UsageError
+from remirror.errors import EXIT_FAILURE, Declined, DestructivePlan, UsageError
 
 if TYPE_CHECKING:
     from collections.abc import Callable
@@ -91,14 +92,34 @@ drain_timeout_option = click.option(
 @click.option("--yes", is_flag=True, help="Do not ask before applying.")
 @click.option("--allow-destructive", is_flag=True, help="Allow writing over disks that hold data.")
 @drain_timeout_option
+@click.option("--wait", is_flag=True,
+              help="Then wait until every mirror is MIRRORED (the initial sync done), showing its"
+              " progress on a terminal.")  # fmt: skip
+@click.option("--wait-timeout", default=None, metavar="DURATION",
+              help="With --wait: give up after this long (exit 1), e.g. `2h` (default: none).")  # fmt: skip
 @output_option
-def apply(profile_path: str, yes: bool, allow_destructive: bool, drain_timeout: int, output: str) -> int:
+def apply(
+    profile_path: str,
+    yes: bool,
+    allow_destructive: bool,
+    drain_timeout: int,
+    wait: bool,
+    wait_timeout: str | None,
+    output: str,
+) -> int:
     """Make the sites match the profile: show the plan, run it, report what changed."""
     from remirror.here import record_applied
+    from remirror.units import parse_duration
 
+    try:
+        limit = parse_duration(wait_timeout) if wait_timeout is not None else None
+    except ValueError as error:
+        raise UsageError(f"apply: --wait-timeout {wait_timeout!r}: {error}") from None
+    if limit is not None and not wait:
+        raise UsageError("apply: --wait-timeout goes with --wait")
     controller, secrets, text = controller_for(profile_path, lock="apply")
     try:
-        return _carry_out(
+        code = _carry_out(
             "apply",
             lambda: _with_drain_timeout(controller.plan(secrets), drain_timeout),
             controller,
@@ -110,8 +131,41 @@ def apply(profile_path: str, yes: bool, allow_destructive: bool, drain_timeout: 
             # with, even if an action fails half-way (remirror.here.RunningProfile).
             before_changes=lambda: record_applied(controller.profile, text, profile_path),
         )
+        if code != 0 or not wait:
+            return code
+        return wait_until_mirrored(controller, limit, shown=output == "text")
     finally:
         controller.close()
+
+
+WAIT_POLL = 5.0  # seconds between looks while apply --wait waits
+
+
+def wait_until_mirrored(controller: Controller, limit: float | None, shown: bool) -> int:
+    """`apply --wait`: look at the sites until every mirror is MIRRORED (0), or `limit` seconds
+    have passed (1, saying where each one is); a resync's progress on a terminal meanwhile."""
+    from remirror.cli.output import progress_bar
+    from remirror.health import State
+    from remirror.monitor import snapshot
+
+    deadline = None if limit is None else time.monotonic() + limit
+    with progress_bar("initial sync", shown=shown) as advance:
+        while True:
+            reports, _facts = snapshot(controller)
+            behind = [r for r in reports if r.state is not State.MIRRORED]
+            if not behind:
+                break
+            syncing = [r.resync for r in behind if r.resync is not None and r.resync.total_bytes]
+            if syncing:
+                advance(sum(s.done_bytes for s in syncing), sum(s.total_bytes for s in syncing))
+            if deadline is not None and time.monotonic() > deadline:
+                where = "; ".join(f"{r.mirror} {r.state}: {r.reason}" for r in behind)
+                click.echo(f"apply --wait: not every mirror is MIRRORED yet: {where}", err=True)
+                return EXIT_FAILURE
+            time.sleep(WAIT_POLL)
+    if shown:
+        click.echo("every mirror is MIRRORED")
+    return 0
 
 
 @click.command()

@@ -9,6 +9,9 @@ a terminal.
 from __future__ import annotations
 
 import json
+import sys
+from collections.abc import Callable, Iterator
+from contextlib import contextmanager
 from typing import TYPE_CHECKING, Any
 
 import click
@@ -37,3 +40,29 @@ def emit_json(kind: str, payload: dict[str, Any]) -> None:
     """Print one JSON document with the schema version and its kind."""
     document = {"schema_version": SCHEMA_VERSION, "kind": kind, **payload}
     click.echo(json.dumps(document, indent=2, sort_keys=False))
+
+
+@contextmanager
+def progress_bar(what: str, shown: bool = True) -> Iterator[Callable[[int, int], None]]:
+    """A progress bar on stderr while the body runs, when stderr is a terminal and `shown`
+    (never in cron, a pipe or a log); what the body calls with (done, total) bytes."""
+    if not shown or not sys.stderr.isatty():
+        yield lambda done, total: None
+        return
+    from rich.console import Console
+    from rich.progress import (
+        BarColumn,
+        DownloadColumn,
+        Progress,
+        TimeRemainingColumn,
+        TransferSpeedColumn,
+    )
+
+    columns = (BarColumn(), DownloadColumn(binary_units=True), TransferSpeedColumn(), TimeRemainingColumn())
+    with Progress(f"[bold]{what}", *columns, console=Console(stderr=True), transient=True) as bar:
+        task = bar.add_task(what, total=None)
+
+        def advance(done: int, total: int) -> None:
+            bar.update(task, completed=done, total=total)
+
+        yield advance

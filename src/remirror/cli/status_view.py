@@ -31,6 +31,9 @@ def status_text(reports: list[MirrorReport], now: float, unreachable: dict[str, 
             lines.append(f"  {r.resync.action} {r.resync.percent:.1f}%{speed}{eta}")
         if r.schedule is not None:
             lines.append("  " + _schedule_text(r.schedule))
+        if r.verify is not None:
+            said = _VERIFIED[r.verify.result].format(size=format_size(r.verify.mismatched_bytes))
+            lines.append(f"  last verify {format_duration(max(0.0, now - r.verify.finished))} ago: {said}")
         if r.write_behind is not None:
             lines.append(f"  write-behind {r.write_behind} (most held: {r.write_behind_high_water})")
         if r.cdp is not None:
@@ -161,6 +164,7 @@ def status_json(r: MirrorReport) -> dict[str, Any]:
         "write_behind": r.write_behind,
         "write_behind_high_water": r.write_behind_high_water,
         "resync_max_bytes_per_second": r.resync_max,
+        "verify": r.verify.as_json() if r.verify is not None else None,
         "resync_schedule": None
         if r.schedule is None
         else {
@@ -197,6 +201,13 @@ def status_json(r: MirrorReport) -> dict[str, Any]:
             for leg in r.legs
         ],
     }
+
+
+_VERIFIED = {
+    "match": "the legs matched",
+    "differ": "{size} DIFFER between the legs (`remirror verify` says where)",
+    "cannot_tell": "it could not tell (chunks written during it, or a leg not in sync)",
+}
 
 
 def _schedule_text(limit: ResyncLimit) -> str:

@@ -27,6 +27,7 @@ from __future__ import annotations
 import math
 from collections.abc import Callable
 from dataclasses import dataclass
+from datetime import UTC, datetime
 from enum import IntEnum
 
 from remirror.health.report import CdpReport, LegReport, MirrorReport
@@ -203,6 +204,13 @@ def _mirror(report: MirrorReport, warning: Limit, critical: Limit) -> tuple[Stat
     alerts = [leg.drills.alert for leg in report.legs if leg.drills is not None and leg.drills.alert]
     if crossed_drill := next((why for level, why in alerts if level == Status.CRITICAL), None):
         return Status.CRITICAL, f"{name} {report.state}: {crossed_drill}"
+    if (verified := report.verify) is not None and verified.result == "differ":
+        when = datetime.fromtimestamp(verified.finished, UTC).strftime("%Y-%m-%d %H:%M UTC")
+        return (
+            Status.CRITICAL,
+            f"{name} {report.state}: the last verify ({when}) found {format_size(verified.mismatched_bytes)}"
+            " that differ between the legs (`remirror verify` says where; docs/status.md)",
+        )
     if report.state is State.SYNCING:
         progress = f"{report.resync.percent:.1f}% done" if report.resync else "progress unknown"
         if report.resync and report.resync.eta_seconds is not None:

@@ -16,6 +16,7 @@ from collections.abc import Iterator
 from remirror.health.drill import DrillReport
 from remirror.health.report import MirrorReport
 from remirror.health.state import IN_SYNC, State
+from remirror.health.verify import RESULT_CODES
 
 # name -> (type, help)
 METRICS = {
@@ -68,6 +69,13 @@ METRICS = {
     "remirror_drill_last_pass_timestamp_seconds": ("gauge", "When its last passing DR drill started."),
     "remirror_drill_rpo_seconds": ("gauge", "The last passing drill's point age when it began (its RPO)."),
     "remirror_drill_rto_seconds": ("gauge", "The last passing drill's time until its checks passed (RTO)."),
+    "remirror_verify_last_result": (
+        "gauge",
+        "The last verify from this host: 0 the legs matched, 1 they differed, 2 it could not tell.",
+    ),
+    "remirror_verify_last_timestamp_seconds": ("gauge", "When the last verify from this host finished."),
+    "remirror_verify_last_mismatched_bytes": ("gauge", "Bytes the last verify found different between legs."),
+    "remirror_verify_last_duration_seconds": ("gauge", "How long the last verify took."),
     "remirror_check_timestamp_seconds": ("gauge", "When these metrics were gathered (unix time)."),
     "remirror_build_info": ("gauge", "Always 1: the version of remirror that wrote these metrics."),
 }
@@ -128,6 +136,11 @@ def _samples(
         yield "remirror_writes_held", mirror, float(r.writes_held)
         yield "remirror_write_behind_limit", mirror, r.write_behind
         yield "remirror_write_behind_high_water", mirror, r.write_behind_high_water
+        if r.verify is not None:
+            yield "remirror_verify_last_result", mirror, float(RESULT_CODES[r.verify.result])
+            yield "remirror_verify_last_timestamp_seconds", mirror, r.verify.finished
+            yield "remirror_verify_last_mismatched_bytes", mirror, float(r.verify.mismatched_bytes)
+            yield "remirror_verify_last_duration_seconds", mirror, r.verify.seconds
         if r.cdp is not None:
             yield "remirror_cdp_points", mirror, r.cdp.points
             yield "remirror_cdp_newest_point_age_seconds", mirror, r.cdp.newest_age_seconds

@@ -44,6 +44,7 @@ from remirror.facts.site import SiteFacts
 from remirror.health.drill import DrillReport, leg_drills
 from remirror.health.seen import Seen
 from remirror.health.state import IN_SYNC, INCOMPLETE, LegHealth, State, assess
+from remirror.health.verify import VerifyRecord
 from remirror.profile.layers import Cdp, Points
 from remirror.profile.model import DERIVED_IQN_PREFIX, Mirror, Profile, scheduled_limit
 from remirror.profile.names import array_uuid, cache_name, leg_device, points_key
@@ -143,6 +144,7 @@ class MirrorReport:
     write_behind_high_water: int | None = None  # the most writes md held behind at once
     resync_max: int | None = None  # bytes/s the array's resyncs are held to; None: the system's
     schedule: ResyncLimit | None = None  # with `replication.schedule`: its limit now, and until when
+    verify: VerifyRecord | None = None  # the last `remirror verify` from this host (monitor.py)
     cdp: CdpReport | None = None  # mirrors with `cdp`
     primary: str = ""  # the site running it now (a promotion moves it: docs/failover.md)
     notes: tuple[str, ...] = ()  # what an operator should know though the mirror works (a WARNING)

@@ -13,6 +13,7 @@ from __future__ import annotations
 
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
+from typing import Any, Literal
 
 from remirror.units import parse_size
 
@@ -97,3 +98,66 @@ def settle(primary: str, rounds: Sequence[Mapping[str, Mapping[int, str]]]) -> S
         else:
             mismatched.append(index)
     return Settled(tuple(mismatched), tuple(busy))
+
+
+BATCH = 4096  # chunks per agent request: bounds the answer's size and the request's time
+
+
+def batch_chunks(chunk: int, rate: float | None) -> int:
+    """Chunks per digest request: BATCH, or about a second's reading at `rate` (bytes per second
+    per leg), so that a paced verify reads in small steps rather than bursts of gigabytes."""
+    return BATCH if rate is None else max(1, min(BATCH, int(rate // chunk)))
+
+
+def pause_for(rate: float | None, done: int, elapsed: float) -> float:
+    """Seconds to wait so that `done` bytes read in `elapsed` seconds hold to `rate` on average."""
+    return 0.0 if rate is None else max(0.0, done / rate - elapsed)
+
+
+Result = Literal["match", "differ", "cannot_tell"]
+RESULT_CODES: dict[Result, int] = {"match": 0, "differ": 1, "cannot_tell": 2}  # verify's exit codes
+
+
+@dataclass(frozen=True)
+class VerifyRecord:
+    """The last `remirror verify` of a mirror from this host: what `check`, `status` and
+    `metrics` say of it (a difference found stays CRITICAL until a verify finds none)."""
+
+    mirror: str
+    finished: float  # epoch seconds
+    seconds: float
+    result: Result
+    compared_bytes: int
+    mismatched_bytes: int
+    rate: float | None  # the --rate it was held to, bytes/s per leg
+
+    def as_json(self) -> dict[str, Any]:
+        return {
+            "mirror": self.mirror,
+            "finished": self.finished,
+            "seconds": self.seconds,
+            "result": self.result,
+            "compared_bytes": self.compared_bytes,
+            "mismatched_bytes": self.mismatched_bytes,
+            "rate": self.rate,
+        }
+
+    @classmethod
+    def from_json(cls, body: Any) -> VerifyRecord | None:
+        """A record as the file holds it; None for one that does not read as one."""
+        try:
+            result = body["result"]
+            if result not in RESULT_CODES:
+                return None
+            rate = None if body["rate"] is None else float(body["rate"])
+            return cls(
+                str(body["mirror"]),
+                float(body["finished"]),
+                float(body["seconds"]),
+                result,
+                int(body["compared_bytes"]),
+                int(body["mismatched_bytes"]),
+                rate,
+            )
+        except (TypeError, KeyError, ValueError):
+            return None

@@ -76,6 +76,12 @@ def wait_idle(device: str, timeout: float) -> float:
     return time.monotonic() - started
 
 
+def sectors_read(device: str) -> int:
+    """Sectors read from a block device since boot (its sysfs stat, field 3)."""
+    kernel = Path(device).resolve().name
+    return int(Path(f"/sys/class/block/{kernel}/stat").read_text().split()[2])
+
+
 def sectors_written(device: str) -> int:
     """Sectors written to a block device since boot (its sysfs stat, field 7)."""
     kernel = Path(device).resolve().name

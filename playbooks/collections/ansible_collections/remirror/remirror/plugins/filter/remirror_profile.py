@@ -30,11 +30,22 @@ def drill_mirrors(profile: Mapping[str, Any], site: str) -> list[str]:
     ]
 
 
+def verify_mirrors(profile: Mapping[str, Any], site: str) -> list[str]:
+    """The mirrors whose primary is `site`: that site compares their legs on its timer
+    (`remirror verify`, docs/status.md)."""
+    return [
+        str(mirror.get("name"))
+        for mirror in profile.get("mirrors") or []
+        if (mirror.get("primary") or {}).get("site") == site
+    ]
+
+
 class FilterModule:
-    """remirror.remirror.points_mirrors and remirror.remirror.drill_mirrors."""
+    """remirror.remirror.points_mirrors, drill_mirrors and verify_mirrors."""
 
     def filters(self) -> dict[str, Any]:
         return {
             "points_mirrors": points_mirrors,
             "drill_mirrors": drill_mirrors,
+            "verify_mirrors": verify_mirrors,
         }
