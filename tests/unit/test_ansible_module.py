@@ -128,6 +128,7 @@ def test_every_site_is_prepared_before_any_apply_and_a_failed_one_ends_the_run()
         "deploy.yml",
         "points.yml",
         "drills.yml",
+        "verify.yml",  # where a mirror's primary is: the monthly verify
         "boot.yml",  # every site's remirror-start@: a DR site makes its export again at boot
     ]
 

@@ -213,7 +213,7 @@ def test_the_shipped_units_are_hardened_and_do_not_restart_on_a_bad_profile() ->
     """systemd.exec hardening on every unit; a daemon's exit 3 (bad profile or flag) ends its restarts;
     the units that reach other sites over SSH can still read root's ~/.ssh."""
     units = sorted((REPO / "contrib" / "systemd").glob("*.service"))
-    assert len(units) == 6
+    assert len(units) == 7
     for unit in units:
         settings = dict(
             line.split("=", 1)
@@ -223,7 +223,7 @@ def test_the_shipped_units_are_hardened_and_do_not_restart_on_a_bad_profile() ->
         for key in ("NoNewPrivileges", "PrivateTmp", "ProtectControlGroups", "RestrictSUIDSGID"):
             assert settings.get(key) == "yes", (unit.name, key)
         assert settings["RestrictAddressFamilies"] == "AF_UNIX AF_INET AF_INET6 AF_NETLINK", unit.name
-        remote = any(verb in unit.name for verb in ("watch", "check", "start"))
+        remote = any(verb in unit.name for verb in ("watch", "check", "start", "verify"))
         assert settings["ProtectHome"] == ("read-only" if remote else "yes"), unit.name
         if settings.get("Type") == "notify":  # the daemons
             assert settings["Restart"] == "on-failure", unit.name
