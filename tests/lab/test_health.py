@@ -337,11 +337,12 @@ def test_verify_holds_its_rate_and_its_outcome_is_in_status_check_and_metrics(
     mirror: dict[str, str], record_property: Callable[[str, object], None]
 ) -> None:
     """`verify --rate`: what site B's disk reads during it, over its time, is the rate (a
-    second's reading at a time); then `status`, `check` and `metrics` say what it found."""
+    second's reading at a time); then `status`, `check` and `metrics` say what it found, and a
+    verify of a range after it leaves that alone."""
     wait_in_sync()
-    rate, span = 4_000_000, 24 * MiB  # 6 s at the rate; unpaced, a second
+    rate, span = 40_000_000, int(sh("blockdev", "--getsize64", MD).stdout)  # 6.6 s at the rate
     first, started = probes.sectors_read("/dev/lab/b0"), time.monotonic()
-    paced = verify("--range", f"0:{span}", "--rate", "4MB/s")
+    paced = verify("--rate", "40MB/s")
     seconds = time.monotonic() - started
     read = (probes.sectors_read("/dev/lab/b0") - first) * 512
     record_property("verify_paced_bytes_per_second", round(read / seconds))
@@ -360,6 +361,8 @@ def test_verify_holds_its_rate_and_its_outcome_is_in_status_check_and_metrics(
     assert 'remirror_verify_last_timestamp_seconds{profile="lab",mirror="lab0"} ' in metrics
     _, said, _ = remirror("check", LAB, ok_codes=(0, 1))
     assert "verify" not in said, said  # a verify that matched says nothing in check
+    verify("--range", "0:4MiB")
+    assert json.loads(remirror("status", "-o", "json", LAB)[1])["mirrors"][0]["verify"] == status
 
 
 def test_verify_under_writes_reports_no_false_mismatch(mirror: dict[str, str]) -> None:

@@ -200,6 +200,10 @@ def test_verify_without_a_mirror_compares_each_and_a_json_document_names_one(
 
     profile = load_profile(TWO_SITE)
     assert [last_verify(profile, m).result for m in ("finance", "mail")] == ["match", "cannot_tell"]  # type: ignore[union-attr]
+    # A range that matches says nothing of the rest: the whole mirror's outcome stays.
+    kept = last_verify(profile, "finance")
+    assert run(capsys, "verify", TWO_SITE, "finance", "--range", "0:4KiB")[0] == 0
+    assert last_verify(profile, "finance") == kept
     assert run(capsys, "verify", "-o", "json", TWO_SITE)[0] == 3
     code, out, _ = run(capsys, "verify", "-o", "json", TWO_SITE, "finance", "--rate", "6MB/s")
     assert json.loads(out)["rate_bytes_per_second"] == 6e6

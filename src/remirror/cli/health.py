@@ -162,8 +162,8 @@ def verify(
     """Compare a mirror's legs online: each site hashes its own leg, only digests cross the link.
 
     Without MIRROR, each of the profile's mirrors in turn (the timer's way). On a terminal a
-    progress bar shows how far it is (none in cron or with -o json). Its outcome is kept on
-    this host for `check`, `status` and `metrics`.
+    progress bar shows how far it is (none in cron or with -o json). What a verify of the whole
+    mirror found is kept on this host for `check`, `status` and `metrics`.
 
     Exit as cmp(1) does: 0 the legs match; 1 they differ (the ranges are
     printed); 2 it could not tell (a leg not in sync, chunks written during
@@ -209,9 +209,10 @@ def _verify_one(
     output: str,
     alone: bool,
 ) -> int:
-    """One mirror's verify, said and kept (monitor.record_verify); its exit code. Several in a
-    row (`alone` false): one that cannot be compared (not MIRRORED) is said and kept as such,
-    and the next one is compared."""
+    """One mirror's verify, said, and kept when it compared the whole mirror
+    (monitor.record_verify: a range that matched must not clear a difference found elsewhere);
+    its exit code. Several in a row (`alone` false): one that cannot be compared (not MIRRORED)
+    is said and kept as such, and the next one is compared."""
     from remirror.cli.output import progress_bar
     from remirror.health.verify import RESULT_CODES, VerifyRecord
     from remirror.monitor import record_verify
@@ -232,10 +233,9 @@ def _verify_one(
     result = next(word for word, value in RESULT_CODES.items() if value == code)
     mismatched = sum(s.length for s in found.mismatched)
     seconds = round(time.monotonic() - started, 1)
-    record_verify(
-        profile,
-        VerifyRecord(found.mirror, time.time(), seconds, result, found.span.length, mismatched, rate),
-    )
+    if wanted is None:  # the whole mirror: a range that matches says nothing of the rest
+        kept = VerifyRecord(found.mirror, time.time(), seconds, result, found.span.length, mismatched, rate)
+        record_verify(profile, kept)
     if output == "json":
         emit_json(
             "verify",
