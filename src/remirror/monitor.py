@@ -123,12 +123,23 @@ def verify_file(profile: Profile, mirror: str) -> Path:
 
 
 def record_verify(profile: Profile, record: VerifyRecord) -> None:
-    """Keep a verify's outcome for `check`, `status` and `metrics` (0644: no secret in it)."""
+    """Keep a verify's outcome for `check`, `status` and `metrics` (0644: no secret in it). A
+    difference found stays until a verify finds the legs match: one that could not tell (the
+    mirror resyncing when the timer came) repaired nothing."""
+    kept = last_verify(profile, record.mirror)
+    if kept is not None and kept.result == "differ" and record.result != "match":
+        return
     text = json.dumps(record.as_json(), indent=1, sort_keys=True) + "\n"
     try:
         write_atomically(verify_file(profile, record.mirror), text, 0o644)
     except OSError as error:  # the verify's answer stands; only its memory is lost
         log.warning("could not keep the verify of %s: %s", record.mirror, error)
+
+
+def forget_verify(profile: Profile, mirror: str) -> None:
+    """The mirror is gone (`destroy`): one built again under its name starts with no verify."""
+    with contextlib.suppress(OSError):
+        verify_file(profile, mirror).unlink(missing_ok=True)
 
 
 def last_verify(profile: Profile, mirror: str) -> VerifyRecord | None:
@@ -196,7 +207,7 @@ def verify(
     step = batch_chunks(chunk, rate)
     read = dict.fromkeys(legs, 0)  # bytes each leg has hashed in the first round: the progress
 
-    def hash_all(indexes: list[int]) -> dict[str, dict[int, str]]:
+    def hash_all(indexes: list[int], first: bool = False) -> dict[str, dict[int, str]]:
         def one_leg(site: str) -> dict[int, str]:
             found: dict[int, str] = {}
             started, done = time.monotonic(), 0
@@ -205,7 +216,7 @@ def verify(
                 spans = [(chunks[i].offset, chunks[i].length) for i in batch]
                 found.update(zip(batch, controller.clients[site].digests(legs[site], spans), strict=True))
                 done += sum(length for _, length in spans)
-                if len(indexes) == len(chunks):
+                if first:  # the re-checks of what differed are not the comparison's progress
                     read[site] = done
                     progress(min(read.values()), span.length)
                 time.sleep(pause_for(rate, done, time.monotonic() - started))
@@ -215,7 +226,7 @@ def verify(
             futures = {site: pool.submit(one_leg, site) for site in legs}
             return {site: future.result() for site, future in futures.items()}
 
-    first = hash_all(list(range(len(chunks))))
+    first = hash_all(list(range(len(chunks))), first=True)
     suspects = differing({site: [digests[i] for i in range(len(chunks))] for site, digests in first.items()})
     rounds = [{site: {i: digests[i] for i in suspects} for site, digests in first.items()}]
     for pause in pauses:

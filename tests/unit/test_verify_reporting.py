@@ -110,6 +110,15 @@ def test_the_last_verify_is_kept_and_read_back_and_a_bad_file_is_none(tmp_path: 
     monitor.record_verify(SYNC, DIFFERED)
     assert monitor.last_verify(SYNC, "m0") == DIFFERED
     assert oct(monitor.verify_file(SYNC, "m0").stat().st_mode & 0o777) == "0o644"
+    # A difference stays until a verify finds the legs match: one that could not tell (the
+    # mirror resyncing when the timer came) repaired nothing.
+    monitor.record_verify(SYNC, dataclasses.replace(DIFFERED, finished=NOW, result="cannot_tell"))
+    assert monitor.last_verify(SYNC, "m0") == DIFFERED
+    matched = dataclasses.replace(DIFFERED, finished=NOW, result="match", mismatched_bytes=0)
+    monitor.record_verify(SYNC, matched)
+    assert monitor.last_verify(SYNC, "m0") == matched
+    monitor.forget_verify(SYNC, "m0")  # destroy: a mirror built again under the name starts afresh
+    assert monitor.last_verify(SYNC, "m0") is None
     monitor.verify_file(SYNC, "m0").write_text('{"result": "fine"}')
     assert monitor.last_verify(SYNC, "m0") is None
     assert monitor.last_verify(SYNC, "nothing") is None
@@ -165,6 +174,10 @@ def test_apply_wait_waits_for_mirrored_and_gives_up_at_its_time(monkeypatch: pyt
     # A time-out: exit 1, saying where each mirror is.
     monkeypatch.setattr(monitor, "snapshot", lambda controller: ([syncing], {}))
     assert mirror.wait_until_mirrored(object(), 10.0, shown=False) == 1  # type: ignore[arg-type]
+    # A state no mirror leaves by itself: said at once, no time-out needed.
+    split = dataclasses.replace(mirrored, state=State.SPLIT_BRAIN, reason="both legs took writes")
+    monkeypatch.setattr(monitor, "snapshot", lambda controller: ([split], {}))
+    assert mirror.wait_until_mirrored(object(), None, shown=False) == 1  # type: ignore[arg-type]
 
 
 def test_verify_without_a_mirror_compares_each_and_a_json_document_names_one(
@@ -186,7 +199,9 @@ def test_verify_without_a_mirror_compares_each_and_a_json_document_names_one(
         asked.append((name, rate))
         if name == "mail":
             raise RemirrorError("mail is SYNCING: md is running recover: verify compares legs in sync")
-        return Verification(name, Span(0, MiB), MiB, ("hq", "dr"), (), (), {})
+        return Verification(name, Span(0, MiB), MiB, ("hq", "dr"), differing, (), {})
+
+    differing: tuple[Span, ...] = ()
 
     monkeypatch.setattr("remirror.controller.Controller", Controller)
     monkeypatch.setattr("remirror.monitor.verify", verify)
@@ -205,5 +220,8 @@ def test_verify_without_a_mirror_compares_each_and_a_json_document_names_one(
     assert run(capsys, "verify", TWO_SITE, "finance", "--range", "0:4KiB")[0] == 0
     assert last_verify(profile, "finance") == kept
     assert run(capsys, "verify", "-o", "json", TWO_SITE)[0] == 3
+    # One mirror differs, the other could not tell: the difference is the answer.
+    differing = (Span(0, 4096),)
+    assert run(capsys, "verify", TWO_SITE)[0] == VERIFY_DIFFER
     code, out, _ = run(capsys, "verify", "-o", "json", TWO_SITE, "finance", "--rate", "6MB/s")
     assert json.loads(out)["rate_bytes_per_second"] == 6e6

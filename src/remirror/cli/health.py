@@ -161,7 +161,7 @@ def verify(
 ) -> int:
     """Compare a mirror's legs online: each site hashes its own leg, only digests cross the link.
 
-    Without MIRROR, each of the profile's mirrors in turn (the timer's way). On a terminal a
+    Without MIRROR, each of the mirrors whose primary is this host, in turn (the timer's way). On a terminal a
     progress bar shows how far it is (none in cron or with -o json). What a verify of the whole
     mirror found is kept on this host for `check`, `status` and `metrics`.
 
@@ -186,16 +186,19 @@ def verify(
     if mirror_name is None and wanted is not None:
         raise UsageError("verify --range: name the mirror it is a range of")
     profile = load_profile_here(profile_path)
-    names = [mirror_name] if mirror_name is not None else [m.name for m in profile.mirrors]
+    # Without MIRROR, the mirrors whose primary is this host (the timer's): a profile whose
+    # mirrors have primaries at several sites has each verified once, by its own primary.
+    here = [m.name for m in profile.mirrors if profile.sites[m.primary.site].is_local]
+    names = [mirror_name] if mirror_name is not None else here
     code, alone = 0, mirror_name is not None
     for name in names:
         controller = Controller(profile)
         try:
-            code = max(
-                code, _verify_one(profile, controller, name, wanted, chunk_bytes, per_second, output, alone)
-            )
+            found = _verify_one(profile, controller, name, wanted, chunk_bytes, per_second, output, alone)
         finally:
             controller.close()
+        # A difference found is the answer, whatever another mirror could not tell.
+        code = VERIFY_DIFFER if VERIFY_DIFFER in (code, found) else max(code, found)
     return code
 
 

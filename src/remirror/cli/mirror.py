@@ -131,19 +131,28 @@ def apply(
             # with, even if an action fails half-way (remirror.here.RunningProfile).
             before_changes=lambda: record_applied(controller.profile, text, profile_path),
         )
-        if code != 0 or not wait:
-            return code
-        return wait_until_mirrored(controller, limit, shown=output == "text")
     finally:
-        controller.close()
+        controller.close()  # the sites' locks let go: the reconciler repairs while apply waits
+    if code != 0 or not wait:
+        return code
+    from remirror.controller import Controller
+
+    watching = Controller(controller.profile)  # no lock: it only looks, as `status` does
+    try:
+        return wait_until_mirrored(watching, limit, shown=output == "text")
+    finally:
+        watching.close()
 
 
 WAIT_POLL = 5.0  # seconds between looks while apply --wait waits
+# States no mirror leaves by itself: waiting for MIRRORED from them is waiting forever.
+STUCK = ("SPLIT_BRAIN", "DEFUNCT", "LOCAL_DEFUNCT", "ABSENT")
 
 
 def wait_until_mirrored(controller: Controller, limit: float | None, shown: bool) -> int:
     """`apply --wait`: look at the sites until every mirror is MIRRORED (0), or `limit` seconds
-    have passed (1, saying where each one is); a resync's progress on a terminal meanwhile."""
+    have passed, or a mirror is in a state it does not leave by itself (1, saying where each
+    one is); a resync's progress on a terminal meanwhile."""
     from remirror.cli.output import progress_bar
     from remirror.health import State
     from remirror.monitor import snapshot
@@ -158,9 +167,10 @@ def wait_until_mirrored(controller: Controller, limit: float | None, shown: bool
             syncing = [r.resync for r in behind if r.resync is not None and r.resync.total_bytes]
             if syncing:
                 advance(sum(s.done_bytes for s in syncing), sum(s.total_bytes for s in syncing))
-            if deadline is not None and time.monotonic() > deadline:
+            stuck = any(r.state.value in STUCK for r in behind)
+            if stuck or (deadline is not None and time.monotonic() > deadline):
                 where = "; ".join(f"{r.mirror} {r.state}: {r.reason}" for r in behind)
-                click.echo(f"apply --wait: not every mirror is MIRRORED yet: {where}", err=True)
+                click.echo(f"apply --wait: not every mirror is MIRRORED: {where}", err=True)
                 return EXIT_FAILURE
             time.sleep(WAIT_POLL)
     if shown:
@@ -232,7 +242,7 @@ def destroy(
         return 0
     controller = Controller(profile, lock="destroy")
     try:
-        return _carry_out(
+        code = _carry_out(
             "destroy",
             lambda: _with_drain_timeout(controller.teardown(mirror), drain_timeout),
             controller,
@@ -242,6 +252,11 @@ def destroy(
         )
     finally:
         controller.close()
+    if code == 0:
+        from remirror.monitor import forget_verify
+
+        forget_verify(profile, mirror.name)  # a mirror built again under its name starts afresh
+    return code
 
 
 def confirm(command: str, question: str) -> None:
