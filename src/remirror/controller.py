@@ -23,6 +23,7 @@ from remirror.files import write_private_once
 from remirror.plan import Action, Plan, make_plan, make_teardown
 from remirror.plan.cdp import volume_path
 from remirror.plan.distinct import refuse_names_for_the_same_thing
+from remirror.plan.seed import CatchUpSeed
 from remirror.plan.start import make_start, promoted_elsewhere
 from remirror.profile.model import Mirror, Profile
 from remirror.profile.names import cache_name, points_volume, replica_path
@@ -36,6 +37,11 @@ MIN_SECRET, MAX_SECRET = 12, 255  # CHAP: RFC 3720 wants 96 bits at least; LIO t
 def _every_way_run(mirror: Mirror) -> list[Mirror]:
     """The mirror run by its home primary, then by each replica site (after a promotion)."""
     return [mirror, *(as_run(mirror, r.site) for r in mirror.replicas)]
+
+
+def _carried_out_here(action: Action) -> bool:
+    """An action of the controller's own (a seed's catch-up), not sent to a site as steps."""
+    return any(isinstance(step, CatchUpSeed) for step in action.steps)
 
 
 class ApplyError(RemirrorError):
@@ -299,8 +305,16 @@ class Controller:
         actions = list(plan.actions)
         while index < len(actions):
             site = actions[index].site
+            if _carried_out_here(actions[index]):
+                outcomes.append(self._catch_up(actions[index], say, tuple(outcomes)))
+                index += 1
+                continue
             batch = [actions[index]]
-            while index + len(batch) < len(actions) and actions[index + len(batch)].site == site:
+            while (
+                index + len(batch) < len(actions)
+                and actions[index + len(batch)].site == site
+                and not _carried_out_here(actions[index + len(batch)])
+            ):
                 batch.append(actions[index + len(batch)])
             # The agent boundary: typed steps become the JSON objects the agent reads.
             steps = [step.as_dict() for action in batch for step in action.steps]
@@ -320,6 +334,22 @@ class Controller:
                 say(f"done: {action.line()}")
             index += len(batch)
         return outcomes
+
+    def _catch_up(self, action: Action, say: Callable[[str], None], done: tuple[Outcome, ...]) -> Outcome:
+        """A seed's catch-up: the controller hashes both sites' legs and has the primary copy
+        what differs (remirror.catch_up), where no one site could."""
+        from remirror.catch_up import catch_up
+
+        step = next(s for s in action.steps if isinstance(s, CatchUpSeed))
+        try:
+            caught = catch_up(self, action.site, step)
+        except RemirrorError as error:
+            why = error.one_line()
+            failed = Outcome(action, False, why)
+            message = f"{action.site}: {action.verb} {action.subject}: {why}"
+            raise ApplyError(message, (*done, failed)) from None
+        say(f"done: {action.line()}: {caught.describe()}")
+        return Outcome(action, True)
 
     def cdp(self, site: str, request: dict[str, Any]) -> dict[str, Any]:
         """A `remirror cdp` request (remirror.agent.cdp_requests) to `site`, which must be this host:

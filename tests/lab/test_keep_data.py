@@ -24,13 +24,13 @@ MOUNT = "/run/remirror-kept"  # the lab's / is read-only
 FILES = {"ledger.db": 3 * MiB + 512, "letters/2026-11.txt": 4000, "scans/invoice.pdf": 9 * MiB}
 
 
-def checksums(*mount: str, site_b: bool = False) -> dict[str, str]:
-    """sha256 of each of FILES in a file system mounted (read-only) at MOUNT by `mount`."""
+def checksums(*mount: str, site_b: bool = False, names: tuple[str, ...] = tuple(FILES)) -> dict[str, str]:
+    """sha256 of each of `names` in a file system mounted (read-only) at MOUNT by `mount`."""
     run = on_b if site_b else sh
     run("mkdir", "-p", MOUNT)
     run("mount", *mount, MOUNT)
     try:
-        out = run("sha256sum", *(f"{MOUNT}/{name}" for name in FILES)).stdout
+        out = run("sha256sum", *(f"{MOUNT}/{name}" for name in names)).stdout
     finally:
         run("umount", MOUNT)
     return {line.split()[1].removeprefix(f"{MOUNT}/"): line.split()[0] for line in out.splitlines()}

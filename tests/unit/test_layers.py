@@ -37,6 +37,7 @@ ABOVE_CORE = {
     "remirror.systemd",
     "remirror.failover",
     "remirror.monitor",
+    "remirror.catch_up",
     "remirror.drill",
     "remirror.controller",
     "remirror.files",

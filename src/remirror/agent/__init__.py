@@ -3,7 +3,8 @@
 A request is a JSON object: `{"op": "observe", "disks": [...]}`,
 `{"op": "run", "steps": [...]}`, `{"op": "digest", "disk": ..., "spans":
 [...]}`, `{"op": "cdp", "do": ...}` (a `remirror cdp` verb,
-remirror.agent.cdp_requests), `{"op": "lock"|"unlock", "name": "site", ...}` (held for as long
+remirror.agent.cdp_requests), `{"op": "seed", "do": ...}` (`remirror seed`, only from the site's
+own controller: remirror.agent.seed), `{"op": "lock"|"unlock", "name": "site", ...}` (held for as long
 as the agent runs, remirror.agent.lock), or `remirror estimate`'s `{"op": "block_stats",
 "devices": [...]}` and `{"op": "sink", "data": "..."}` (a timed transfer that measures the
 link; the data is dropped); the answer is a JSON object. The local site calls `handle`
@@ -72,6 +73,10 @@ def _answer(request: dict[str, Any]) -> dict[str, Any]:
         return {"protocol": PROTOCOL_VERSION, "stats": block_stats(list(request.get("devices", [])))}
     if op == "sink":
         return {"protocol": PROTOCOL_VERSION, "received": len(str(request.get("data", "")))}
+    if op == "seed":
+        from remirror.agent.seed import answer as seed_answer  # an operator's, at the site
+
+        return {"protocol": PROTOCOL_VERSION, **seed_answer(request)}
     if op == "cdp":
         from remirror.agent.cdp_requests import answer  # only the primary's verbs need it
 

@@ -20,6 +20,9 @@ if TYPE_CHECKING:
     from remirror.runner.ssh import SshRunner, SshStream
 
 AGENT_TIMEOUT = 600.0
+# The steps that say how long they take: a whole disk read (prove_blank), bytes across the link
+# (copy_spans). The controller waits for them beyond AGENT_TIMEOUT.
+TIMED_STEPS = ("prove_blank", "copy_spans")
 # How long an agent has to answer a request it answers at once (a kept agent's round trip
 # before it is taken up again, an unlock): well under a second over a working link; a link that
 # black-holes it costs this, then the agent is dropped (it ends, and its locks with it) and a new
@@ -322,9 +325,11 @@ class AgentClient:
         facts: dict[str, Any] = self.request(request)["facts"]
         return facts
 
-    def digests(self, disk: str, spans: list[tuple[int, int]]) -> list[str]:
-        """A digest of each (offset, length) of the mirror's data on this site's leg `disk`."""
-        answer = self.request({"op": "digest", "disk": disk, "spans": [list(s) for s in spans]})
+    def digests(self, disk: str, spans: list[tuple[int, int]], raw: bool = False) -> list[str]:
+        """A digest of each (offset, length) of the mirror's data on this site's leg `disk`
+        (`raw`: of the disk from its byte 0, where no array is made over it yet)."""
+        request = {"op": "digest", "disk": disk, "spans": [list(s) for s in spans]}
+        answer = self.request({**request, "raw": True} if raw else request)
         found: list[str] = answer["digests"]
         return found
 
@@ -364,7 +369,7 @@ class AgentClient:
         """Run steps; one result per step attempted. The wait for the answer covers the steps
         that say how long they take (a whole disk read), beyond the usual limit."""
         secrets = [s for step in steps for s in step.get("secrets", [])]
-        timeout = max(AGENT_TIMEOUT, sum(float(s["timeout"]) for s in steps if s["kind"] == "prove_blank"))
+        timeout = max(AGENT_TIMEOUT, sum(float(s["timeout"]) for s in steps if s["kind"] in TIMED_STEPS))
         answer = self.request({"op": "run", "steps": steps}, secrets, timeout)
         results: list[dict[str, Any]] = answer["results"]
         return results

@@ -30,9 +30,11 @@ def data_offset(disk: str) -> int:
 
 
 def digests(request: dict[str, Any]) -> dict[str, Any]:
-    """`{"disk", "spans": [[offset, length], ...]}` -> one hex digest per span."""
+    """`{"disk", "spans": [[offset, length], ...], "raw"}` -> one hex digest per span: of the
+    mirror's data on a leg, or (`raw`) of the disk from its byte 0: a seed's catch-up compares
+    legs before the array is made over them (remirror.catch_up)."""
     disk = request["disk"]
-    base = data_offset(disk)
+    base = 0 if request.get("raw") is True else data_offset(disk)
     spans = [(int(offset), int(length)) for offset, length in request["spans"]]
     largest = max((length for _, length in spans), default=0)
     buffer = mmap.mmap(-1, max(largest, mmap.PAGESIZE))  # page-aligned, as O_DIRECT wants

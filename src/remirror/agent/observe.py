@@ -16,7 +16,7 @@ from datetime import datetime
 from pathlib import Path
 from typing import Any
 
-from remirror.agent import drill_records, observe_lio, wireguard
+from remirror.agent import drill_records, observe_lio, seed, wireguard
 from remirror.agent.cdp import read_index
 from remirror.agent.direct import read_direct
 from remirror.agent.generations import read_record
@@ -68,7 +68,15 @@ def observe(
         "dm": _dm_devices(),
         "wireguard": wireguard.observe(),
         "drills": drill_records.read_records(),
+        "seeds": seed.read_records(),
     }
+
+
+def observe_disk(path: str) -> dict[str, Any]:
+    """One disk as `observe` sees it, its head and leg record read: what `remirror seed`
+    decides from before it reads or writes the disk."""
+    found: dict[str, Any] = _disks([path], {path}, {path})[path]
+    return found
 
 
 def _clock() -> dict[str, float]:

@@ -122,7 +122,7 @@ class Checker:
         op = request.get("op")
         checks: dict[Any, Callable[[dict[str, Any]], None]] = {
             "observe": self._observe,
-            "digest": lambda r: self.readable(r.get("disk")),
+            "digest": self._digest,
             "block_stats": lambda r: self.each(self.readable, r.get("devices", [])),
             "lock": self._lock,
             "unlock": lambda r: self._lock_name(r.get("name")),
@@ -130,9 +130,17 @@ class Checker:
             "cdp": self._cdp,
             "run": lambda r: self.each(self.step, r.get("steps", [])),
         }
+        if op == "seed":
+            # A seed is read from and written to the site's own files and disks: its operator's.
+            raise Refused("seed: only by this site's operator, on this site (remirror seed)")
         if op not in checks:
             raise Refused(f"{op!r} is not an operation of remirror's agent protocol")
         checks[op](request)
+
+    def _digest(self, request: dict[str, Any]) -> None:
+        self.readable(request.get("disk"))
+        if not isinstance(request.get("raw", False), bool):
+            raise Refused("digest: raw is true or false")
 
     def _observe(self, request: dict[str, Any]) -> None:
         for key in ("disks", "probe", "records"):

@@ -165,6 +165,34 @@ def prove_blank(check: Checker, step: catalogue.ProveBlank) -> None:
     check.readable(step.device)  # it only reads; its time-out is the controller's wait, not the site's
 
 
+# At most what one copy_spans step may carry across the link (remirror.catch_up sends less).
+MAX_COPY_BYTES = 1 << 40
+
+
+def copy_spans(check: Checker, step: catalogue.CopySpans) -> None:
+    """A seed's catch-up: from the primary leg of a seeded mirror whose primary is here, onto one
+    of its replicas' iSCSI disks, exactly as this site's profiles pair them; never onto a
+    device of this site's own, nor from one that is not the mirror's primary leg. (The agent
+    opens both exclusively: not onto a leg an array holds.)"""
+    check.mirror(step.mirror)
+    check.device(step.source)
+    check.device(step.target)
+    if check.scope is not None and (step.source, step.target) not in check.scope.seed_copies.get(
+        step.mirror, frozenset()
+    ):
+        raise Refused(
+            f"copy_spans: {step.source} onto {step.target} is not a seeded mirror's catch-up in"
+            f" {check._sources()}"
+        )
+    total = 0
+    for span in step.spans:
+        if span.offset < 0 or span.length <= 0 or span.offset % 4096 or span.length % 4096:
+            raise Refused(f"copy_spans: {span.offset}+{span.length} is not a range of whole 4 KiB blocks")
+        total += span.length
+    if total > MAX_COPY_BYTES or not 0 < step.timeout <= 7 * 86400:
+        raise Refused("copy_spans: more bytes or a longer wait than a catch-up's step")
+
+
 def points_stack(check: Checker, step: catalogue.CdpStack) -> None:
     """`cdp_stack`: a mirror's CDP (on its array), or a leg's own points, exactly as named. A
     leg's own points are built on a blank disk or activated as their index says, never laid
@@ -285,6 +313,7 @@ def _disk_sysfs(check: Checker, step: catalogue.WriteDiskSysfs) -> None:
 STEP_CHECKS: dict[type[catalogue.Step], Callable[[Checker, Any], None]] = {
     **COMMAND_CHECKS,  # remirror.agent.policy_commands
     catalogue.ProveBlank: prove_blank,
+    catalogue.CopySpans: copy_spans,
     catalogue.WaitPath: _fields(path="path", timeout="seconds"),
     catalogue.AssembleArray: _fields(md="device", uuid="uuid", devices="devices"),
     catalogue.NodeSecrets: node_secrets,  # remirror.agent.policy_iscsi

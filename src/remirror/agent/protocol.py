@@ -9,9 +9,11 @@ argv the site builds; 5 made a remote lock a lease (the agent ends after so long
 request, and a controller of 4 sends no keepalive); 6 made a `cdp` request's `keep` a
 retention grid (`{all, hourly, daily, weekly}` seconds), added `hooks` to it and each point's
 `hooks` outcome, the point times to what `observe` reports of an index (`ids`, `times`), the
-site's `clock` to `observe`, and `system` as a resync limit's value.
+site's `clock` to `observe`, and `system` as a resync limit's value; 7 added the site's
+`seeds` to `observe`, `raw` to `digest` (from the disk's byte 0, no array over it yet) and
+the `copy_spans` step (a seed's catch-up, remirror.agent.seed).
 The controller refuses an agent of another version with one line naming both
 (remirror.agent.client).
 """
 
-PROTOCOL_VERSION = 6
+PROTOCOL_VERSION = 7

@@ -34,7 +34,7 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
-from remirror.agent import cdp, generations, md_legs, md_slots, wireguard
+from remirror.agent import cdp, generations, md_legs, md_slots, seed, wireguard
 from remirror.agent.direct import first_nonzero
 from remirror.agent.lio_steps import LIO_HANDLERS
 from remirror.errors import CommandError, RemirrorError
@@ -290,6 +290,7 @@ def _prove_blank(step: catalogue.ProveBlank) -> None:
 _STEPS: dict[type[Step], Callable[[Any], None]] = {
     **dict.fromkeys(COMMANDS, _command),
     catalogue.ProveBlank: _prove_blank,
+    catalogue.CopySpans: seed.copy_spans,
     catalogue.WaitPath: _wait_path,
     catalogue.AssembleArray: _assemble_array,
     catalogue.NodeSecrets: _node_secrets,

@@ -106,6 +106,12 @@ VERBS: dict[str, tuple[str, str, str]] = {
         "Predict the initial sync, a resync after an outage, async mode's backlog and whether sync"
         " mode fits the link, from the primary's own writes and the measured link.",
     ),
+    "seed": (
+        "remirror.cli.seed",
+        "seed",
+        "A mirror's first copy carried to the DR site: export at the primary, import at the DR site"
+        " (initial_sync: seeded).",
+    ),
     "drill": (
         "remirror.cli.drill",
         "drill",

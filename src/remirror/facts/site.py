@@ -31,6 +31,7 @@ from remirror.facts.parsers import (
     parse_examine,
     parse_wipefs_json,
 )
+from remirror.facts.seed import Role, SeedRecord, records_from_json
 from remirror.facts.wireguard import WireguardFacts, wireguard_facts
 
 
@@ -136,6 +137,12 @@ class SiteFacts:
     drills: dict[str, Drills] = field(default_factory=dict, hash=False)
     # The site's local time when observed; None: not told (recorded facts)
     local_time: datetime | None = None
+    # The seeds made or taken here (`remirror seed`), whose records check: remirror.facts.seed
+    seeds: tuple[SeedRecord, ...] = ()
+
+    def seed(self, profile: str, mirror: str, role: Role) -> SeedRecord | None:
+        """The record of the seed of `profile`'s `mirror` made (`export`) or taken (`import`) here."""
+        return next((r for r in self.seeds if r.of(profile, mirror, role)), None)
 
     def array_named(self, name: str, uuid: str) -> MdArray | None:
         """The running array with this UUID, or failing that, this /dev/md/NAME."""
@@ -162,33 +169,35 @@ class SiteFacts:
         return None
 
 
+def disk_facts(path: str, info: dict[str, Any]) -> DiskFacts:
+    """Interpret what an agent saw of one disk."""
+    return DiskFacts(
+        path=path,
+        exists=info["exists"],
+        kernel_name=info.get("kernel_name", ""),
+        size=info.get("size", 0),
+        signatures=parse_wipefs_json(info.get("wipefs", "")),
+        superblock=_superblock(info),
+        holders=tuple(info.get("holders", ())),
+        mounts=tuple(info.get("mounts", ())),
+        openers=tuple(info.get("openers", ())),
+        offline=info.get("offline", ""),
+        bitmap=_bitmap(info.get("bitmap", "")),
+        devno=info.get("devno", ""),
+        first_sector=info.get("first_sector", ""),
+        cdp_points=CdpPoints.from_json(info["cdp_points"]) if info.get("cdp_points") else None,
+        leg_record=record_from_json(info["leg_record"]) if info.get("leg_record") else None,
+        file_system=file_system_extent(bytes.fromhex(info["head"])) if info.get("head") else None,
+    )
+
+
 def site_facts(name: str, raw: dict[str, Any]) -> SiteFacts:
     """Interpret one agent observation."""
     try:
         initiator = parse_initiator_name(raw["initiator"]) if raw.get("initiator") else None
     except ParseError:
         initiator = None
-    disks = {
-        path: DiskFacts(
-            path=path,
-            exists=info["exists"],
-            kernel_name=info.get("kernel_name", ""),
-            size=info.get("size", 0),
-            signatures=parse_wipefs_json(info.get("wipefs", "")),
-            superblock=_superblock(info),
-            holders=tuple(info.get("holders", ())),
-            mounts=tuple(info.get("mounts", ())),
-            openers=tuple(info.get("openers", ())),
-            offline=info.get("offline", ""),
-            bitmap=_bitmap(info.get("bitmap", "")),
-            devno=info.get("devno", ""),
-            first_sector=info.get("first_sector", ""),
-            cdp_points=CdpPoints.from_json(info["cdp_points"]) if info.get("cdp_points") else None,
-            leg_record=record_from_json(info["leg_record"]) if info.get("leg_record") else None,
-            file_system=file_system_extent(bytes.fromhex(info["head"])) if info.get("head") else None,
-        )
-        for path, info in raw.get("disks", {}).items()
-    }
+    disks = {path: disk_facts(path, info) for path, info in raw.get("disks", {}).items()}
     arrays = tuple(
         build_md_array(kernel, info["sysfs"], info["detail"])
         for kernel, info in sorted(raw.get("arrays", {}).items())
@@ -247,6 +256,7 @@ def site_facts(name: str, raw: dict[str, Any]) -> SiteFacts:
         wireguard=wireguard_facts(raw.get("wireguard")),
         drills={key: _drills(kept) for key, kept in raw.get("drills", {}).items()},
         local_time=_local_time(raw.get("clock")),
+        seeds=records_from_json(raw.get("seeds")),
     )
 
 

@@ -20,6 +20,7 @@ from pathlib import Path
 from typing import Any
 
 from remirror.agent.lock import LOCK_DIR
+from remirror.facts.seed import SEED_DIR
 from remirror.facts.wireguard import KEY_DIR
 from remirror.lab import disks, net
 from remirror.lab.spec import (
@@ -257,6 +258,11 @@ def _make_site_b() -> None:
     keys.mkdir(mode=0o700, parents=True, exist_ok=True)
     Path(KEY_DIR).mkdir(mode=0o700, parents=True, exist_ok=True)
     mounts.append(f"mount --bind {keys} {KEY_DIR}")
+    # Its own seed records (remirror seed): a site's record says what its own disk holds.
+    seeds = private / "seeds"
+    seeds.mkdir(mode=0o755, parents=True, exist_ok=True)
+    Path(SEED_DIR).mkdir(mode=0o755, parents=True, exist_ok=True)
+    mounts.append(f"mount --bind {seeds} {SEED_DIR}")
     (private / "iscsi" / "initiatorname.iscsi").write_text(f"InitiatorName={INITIATOR_NAMES['b']}\n")
     # Site B as an initiator (after a promotion it logs in to site A's leg): see _site_b_iscsiadm.
     ifaces = private / "iscsi" / "ifaces"

@@ -61,6 +61,7 @@ class Verb(StrEnum):
     ACTIVATE_POINTS = "ActivatePoints"
     ADD_CACHE = "AddCache"
     ASSEMBLE_ARRAY = "AssembleArray"
+    CATCH_UP_SEED = "CatchUpSeed"
     CHANGE_BITMAP = "ChangeBitmap"
     CLEAR_WRITE_MOSTLY = "ClearWriteMostly"
     CREATE_ARRAY = "CreateArray"

@@ -11,6 +11,7 @@ from __future__ import annotations
 import dataclasses
 
 from remirror.facts.model import MdArray, Signature
+from remirror.facts.seed import SeedHeader
 from remirror.facts.site import DiskFacts, SiteFacts
 from remirror.plan.actions import CHANGE, CREATE, DELETE, Action, PlanError, Verb
 from remirror.plan.bad_blocks import bad_block_actions
@@ -96,8 +97,10 @@ def array_actions(
     replica_disks: list[DiskFacts],
     remote_paths: list[str],
     uuid_: str,
+    seed: SeedHeader | None = None,
 ) -> list[Action]:
-    """The array: assembled, rebuilt onto a new primary disk, created, or tuned as the profile says."""
+    """The array: assembled, rebuilt onto a new primary disk, created, or tuned as the profile
+    says; `seed`: the one its replicas hold, checked (remirror.plan.seed)."""
     replication = mirror.replication
     array = primary.array_named(mirror.name, uuid_)
     if array is None:
@@ -133,9 +136,10 @@ def array_actions(
                 local, signatures=tuple(s for s in local.signatures if s != kept.signature)
             )
         destroyed = [d for d in [destroys(primary.name, local, "")] if d]
-        destroyed += [destroys(r.path, r, "") for r in replica_disks if r.signatures]
+        # A seed's file system on a replica is what the catch-up brings up to date, not data.
+        destroyed += [destroys(r.path, r, "") for r in replica_disks if r.signatures and seed is None]
         return create_actions(
-            mirror, primary, local, replica_disks, remote_paths, uuid_, "; ".join(destroyed), kept
+            mirror, primary, local, replica_disks, remote_paths, uuid_, "; ".join(destroyed), kept, seed
         )
     actions: list[Action] = []
     md = f"/dev/{array.kernel_name}"  # the array's own node: the site resolves it

@@ -1,19 +1,22 @@
 """Plan a new array: `mdadm --create` on the primary, with or without the initial sync. Pure.
 
 Split from remirror.plan.md (which decides between assembling, rebuilding,
-creating and tuning) because a create has two ways: the usual one, whose
-initial sync copies the primary leg onto the replicas, and `initial_sync:
-skip`'s, for legs each site proves blank.
+creating and tuning) because a create has three ways: the usual one, whose
+initial sync copies the primary leg onto the replicas, `initial_sync:
+skip`'s, for legs each site proves blank, and `seeded`'s, for replicas that
+hold a seed, caught up first (remirror.plan.seed).
 """
 
 from __future__ import annotations
 
 import dataclasses
 
+from remirror.facts.seed import SeedHeader
 from remirror.facts.site import DiskFacts, SiteFacts
 from remirror.plan.actions import CREATE, Action, Verb
 from remirror.plan.keep_data import KeptData
 from remirror.plan.resync_limit import resync_limit_steps
+from remirror.plan.seed import CatchUpSeed
 from remirror.profile.model import Mirror
 from remirror.protocol.commands import MdCreate
 from remirror.protocol.steps import (
@@ -41,10 +44,12 @@ def create_actions(
     uuid_: str,
     destroyed: str,
     kept: KeptData | None = None,
+    seed: SeedHeader | None = None,
 ) -> list[Action]:
     """A new array of `local` and the replicas' legs (nothing of this mirror on any of them);
     `destroyed`: what it writes over (remirror.plan.md.destroys), for the plan to show; `kept`:
-    the file system it keeps in place (`keep_data`: metadata 1.0, remirror.plan.keep_data)."""
+    the file system it keeps in place (`keep_data`: metadata 1.0, remirror.plan.keep_data);
+    `seed`: the seed the replicas hold (`initial_sync: seeded`, remirror.plan.seed)."""
     replication = mirror.replication
     # 1.2 keeps md's superblock and bitmap at a leg's start and its data after them; 1.0 keeps
     # them at the end, so that a kept file system stays at byte 0 of the leg and of the array.
@@ -62,7 +67,27 @@ def create_actions(
     )
     if replication.initial_sync == "skip":
         return _create_without_sync(
-            mirror, primary, local, replica_disks, remote_paths, uuid_, create, destroyed
+            mirror, primary, local, remote_paths, uuid_, create, destroyed, "the legs are blank"
+        )
+    if seed is not None:
+        catch_up = [
+            Action(
+                primary.name,
+                Verb.CATCH_UP_SEED,
+                f"{path} from {local.path}: the chunks whose digests differ from seed {seed.seed[:8]}"
+                f" at site {replica.site}",
+                CREATE,
+                (
+                    CatchUpSeed(
+                        mirror.name, seed.seed, local.path, path, replica.site, disk.path, create.size
+                    ),
+                ),
+            )
+            for replica, disk, path in zip(mirror.replicas, replica_disks, remote_paths, strict=True)
+        ]
+        caught_up = "the replicas hold the seed, caught up"
+        return catch_up + _create_without_sync(
+            mirror, primary, local, remote_paths, uuid_, create, destroyed, caught_up
         )
     # The replica legs take the array's first slots: md (raid1.c of Debian 12's 6.1) decides
     # whether a write goes behind on the first leg it writes to, so write-behind only works
@@ -106,15 +131,16 @@ def _create_without_sync(
     mirror: Mirror,
     primary: SiteFacts,
     local: DiskFacts,
-    replica_disks: list[DiskFacts],
     remote_paths: list[str],
     uuid_: str,
     create: MdCreate,
     destroyed: str,
+    why: str,
 ) -> list[Action]:
     """`initial_sync: skip`: once each site has proved its leg all zeros (`prove_blank_actions`,
     which the planner puts first), the array is created with every leg at once,
-    `--assume-clean`: blank legs are equal legs, so nothing is copied. The replica legs take
+    `--assume-clean`: blank legs are equal legs, so nothing is copied; `seeded`: once each
+    replica is caught up with the primary (`why` says which). The replica legs take
     the first slots, as an added leg would (write-behind needs one in slot 0), lose the bad
     block log mdadm gave them (re-added without it) and are made write-mostly through sysfs."""
     create = dataclasses.replace(create, legs=(*remote_paths, local.path), assume_clean=True)
@@ -123,7 +149,7 @@ def _create_without_sync(
             primary.name,
             Verb.CREATE_ARRAY,
             f"{mirror.md_device} RAID1 {local.path} + {len(remote_paths)} write-mostly leg(s) in the"
-            " first slot(s), no initial sync (the legs are blank)",
+            f" first slot(s), no initial sync ({why})",
             CREATE,
             (
                 create,

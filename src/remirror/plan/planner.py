@@ -25,6 +25,7 @@ from remirror.plan.md import array_actions, destroys, stand_down_former_primary
 from remirror.plan.md_create import prove_blank_actions
 from remirror.plan.mdadm_conf import mdadm_conf_actions, with_mdadm_conf
 from remirror.plan.points import points_actions
+from remirror.plan.seed import seeding
 from remirror.plan.tunnel import tunnel_actions
 from remirror.profile.model import Mirror, PrimaryLeg, Profile, ReplicaLeg
 from remirror.profile.names import array_uuid, backstore_name, cache_name, leg_device, replica_path
@@ -85,6 +86,7 @@ def make_plan(profile: Profile, facts: Mapping[str, SiteFacts], secrets: Mapping
             continue
         actions += renamed  # before the logins: nothing of the replicas near what boot started
         first = len(actions)  # where this mirror's actions begin
+        seed = seeding(profile, index, mirror, facts, uuid_)  # checked before anything is done
         remote_paths = []
         replica_disks: list[DiskFacts] = []
         blank_proofs: list[tuple[str, DiskFacts]] = []
@@ -128,7 +130,7 @@ def make_plan(profile: Profile, facts: Mapping[str, SiteFacts], secrets: Mapping
                 chap,
                 primary.initiator,
                 secrets,
-                destroys(site.name, device, uuid_),
+                destroys(site.name, device, uuid_) if seed is None else "",  # a seed is caught up
             )
             actions += initiator_actions(mirror, primary, iqn, portal, chap, secrets)
             remote_paths.append(replica_path(profile, mirror, replica))
@@ -143,7 +145,9 @@ def make_plan(profile: Profile, facts: Mapping[str, SiteFacts], secrets: Mapping
             found = _leg_device(mirror, mirror.primary, primary, disk)
         released, local = release_partial_assembly(primary, found or disk, uuid_)
         actions += released
-        array = array_actions(profile, index, mirror, primary, local, replica_disks, remote_paths, uuid_)
+        array = array_actions(
+            profile, index, mirror, primary, local, replica_disks, remote_paths, uuid_, seed
+        )
         actions += array
         new_array = any(a.verb == Verb.CREATE_ARRAY for a in array)
         if new_array and mirror.replication.initial_sync == "skip":

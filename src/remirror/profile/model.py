@@ -172,10 +172,11 @@ class Replication(ProfileModel):
     on_link_loss: OnLinkLoss = Field(
         "degrade", description="degrade: fail the leg fast, resync later; wait: queue I/O"
     )
-    initial_sync: Literal["full", "skip"] = Field(
+    initial_sync: Literal["full", "skip", "seeded"] = Field(
         "full",
         description="full: a new mirror copies the primary leg onto the replicas; skip: no copy,"
-        " allowed only when each site proves, reading its own disk, that every byte is zero",
+        " when each site proves its disk all zeros; seeded: the replicas hold a seed (remirror"
+        " seed), and only chunks whose digests differ cross the link",
     )
 
     @field_validator("schedule")

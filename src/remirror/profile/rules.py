@@ -32,6 +32,7 @@ def check(profile: Profile) -> list[Violation]:
         *_chap_consistent(profile),
         *_cdp_window(profile),
         *_keep_data_alone(profile),
+        *_seeded_with_kept_data(profile),
         *_points_on_replicas_only(profile),
         *_drills_on_points(profile),
         *_hooks_where_the_application_runs(profile),
@@ -203,6 +204,18 @@ def _hooks_where_the_application_runs(profile: Profile) -> Iterator[Violation]:
                     "hooks run where the application runs: the mirror's `cdp.hooks` (a drill's:"
                     " `drill.hooks`)",
                 )
+
+
+def _seeded_with_kept_data(profile: Profile) -> Iterator[Violation]:
+    """A seed is of the file system keep_data keeps: md's 1.0 metadata keeps the data at byte 0
+    of every leg, where the seed put it (docs/seeding.md)."""
+    for m, mirror in enumerate(profile.mirrors):
+        if mirror.replication.initial_sync == "seeded" and not mirror.primary.keep_data:
+            yield (
+                ("mirrors", m, "replication", "initial_sync"),
+                "seeded needs primary.keep_data: true (a seed carries the primary's data; blank"
+                " disks need none: initial_sync: skip)",
+            )
 
 
 def _keep_data_alone(profile: Profile) -> Iterator[Violation]:

@@ -23,6 +23,7 @@ from remirror.profile.names import (
     export_backstore_name,
     points_key,
     points_volume,
+    replica_path,
 )
 from remirror.profile.timeouts import node_record
 from remirror.profile.types import Portal
@@ -76,6 +77,9 @@ class SiteScope:
     # runs here is read from the leg's own record, and from the profile until it has one.
     leg_devices: Mapping[str, frozenset[str]] = field(default_factory=dict)
     home_primaries: frozenset[str] = frozenset()
+    # A seeded mirror whose primary is here: what its catch-up may copy from and onto, (the
+    # primary's leg device, a replica's iSCSI disk as this site logs in to it): never the other way.
+    seed_copies: Mapping[str, frozenset[tuple[str, str]]] = field(default_factory=dict)
 
 
 # (address/prefix, UDP port, keepalive, the peers' (tunnel address, endpoint)): see SiteScope.tunnels.
@@ -138,6 +142,7 @@ def site_scope(profiles: Iterable[tuple[str, Profile]]) -> SiteScope:
     node_settings: dict[str, frozenset[tuple[str, str]]] = {}
     leg_devices: dict[str, frozenset[str]] = {}
     home_primaries: set[str] = set()
+    seed_copies: dict[str, frozenset[tuple[str, str]]] = {}
 
     def serve(iqn: str, target: TargetScope, backstore: str, devices: set[str]) -> None:
         targets[iqn] = targets[iqn].merged(target) if iqn in targets else target
@@ -182,6 +187,13 @@ def site_scope(profiles: Iterable[tuple[str, Profile]]) -> SiteScope:
                     }
                     if leg is mirror.primary:
                         home_primaries.add(mirror.name)
+                        if mirror.replication.initial_sync == "seeded":
+                            pairs = {
+                                (source, replica_path(profile, mirror, replica))
+                                for source in _leg_devices(mirror, leg)
+                                for replica in mirror.replicas
+                            }
+                            seed_copies[mirror.name] = seed_copies.get(mirror.name, frozenset()) | pairs
                     backstore = backstore_name(mirror, leg)
                     target = TargetScope(
                         frozenset({chap}),
@@ -231,6 +243,7 @@ def site_scope(profiles: Iterable[tuple[str, Profile]]) -> SiteScope:
         node_settings=node_settings,
         leg_devices=leg_devices,
         home_primaries=frozenset(home_primaries),
+        seed_copies=seed_copies,
     )
 
 

@@ -301,11 +301,32 @@ class SaveRanges(Step):
     site: str
 
 
+@dataclass(frozen=True)
+class ByteRange:
+    """Bytes of a device: [offset, offset + length)."""
+
+    offset: int
+    length: int
+
+
+@dataclass(frozen=True)
+class CopySpans(Step):
+    """Copy ranges of the primary disk onto a replica leg's iSCSI disk, both held exclusively:
+    the chunks a seed's catch-up found different (remirror.agent.seed, remirror.catch_up)."""
+
+    kind: ClassVar[str] = "copy_spans"
+    mirror: str
+    source: str  # the primary's leg, as the plan names it
+    target: str  # the replica leg, as this site sees it
+    spans: tuple[ByteRange, ...]
+    timeout: float  # seconds the controller waits for it: the bytes cross the link
+
+
 _EVERY_STEP: tuple[type[Step], ...] = (
     *COMMANDS, *LIO_STEPS, WaitPath, MdadmConfArrays, SetMdAttribute, SetSessionTimeout, WriteDiskSysfs,
     SetMemberState, LocalLegLast, AddReplicaLegs, DropBadBlockLog, NodeSecrets, DmReload, DrainCache,
     AssembleArray, CdpStack, CdpDeactivate, ProveBlank, WireguardKey, WireguardTunnel, LegRecordCreate,
-    LegRecordPromote, LegRecordJoin, SaveRanges,
+    LegRecordPromote, LegRecordJoin, SaveRanges, CopySpans,
 )  # fmt: skip
 CATALOGUE: dict[str, type[Step]] = {cls.kind: cls for cls in _EVERY_STEP}
 

@@ -1,0 +1,116 @@
+"""`initial_sync: seeded`: a new mirror over legs that hold a seed, brought up to date. Pure.
+
+The primary made a seed of its disk (`remirror seed export`), each replica
+site wrote it onto its disk (`seed import`), and meanwhile the primary's
+disk went on changing. Before the array is made, each replica is caught up:
+both sites hash their leg in chunks, and the primary copies only the chunks
+whose digests differ through the replica's iSCSI disk (remirror.catch_up);
+then the array is made over equal legs without an initial sync
+(`--assume-clean`), as `initial_sync: skip` makes it over blank ones.
+
+A digest pass tells apart every change since the seed, whatever its age,
+on the disk the seed was made of. What it cannot tell apart is another
+disk: a seed whose records do not agree, or whose file system is no longer
+on the primary's disk or the replica's, is refused here with the reason,
+before anything is written.
+"""
+
+from __future__ import annotations
+
+import time
+from collections.abc import Mapping
+from dataclasses import dataclass
+from typing import ClassVar
+
+from remirror.facts.seed import SeedHeader, holds_seed_file_system, same_file_system
+from remirror.facts.site import DiskFacts, SiteFacts
+from remirror.plan.actions import PlanError
+from remirror.profile.model import Mirror, Profile
+from remirror.profile.names import cache_name
+from remirror.protocol.steps import Step
+
+
+@dataclass(frozen=True)
+class CatchUpSeed(Step):
+    """The controller's, not a site's: hash the primary's `source` and the replica site's
+    `replica_device` chunk by chunk, then copy what differs onto `target` (the replica as the
+    primary sees it) with `copy_spans` steps. `size`: the bytes the array will hold."""
+
+    kind: ClassVar[str] = "catch_up_seed"
+    mirror: str
+    seed: str
+    source: str
+    target: str
+    replica_site: str
+    replica_device: str
+    size: int
+
+
+def seeding(
+    profile: Profile, index: int, mirror: Mirror, facts: Mapping[str, SiteFacts], uuid_: str
+) -> SeedHeader | None:
+    """The seed a new array of `mirror` is made over, every record and disk checked (PlanError
+    saying why not); None when the mirror is not seeded or its array is not new (it exists, or
+    a leg carries its superblock: it is assembled, never made again)."""
+    if mirror.replication.initial_sync != "seeded":
+        return None
+    primary = facts[mirror.primary.site]
+    if primary.array_named(mirror.name, uuid_) is not None:
+        return None
+    contents = {leg.site: _contents(facts[leg.site], mirror, leg.site, leg.disk) for leg in mirror.legs}
+    if any(d.superblock is not None and d.superblock.array_uuid == uuid_ for d in contents.values()):
+        return None
+    where = profile.where("mirrors", index, "replication", "initial_sync")
+    made = primary.seed(profile.name, mirror.name, "export")
+    if made is None:
+        raise PlanError(
+            f"{where}: seeded, but site {primary.name} has made no seed of {mirror.name}: run"
+            f" `remirror seed export {profile.name} {mirror.name} --to FILE` there, and import it at"
+            " each replica site (docs/seeding.md)"
+        )
+    seed, disk = made.header, contents[primary.name]
+    if (
+        not any(same_file_system(s, seed) for s in disk.signatures)
+        or (disk.size // seed.chunk - 1) * seed.chunk != seed.size
+    ):
+        raise PlanError(
+            f"{where}: site {primary.name}'s {disk.path} is no longer the disk seed {_named(seed)} was"
+            f" made of ({seed.fs_type} {seed.fs_uuid}, {seed.size} bytes): its changes since cannot be"
+            " told apart from another disk's; export a new seed and import it"
+        )
+    for replica in mirror.replicas:
+        _check_replica(where, profile, mirror, seed, facts[replica.site], contents[replica.site])
+    return seed
+
+
+def _check_replica(
+    where: str, profile: Profile, mirror: Mirror, seed: SeedHeader, site: SiteFacts, disk: DiskFacts
+) -> None:
+    taken = site.seed(profile.name, mirror.name, "import")
+    if taken is None:
+        raise PlanError(
+            f"{where}: seeded, but site {site.name} holds no seed of {mirror.name}: run `remirror seed"
+            f" import {profile.name} {mirror.name} --from FILE` there (docs/seeding.md)"
+        )
+    if taken.header.seed != seed.seed:
+        raise PlanError(
+            f"{where}: site {site.name} holds seed {_named(taken.header)}, and site {seed.site} last"
+            f" made seed {_named(seed)}: import that one at {site.name}"
+        )
+    if disk.leg_record is not None or not holds_seed_file_system(disk, seed):
+        held = "a leg record" if disk.leg_record else ", ".join(s.describe() for s in disk.signatures)
+        raise PlanError(
+            f"{where}: site {site.name}'s {disk.path} no longer holds seed {_named(seed)} (it holds"
+            f" {held or 'no file system'}): import it again"
+        )
+
+
+def _contents(site: SiteFacts, mirror: Mirror, name: str, disk: str) -> DiskFacts:
+    """What holds a leg's data now: its cache device if there is one, else its disk."""
+    cached = site.disks.get(f"/dev/mapper/{cache_name(mirror, name)}")
+    return cached if cached is not None and cached.exists else site.disks[disk]
+
+
+def _named(seed: SeedHeader) -> str:
+    """How a message names a seed: its id's start and when it was made (UTC)."""
+    return f"{seed.seed[:8]} of {time.strftime('%Y-%m-%d %H:%M UTC', time.gmtime(seed.created))}"
