@@ -16,15 +16,17 @@ primary's initiator alone.
 
 from __future__ import annotations
 
-from collections.abc import Iterator
+import re
+from collections.abc import Callable, Iterator
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
 from typing import TYPE_CHECKING
 
+from remirror.controller import ApplyError, Outcome
 from remirror.errors import RemirrorError
-from remirror.facts.seed import CHUNK
-from remirror.plan.estimate import parse_block_stat
-from remirror.plan.seed import CatchUpSeed
+from remirror.facts.seed import CHUNK, write_counters
+from remirror.plan.actions import Action
+from remirror.plan.seed import CatchUpSeed, Counters
 from remirror.protocol.steps import ByteRange, CopySpans
 
 if TYPE_CHECKING:
@@ -34,15 +36,19 @@ if TYPE_CHECKING:
 HASH_BATCH = 256  # chunks per digest request: 256 MiB read per answer
 COPY_BYTES = 64 * CHUNK  # per copy_spans step: a step's answer comes back within minutes
 SLOWEST_LINK = 125_000  # bytes a second (1 Mbit/s): what the controller waits for a step to cross
+DIGEST = re.compile(r"[0-9a-f]{32}")
 
 
 @dataclass(frozen=True)
 class CaughtUp:
-    """What a catch-up compared and copied."""
+    """What a catch-up compared and copied, and the write counters it leaves for the create's
+    guards: the primary leg's before anything was hashed, the replica's after the last copy."""
 
     chunks: int
     differing: int
     copied: int  # bytes
+    source: Counters
+    target: Counters
 
     def describe(self) -> str:
         return (
@@ -51,48 +57,91 @@ class CaughtUp:
         )
 
 
-def catch_up(controller: Controller, site: str, step: CatchUpSeed) -> CaughtUp:
-    """Bring `step.replica_site`'s seed up to date with `site`'s (the primary's) leg."""
+def carry_out(
+    controller: Controller, action: Action, say: Callable[[str], None], done: tuple[Outcome, ...]
+) -> Outcome:
+    """The plan's CatchUpSeed action, where `Controller.apply` would send a site its steps; what
+    it measured goes to the create's guards (`Controller.counters`)."""
+    step = next(s for s in action.steps if isinstance(s, CatchUpSeed))
+    try:
+        caught = catch_up(controller, action.site, step, controller.counters.get(step.source))
+    except RemirrorError as error:
+        why = error.one_line()
+        failed = Outcome(action, False, why)
+        raise ApplyError(f"{action.site}: {action.verb} {action.subject}: {why}", (*done, failed)) from None
+    controller.counters.setdefault(step.source, caught.source)
+    controller.counters[step.target] = caught.target
+    say(f"done: {action.line()}: {caught.describe()}")
+    return Outcome(action, True)
+
+
+def catch_up(controller: Controller, site: str, step: CatchUpSeed, since: Counters | None = None) -> CaughtUp:
+    """Bring `step.replica_site`'s seed up to date with `site`'s (the primary's) leg; `since`: the
+    primary leg's counters an earlier replica's catch-up began from, which must not have moved."""
     chunks = [ByteRange(at, min(CHUNK, step.size - at)) for at in range(0, step.size, CHUNK)]
     primary, replica = controller.clients[site], controller.clients[step.replica_site]
-    before = _written(primary, step.source)
+    began = _counters(primary, step.source)
+    if since is not None and began != since:
+        raise _written(site, step.source)
+    ours: dict[int, str] = {}  # the primary's digest of each chunk that differs
     with ThreadPoolExecutor(max_workers=2) as pool:  # both sites read their disk at once
-        mine = pool.submit(_hash, primary, step.source, chunks)
-        theirs = pool.submit(_hash, replica, step.replica_device, chunks)
-        ours, seeds = mine.result(), theirs.result()
-    differing = [i for i, (a, b) in enumerate(zip(ours, seeds, strict=True)) if a != b]
-    for group in _groups([chunks[i] for i in differing]):
+        for start in range(0, len(chunks), HASH_BATCH):
+            batch = chunks[start : start + HASH_BATCH]
+            mine = pool.submit(_hash, primary, step.source, batch)
+            theirs = pool.submit(_hash, replica, step.replica_device, batch)
+            for index, (a, b) in enumerate(zip(mine.result(), theirs.result(), strict=True), start):
+                if a != b:
+                    ours[index] = a
+    # The first chunk last: it holds the file system's superblock, which an import leaves out so
+    # that the replica's disk shows no file system to the primary's host until the create.
+    order = sorted(ours, key=lambda i: (i == 0, i))
+    for group in _groups([chunks[i] for i in order]):
         copy = CopySpans(
             step.mirror, step.source, step.target, group, 60 + sum(r.length for r in group) / SLOWEST_LINK
         )
         (result,) = primary.run([copy.as_dict()]) or [{"ok": False, "error": "not run"}]
         if not result["ok"]:
             raise RemirrorError(f"{site}: copying onto {step.target}: {result['error']}")
-    if _written(primary, step.source) != before:
-        raise RemirrorError(
-            f"{site}: {step.source} was written during the catch-up: nothing may use it until apply"
-            " has made the mirror; apply again"
-        )
-    again = _hash(replica, step.replica_device, [chunks[i] for i in differing])
-    if again != [ours[i] for i in differing]:
+    if _hash(replica, step.replica_device, [chunks[i] for i in order]) != [ours[i] for i in order]:
         raise RemirrorError(f"{step.replica_site}: {step.replica_device} does not hold what was copied")
-    return CaughtUp(len(chunks), len(differing), sum(chunks[i].length for i in differing))
+    if _counters(primary, step.source) != began:
+        raise _written(site, step.source)
+    copied = sum(chunks[i].length for i in order)
+    return CaughtUp(len(chunks), len(order), copied, began, _counters(primary, step.target))
+
+
+def _written(site: str, device: str) -> RemirrorError:
+    return RemirrorError(
+        f"{site}: {device} was written during the catch-up: nothing may use it until apply has made"
+        " the mirror; apply again"
+    )
 
 
 def _hash(client: AgentClient, disk: str, chunks: list[ByteRange]) -> list[str]:
+    """Each chunk's digest, as the site read it from its disk; an answer that is not that is an
+    error, never a difference."""
     found: list[str] = []
     for start in range(0, len(chunks), HASH_BATCH):
         spans = [(r.offset, r.length) for r in chunks[start : start + HASH_BATCH]]
-        found += client.digests(disk, spans, raw=True)
+        answer = client.digests(disk, spans, raw=True)
+        if not isinstance(answer, list) or len(answer) != len(spans):
+            raise RemirrorError(f"{client.name}: answered other than a digest per chunk of {disk}")
+        if not all(isinstance(d, str) and DIGEST.fullmatch(d) for d in answer):
+            raise RemirrorError(f"{client.name}: answered other than a digest per chunk of {disk}")
+        found += answer
     return found
 
 
-def _written(client: AgentClient, device: str) -> int:
-    """Sectors written to `device` since boot (its /sys/class/block stat)."""
+def _counters(client: AgentClient, device: str) -> Counters:
+    """Sectors written to and discarded from `device` since boot (its /sys/class/block stat)."""
     stat = client.request({"op": "block_stats", "devices": [device]})["stats"].get(device)
-    if not stat:
+    if not isinstance(stat, str):
         raise RemirrorError(f"{client.name}: {device} does not exist")
-    return parse_block_stat(stat)[1]
+    try:
+        written, discarded, _ = write_counters(stat)
+    except ValueError as error:
+        raise RemirrorError(f"{client.name}: {device}: {error}") from None
+    return written, discarded
 
 
 def _groups(chunks: list[ByteRange]) -> Iterator[tuple[ByteRange, ...]]:

@@ -23,7 +23,7 @@ from remirror.files import write_private_once
 from remirror.plan import Action, Plan, make_plan, make_teardown
 from remirror.plan.cdp import volume_path
 from remirror.plan.distinct import refuse_names_for_the_same_thing
-from remirror.plan.seed import CatchUpSeed
+from remirror.plan.seed import CatchUpSeed, Counters, measured
 from remirror.plan.start import make_start, promoted_elsewhere
 from remirror.profile.model import Mirror, Profile
 from remirror.profile.names import cache_name, points_volume, replica_path
@@ -142,6 +142,7 @@ class Controller:
         self.profile = profile
         self.clients = {name: AgentClient(name, site) for name, site in profile.sites.items()}
         self.unreachable: dict[str, str] = {}  # site -> why the last observe_reachable could not reach it
+        self.counters: dict[str, Counters] = {}  # a device's writes, as a seed's catch-up measured them
         self._lock, self._lock_wait = lock, operator_wait(LOCK_WAIT)
 
     @contextmanager
@@ -306,7 +307,9 @@ class Controller:
         while index < len(actions):
             site = actions[index].site
             if _carried_out_here(actions[index]):
-                outcomes.append(self._catch_up(actions[index], say, tuple(outcomes)))
+                from remirror.catch_up import carry_out  # only a seeded mirror's new array needs it
+
+                outcomes.append(carry_out(self, actions[index], say, tuple(outcomes)))
                 index += 1
                 continue
             batch = [actions[index]]
@@ -316,8 +319,9 @@ class Controller:
                 and not _carried_out_here(actions[index + len(batch)])
             ):
                 batch.append(actions[index + len(batch)])
-            # The agent boundary: typed steps become the JSON objects the agent reads.
-            steps = [step.as_dict() for action in batch for step in action.steps]
+            # The agent boundary: typed steps become the JSON objects the agent reads (a guard
+            # with what a catch-up measured in this apply: remirror.catch_up).
+            steps = [measured(self.counters, step).as_dict() for action in batch for step in action.steps]
             results = self.clients[site].run(steps)
             position = 0
             for action in batch:
@@ -334,22 +338,6 @@ class Controller:
                 say(f"done: {action.line()}")
             index += len(batch)
         return outcomes
-
-    def _catch_up(self, action: Action, say: Callable[[str], None], done: tuple[Outcome, ...]) -> Outcome:
-        """A seed's catch-up: the controller hashes both sites' legs and has the primary copy
-        what differs (remirror.catch_up), where no one site could."""
-        from remirror.catch_up import catch_up
-
-        step = next(s for s in action.steps if isinstance(s, CatchUpSeed))
-        try:
-            caught = catch_up(self, action.site, step)
-        except RemirrorError as error:
-            why = error.one_line()
-            failed = Outcome(action, False, why)
-            message = f"{action.site}: {action.verb} {action.subject}: {why}"
-            raise ApplyError(message, (*done, failed)) from None
-        say(f"done: {action.line()}: {caught.describe()}")
-        return Outcome(action, True)
 
     def cdp(self, site: str, request: dict[str, Any]) -> dict[str, Any]:
         """A `remirror cdp` request (remirror.agent.cdp_requests) to `site`, which must be this host:

@@ -8,6 +8,7 @@ the lab test (tests/lab/test_seeding.py) runs them on block devices.
 from __future__ import annotations
 
 import dataclasses
+import hashlib
 import json
 import os
 from pathlib import Path
@@ -17,6 +18,7 @@ import pytest
 
 from remirror.agent import seed as agent_seed
 from remirror.agent.policy import Checker, Refused
+from remirror.catch_up import catch_up
 from remirror.errors import RemirrorError
 from remirror.facts.generations import first_record
 from remirror.facts.model import Signature
@@ -33,6 +35,7 @@ from remirror.facts.seed import (
 )
 from remirror.facts.site import DiskFacts, SiteFacts
 from remirror.plan import PlanError, make_plan
+from remirror.plan.seed import CatchUpSeed, measured
 from remirror.profile import load_profile
 from remirror.profile.names import replica_path
 from remirror.profile.scope import site_scope
@@ -52,7 +55,7 @@ def header(**changes: Any) -> SeedHeader:
 
 def stand_in(path: Path, *signatures: Signature, fill: bytes = b"") -> DiskFacts:
     path.write_bytes(fill.ljust(SIZE, b"\0"))
-    return DiskFacts(str(path), True, path.name, SIZE, signatures)
+    return DiskFacts(str(path), True, path.name, SIZE, signatures, first_sector="zero")
 
 
 # --- the header and the records: what another host wrote, checked ---------------------------
@@ -81,9 +84,15 @@ def test_a_header_reads_back_as_written_and_anything_else_is_refused_saying_what
 
 
 def test_records_that_do_not_check_are_no_records() -> None:
-    good = SeedRecord("import", header(), "/dev/lab/b0", 1.8e9).as_json()
+    good = SeedRecord("import", header(), "/dev/lab/b0", SIZE, 1.8e9).as_json()
     kept = records_from_json([good, {**good, "role": "stolen"}, {**good, "disk": "relative"}, "x", None])
-    assert kept == (SeedRecord("import", header(), "/dev/lab/b0", 1.8e9),)
+    assert kept == (SeedRecord("import", header(), "/dev/lab/b0", SIZE, 1.8e9),)
+    for odd in [
+        {**good, "done": 1e20},
+        {**good, "disk_size": -1},
+        {**good, "seed": {**good["seed"], "created": 1e300}},
+    ]:
+        assert records_from_json([odd]) == ()  # a time no clock shows would break what names it
     assert records_from_json({"not": "a list"}) == ()
 
 
@@ -101,27 +110,36 @@ def test_a_seed_is_made_only_of_a_file_system_keep_data_keeps() -> None:
             )
 
 
-def test_an_import_writes_over_nothing_but_a_blank_disk_or_this_seed_unless_told() -> None:
-    blank = DiskFacts("/dev/lab/b0", True, "dm-4", SIZE)
+def test_an_import_writes_over_nothing_but_a_blank_disk_unless_told_and_never_over_points() -> None:
+    blank = DiskFacts("/dev/lab/b0", True, "dm-4", SIZE, first_sector="zero")
     seed = header()
-    assert import_refusal(seed, "lab", "lab0", blank, False) is None
-    assert import_refusal(seed, "lab", "lab0", dataclasses.replace(blank, signatures=(EXT4,)), False) is None
+    assert import_refusal(seed, "lab", "lab0", blank, False) is None  # a seed taken before too
     other = Signature("ext4", 0x438, "ffffffff-27ae-439b-8c3f-662cb952909d", "payroll")
-    holding = dataclasses.replace(blank, signatures=(other,))
-    assert "holds ext4 filesystem labelled 'payroll'" in (
-        import_refusal(seed, "lab", "lab0", holding, False) or ""
-    )
-    assert import_refusal(seed, "lab", "lab0", holding, True) is None
-    was_a_leg = dataclasses.replace(blank, leg_record=first_record("lab0", "u", "site-a", 0))
-    assert "leg record of mirror lab0" in (import_refusal(seed, "lab", "lab0", was_a_leg, False) or "")
-    # Whatever the operator allows: not another mirror's seed, not a disk in use or too small.
-    assert "of mirror lab0 of profile lab, not of lab1" in (
-        import_refusal(seed, "lab", "lab1", blank, True) or ""
-    )
-    mounted = dataclasses.replace(blank, mounts=("/srv",))
-    assert "is in use (mounted on /srv)" in (import_refusal(seed, "lab", "lab0", mounted, True) or "")
-    small = dataclasses.replace(blank, size=4 * MiB)
-    assert "carries 7340032 bytes" in (import_refusal(seed, "lab", "lab0", small, True) or "")
+    for disk, says in [
+        (dataclasses.replace(blank, signatures=(other,)), "holds ext4 filesystem labelled 'payroll'"),
+        (dataclasses.replace(blank, signatures=(EXT4,)), "holds ext4 filesystem labelled 'kept'"),
+        (dataclasses.replace(blank, first_sector="other"), "holds data at its start (no signature"),
+        (
+            dataclasses.replace(blank, leg_record=first_record("lab1", "u", "site-a", 1.8e9)),
+            "holds the leg record of mirror lab1",
+        ),
+        (
+            dataclasses.replace(blank, leg_record=first_record("lab0", "u", "site-a", 1.8e9)),
+            "holds mirror lab0's own leg: after a promotion it may hold the mirror's newest data",
+        ),
+    ]:
+        assert says in (import_refusal(seed, "lab", "lab0", disk, False) or ""), disk
+        assert import_refusal(seed, "lab", "lab0", disk, True) is None  # the operator's word
+    # Whatever the operator allows: not another mirror's seed, not a disk in use or too small,
+    # never a leg's own points or a cache's blocks.
+    for disk, mirror, says in [
+        (blank, "lab1", "of mirror lab0 of profile lab, not of lab1"),
+        (dataclasses.replace(blank, mounts=("/srv",)), "lab0", "is in use (mounted on /srv)"),
+        (dataclasses.replace(blank, size=4 * MiB), "lab0", "carries 7340032 bytes"),
+        (dataclasses.replace(blank, first_sector="cdp"), "lab0", "holds a leg's own recovery points"),
+        (dataclasses.replace(blank, first_sector="writecache"), "lab0", "holds a writecache's blocks"),
+    ]:
+        assert says in (import_refusal(seed, "lab", mirror, disk, True) or ""), disk
 
 
 # --- the stream, through the agent -----------------------------------------------------------
@@ -154,7 +172,11 @@ def exported(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> tuple[Path, byt
 
 def importing(tmp_path: Path, monkeypatch: pytest.MonkeyPatch, source: Path, **extra: Any) -> dict[str, Any]:
     b0 = Path(tmp_path / "b0")
-    facts = stand_in(b0, fill=b"") if not b0.exists() else DiskFacts(str(b0), True, "b0", SIZE)
+    facts = (
+        stand_in(b0, fill=b"")
+        if not b0.exists()
+        else DiskFacts(str(b0), True, "b0", SIZE, first_sector="zero")
+    )
     with_facts(monkeypatch, {str(b0): facts})
     request = {"do": "import", "profile": "lab", "mirror": "lab0", "disk": str(b0), "from": str(source)}
     return agent_seed.answer({**request, **extra})
@@ -172,7 +194,9 @@ def test_a_seed_carries_the_disk_in_little_more_than_its_data_and_an_import_writ
     b0.write_bytes(b"\xff" * SIZE)  # what the disk held before: every byte of it goes
     imported = importing(tmp_path, monkeypatch, to)
     assert imported["ok"], imported
-    assert b0.read_bytes() == data + bytes(MiB)  # and its last MiB zeroed: no record of a past leg
+    # All but the first chunk (left for the catch-up: no file system shows), and the last MiB
+    # zeroed: no record of a leg it was before.
+    assert b0.read_bytes() == bytes(MiB) + data[MiB:] + bytes(MiB)
     records = records_from_json(agent_seed.read_records())
     assert sorted(r.role for r in records) == ["export", "import"]
     assert {r.header.seed for r in records} == {done["seed"]}
@@ -228,7 +252,7 @@ def test_a_seed_of_another_mirror_is_refused_and_the_disk_left_as_it_was(
     to, _, _ = exported(tmp_path, monkeypatch)
     b0 = tmp_path / "b0"
     stand_in(b0)
-    with_facts(monkeypatch, {str(b0): DiskFacts(str(b0), True, "b0", SIZE)})
+    with_facts(monkeypatch, {str(b0): DiskFacts(str(b0), True, "b0", SIZE, first_sector="zero")})
     request = {"do": "import", "profile": "lab", "mirror": "lab1", "disk": str(b0), "from": str(to)}
     answer = agent_seed.answer(request)
     assert "is of mirror lab0 of profile lab, not of lab1" in answer["message"]
@@ -263,8 +287,24 @@ def test_a_copy_goes_only_from_a_seeded_mirrors_primary_leg_onto_its_replica(tmp
     unseeded = site_scope([("keep.yaml", load_profile(keep_data_profile(tmp_path)))])
     with pytest.raises(Refused, match="is not a seeded mirror's catch-up"):
         Checker(unseeded).step(CopySpans("lab0", "/dev/lab/a0", remote, ranges, 60.0).as_dict())
+    with pytest.raises(Refused, match="only where a profile pairs the disks"):
+        Checker(None).step(CopySpans("lab0", "/dev/lab/a0", remote, ranges, 60.0).as_dict())
     with pytest.raises(Refused, match="only by this site's operator"):
         Checker(scope).request({"op": "seed", "do": "import", "disk": "/dev/lab/b0", "from": "/x"})
+    # Reading a leg from its byte 0: only a seeded mirror's, a MiB at a time.
+    Checker(scope).request({"op": "digest", "disk": "/dev/lab/a0", "spans": [[0, CHUNK]], "raw": True})
+    for spans, says in [([[0, 2 * CHUNK]], "a MiB each at most"), ([[1, 4096]], "whole 4 KiB blocks")]:
+        with pytest.raises(Refused, match=says):
+            Checker(scope).request({"op": "digest", "disk": "/dev/lab/a0", "spans": spans, "raw": True})
+    with pytest.raises(Refused, match="is not a seeded mirror's leg"):
+        Checker(unseeded).request({"op": "digest", "disk": "/dev/lab/a0", "spans": [[0, 4096]], "raw": True})
+
+
+def test_a_guard_no_catch_up_measured_fails_at_the_site() -> None:
+    from remirror.protocol.steps import DeviceUnwritten
+
+    with pytest.raises(RemirrorError, match="not measured by a catch-up in this apply"):
+        agent_seed.device_unwritten(DeviceUnwritten("/dev/lab/a0"))
 
 
 # --- the plan over a seed ------------------------------------------------------------------
@@ -283,19 +323,28 @@ def seeded_profile(tmp_path: Path) -> Path:
 def with_seeds(facts: dict[str, SiteFacts], made: SeedHeader | None, taken: SeedHeader | None) -> None:
     if made is not None:
         facts["site-a"] = dataclasses.replace(
-            facts["site-a"], seeds=(SeedRecord("export", made, "/dev/lab/a0", made.created),)
+            facts["site-a"], seeds=(SeedRecord("export", made, "/dev/lab/a0", 256 * MiB, made.created),)
         )
     if taken is not None:
         facts["site-b"] = dataclasses.replace(
-            facts["site-b"], seeds=(SeedRecord("import", taken, "/dev/lab/b0", taken.created),)
+            facts["site-b"], seeds=(SeedRecord("import", taken, "/dev/lab/b0", 256 * MiB, taken.created),)
         )
 
 
-def seeded_facts(replica: tuple[Signature, ...] = (EXT4,)) -> dict[str, SiteFacts]:
+def seeded_facts(replica: tuple[Signature, ...] = ()) -> dict[str, SiteFacts]:
     facts = kept_facts(EXT4)
     b0 = dataclasses.replace(facts["site-b"].disks["/dev/lab/b0"], signatures=replica)
     facts["site-b"] = dataclasses.replace(facts["site-b"], disks={"/dev/lab/b0": b0})
     return facts
+
+
+def test_a_seed_taken_onto_another_disk_than_the_profiles_is_refused(tmp_path: Path) -> None:
+    facts = seeded_facts()
+    with_seeds(facts, seed_of_a0(), None)
+    taken = SeedRecord("import", seed_of_a0(), "/dev/lab/b9", 256 * MiB, 1.8e9)
+    facts["site-b"] = dataclasses.replace(facts["site-b"], seeds=(taken,))
+    with pytest.raises(PlanError, match=r"took seed 01234567 of .* onto /dev/lab/b9"):
+        make_plan(load_profile(seeded_profile(tmp_path)), facts, SECRETS)
 
 
 def seed_of_a0() -> SeedHeader:
@@ -312,7 +361,7 @@ def test_seeded_needs_keep_data(tmp_path: Path) -> None:
         load_profile(path)
 
 
-def test_a_seeded_mirror_is_caught_up_then_made_without_a_sync_and_its_seed_is_not_destroyed(
+def test_a_seeded_mirror_is_caught_up_then_made_without_a_sync_behind_guards(
     tmp_path: Path,
 ) -> None:
     facts = seeded_facts()
@@ -329,36 +378,54 @@ def test_a_seeded_mirror_is_caught_up_then_made_without_a_sync_and_its_seed_is_n
         "/dev/lab/b0",
     )
     create = next(a for a in plan.actions if a.verb == "CreateArray")
-    argv = create.steps[0].as_dict()
+    kinds = [step.kind for step in create.steps]
+    argv = create.steps[kinds.index("md_create")].as_dict()
     assert argv["assume_clean"] is True
+    # Right before the create, each leg's guard: nothing wrote it since its catch-up measured it.
+    guards = [step.as_dict() for step in create.steps if step.kind == "device_unwritten"]
+    assert kinds[: len(guards)] == ["device_unwritten"] * 2
+    assert [g["device"] for g in guards] == ["/dev/lab/a0", step["target"]]
+    assert "written" not in guards[0]  # unmeasured (-1) until the catch-up runs: it fails so
+    bound = measured({"/dev/lab/a0": (80, 8)}, create.steps[0]).as_dict()
+    assert (bound["written"], bound["discarded"]) == (80, 8)
     assert step["size"] == argv["size"]  # what is compared is what the array holds
     assert "no initial sync (the replicas hold the seed, caught up)" in create.subject
+
+
+SOMETHING = (Signature("xfs", 0, "bbbbbbbb-0000-0000-0000-000000000000"),)
 
 
 @pytest.mark.parametrize(
     ("made", "taken", "replica", "says"),
     [
-        (None, seed_of_a0(), (EXT4,), "site site-a has made no seed of lab0: run `remirror seed export"),
-        (seed_of_a0(), None, (EXT4,), "site site-b holds no seed of lab0: run `remirror seed import"),
+        (None, seed_of_a0(), (), "site site-a has made no seed of lab0: run `remirror seed export"),
+        (seed_of_a0(), None, (), "site site-b holds no seed of lab0: run `remirror seed import"),
         (
             seed_of_a0(),
             dataclasses.replace(seed_of_a0(), seed="f" * 32),
-            (EXT4,),
+            (),
             "site site-b holds seed ffffffff of 2027-01-15 08:00 UTC, and site site-a last made seed 01234567",
         ),
         (
             dataclasses.replace(seed_of_a0(), fs_uuid="aaaaaaaa-0000-0000-0000-000000000000"),
             dataclasses.replace(seed_of_a0(), fs_uuid="aaaaaaaa-0000-0000-0000-000000000000"),
-            (EXT4,),
+            (),
             "site site-a's /dev/lab/a0 is no longer the disk seed 01234567",
         ),
-        (seed_of_a0(), seed_of_a0(), (), "site site-b's /dev/lab/b0 no longer holds seed 01234567"),
+        (
+            dataclasses.replace(seed_of_a0(), size=128 * MiB),
+            dataclasses.replace(seed_of_a0(), size=128 * MiB),
+            (),
+            "is no longer the disk seed 01234567",
+        ),
+        # Written since the import: mkfs, or the catch-up's first chunk and no create after it.
         (
             seed_of_a0(),
             seed_of_a0(),
-            (Signature("xfs", 0, "bbbbbbbb-0000-0000-0000-000000000000"),),
-            "(it holds xfs filesystem",
+            SOMETHING,
+            "site site-b's /dev/lab/b0 has been written since it took seed",
         ),
+        (seed_of_a0(), seed_of_a0(), (EXT4,), "(it holds ext4 filesystem labelled 'kept'"),
     ],
 )
 def test_a_seed_that_cannot_tell_the_changes_apart_is_refused_with_the_reason_and_nothing_done(
@@ -389,10 +456,13 @@ class FakeSite:
 
     def digests(self, disk: str, spans: list[tuple[int, int]], raw: bool = False) -> list[str]:
         assert raw
-        return [self.chunks[offset // CHUNK] for offset, _ in spans]
+        return [
+            hashlib.blake2b(self.chunks[offset // CHUNK].encode(), digest_size=16).hexdigest()
+            for offset, _ in spans
+        ]
 
     def request(self, request: dict[str, Any]) -> dict[str, Any]:
-        stat = f"0 0 0 0 0 0 {self.written} 0 0 0 0"
+        stat = f"0 0 0 0 0 0 {self.written} 0 0 0 0 0 0 0 0"
         return {"stats": dict.fromkeys(request["devices"], stat)}
 
     def run(self, steps: list[dict[str, Any]]) -> list[dict[str, Any]]:
@@ -405,24 +475,24 @@ class FakeSite:
         return [{"ok": True} for _ in steps]
 
 
-def test_a_catch_up_copies_only_the_chunks_that_differ_joined_and_checks_they_arrived() -> None:
-    from remirror.catch_up import catch_up
-    from remirror.plan.seed import CatchUpSeed
-
-    replica = FakeSite("site-b", ["a", "x", "y", "d", "e", "z"])
+def test_a_catch_up_copies_only_the_chunks_that_differ_the_first_last_and_checks_they_arrived() -> None:
+    replica = FakeSite("site-b", ["", "x", "y", "d", "e", "z"])  # an import leaves chunk 0 out
     primary = FakeSite("site-a", ["a", "b", "c", "d", "e", "f"], into=replica)
-    controller: Any = type("C", (), {"clients": {"site-a": primary, "site-b": replica}})()
+    controller: Any = type("C", (), {"clients": {"site-a": primary, "site-b": replica}, "counters": {}})()
     step = CatchUpSeed("lab0", SEED_ID, "/dev/lab/a0", "/dev/sdx", "site-b", "/dev/lab/b0", 6 * CHUNK)
     caught = catch_up(controller, "site-a", step)
-    assert caught.describe() == "3 of 6 chunks differed from the seed: 3 MiB copied"
+    assert caught.describe() == "4 of 6 chunks differed from the seed: 4 MiB copied"
     assert [s["spans"] for s in primary.copied] == [
-        [{"offset": CHUNK, "length": 2 * CHUNK}, {"offset": 5 * CHUNK, "length": CHUNK}]
+        [
+            {"offset": CHUNK, "length": 2 * CHUNK},
+            {"offset": 5 * CHUNK, "length": CHUNK},
+            {"offset": 0, "length": CHUNK},
+        ]
     ]
     assert replica.chunks == primary.chunks
 
     # A primary disk written meanwhile: nothing made over legs that may differ.
     replica.chunks = ["a", "x", "c", "d", "e", "f"]
-    primary.copied.clear()
     original = primary.run
 
     def written_meanwhile(steps: list[dict[str, Any]]) -> list[dict[str, Any]]:
@@ -432,6 +502,20 @@ def test_a_catch_up_copies_only_the_chunks_that_differ_joined_and_checks_they_ar
     primary.run = written_meanwhile  # type: ignore[method-assign]
     with pytest.raises(RemirrorError, match="was written during the catch-up"):
         catch_up(controller, "site-a", step)
+    # A second replica's catch-up starts from the first's counters: moved since, refused.
+    with pytest.raises(RemirrorError, match="was written during the catch-up"):
+        catch_up(controller, "site-a", step, since=(0, 0))
+
+
+def test_an_answer_that_is_not_a_digest_per_chunk_is_an_error_never_a_difference() -> None:
+    replica = FakeSite("site-b", ["a"] * 4)
+    replica.digests = lambda disk, spans, raw=False: ["0" * 32]  # type: ignore[method-assign]
+    primary = FakeSite("site-a", ["a"] * 4, into=replica)
+    controller: Any = type("C", (), {"clients": {"site-a": primary, "site-b": replica}, "counters": {}})()
+    step = CatchUpSeed("lab0", SEED_ID, "/dev/lab/a0", "/dev/sdx", "site-b", "/dev/lab/b0", 4 * CHUNK)
+    with pytest.raises(RemirrorError, match="site-b: answered other than a digest per chunk"):
+        catch_up(controller, "site-a", step)
+    assert primary.copied == []
 
 
 def test_a_catch_up_copies_in_steps_a_link_carries_in_minutes() -> None:

@@ -43,11 +43,13 @@ def digests(request: dict[str, Any]) -> dict[str, Any]:
         out = []
         for offset, length in spans:
             view = memoryview(buffer)[:length]
-            done = os.preadv(fd, [view], base + offset)
-            if done != length:
-                raise RemirrorError(f"{disk}: short read at {base + offset}: {done} of {length} bytes")
-            out.append(hashlib.blake2b(view, digest_size=DIGEST_BYTES).hexdigest())
-            view.release()
+            try:  # released before the buffer closes, also on an error (else that hides it)
+                done = os.preadv(fd, [view], base + offset)
+                if done != length:
+                    raise RemirrorError(f"{disk}: short read at {base + offset}: {done} of {length} bytes")
+                out.append(hashlib.blake2b(view, digest_size=DIGEST_BYTES).hexdigest())
+            finally:
+                view.release()
     finally:
         os.close(fd)
         buffer.close()

@@ -56,6 +56,18 @@ _STACK_PARTS = ("", "-tmeta", "-emeta", "-tdata", "-pool", "-thin", "-drill", "-
 _CACHE_PARTS = ("", "-meta", "-fast")
 
 
+RAW_SPANS = 1024  # ranges a raw digest may ask for at once (a catch-up asks 256)
+
+
+def _raw_span(span: Any) -> bool:
+    """[offset, length]: whole 4 KiB blocks, a MiB at most."""
+    if not isinstance(span, list) or len(span) != 2:
+        return False
+    offset, length = span
+    whole = all(isinstance(v, int) and not isinstance(v, bool) for v in span)
+    return whole and offset >= 0 and 0 < length <= 1 << 20 and not offset % 4096 and not length % 4096
+
+
 class Refused(Exception):
     """A request outside the protocol; the message says what and why, in one line."""
 
@@ -138,9 +150,19 @@ class Checker:
         checks[op](request)
 
     def _digest(self, request: dict[str, Any]) -> None:
-        self.readable(request.get("disk"))
-        if not isinstance(request.get("raw", False), bool):
+        """A leg's digests; `raw` (from the disk's byte 0, a seed's catch-up) only of a seeded
+        mirror's leg, in chunks of at most a MiB (remirror.catch_up's)."""
+        disk, raw = request.get("disk"), request.get("raw", False)
+        self.readable(disk)
+        if not isinstance(raw, bool):
             raise Refused("digest: raw is true or false")
+        if not raw:
+            return
+        if self.scope is not None and disk not in self.scope.seed_legs:
+            raise Refused(f"digest raw: {disk} is not a seeded mirror's leg in {self._sources()}")
+        spans = request.get("spans")
+        if not isinstance(spans, list) or len(spans) > RAW_SPANS or not all(_raw_span(s) for s in spans):
+            raise Refused(f"digest raw: at most {RAW_SPANS} ranges of whole 4 KiB blocks, a MiB each at most")
 
     def _observe(self, request: dict[str, Any]) -> None:
         for key in ("disks", "probe", "records"):

@@ -177,9 +177,9 @@ def copy_spans(check: Checker, step: catalogue.CopySpans) -> None:
     check.mirror(step.mirror)
     check.device(step.source)
     check.device(step.target)
-    if check.scope is not None and (step.source, step.target) not in check.scope.seed_copies.get(
-        step.mirror, frozenset()
-    ):
+    if check.scope is None:
+        raise Refused("copy_spans: only where a profile pairs the disks (a seeded mirror's primary)")
+    if (step.source, step.target) not in check.scope.seed_copies.get(step.mirror, frozenset()):
         raise Refused(
             f"copy_spans: {step.source} onto {step.target} is not a seeded mirror's catch-up in"
             f" {check._sources()}"
@@ -191,6 +191,10 @@ def copy_spans(check: Checker, step: catalogue.CopySpans) -> None:
         total += span.length
     if total > MAX_COPY_BYTES or not 0 < step.timeout <= 7 * 86400:
         raise Refused("copy_spans: more bytes or a longer wait than a catch-up's step")
+
+
+def device_unwritten(check: Checker, step: catalogue.DeviceUnwritten) -> None:
+    check.readable(step.device)  # it only reads the device's counters
 
 
 def points_stack(check: Checker, step: catalogue.CdpStack) -> None:
@@ -314,6 +318,7 @@ STEP_CHECKS: dict[type[catalogue.Step], Callable[[Checker, Any], None]] = {
     **COMMAND_CHECKS,  # remirror.agent.policy_commands
     catalogue.ProveBlank: prove_blank,
     catalogue.CopySpans: copy_spans,
+    catalogue.DeviceUnwritten: device_unwritten,
     catalogue.WaitPath: _fields(path="path", timeout="seconds"),
     catalogue.AssembleArray: _fields(md="device", uuid="uuid", devices="devices"),
     catalogue.NodeSecrets: node_secrets,  # remirror.agent.policy_iscsi

@@ -21,6 +21,7 @@ import contextlib
 import json
 import mmap
 import os
+import stat
 import sys
 import time
 import uuid
@@ -48,9 +49,10 @@ from remirror.facts.seed import (
     export_header,
     header_from_json,
     import_refusal,
+    write_counters,
 )
 from remirror.facts.site import disk_facts
-from remirror.protocol.steps import CopySpans
+from remirror.protocol.steps import CopySpans, DeviceUnwritten
 
 MAX_RECORD_BYTES = 64 * 1024
 PROGRESS_EVERY = 10.0  # seconds between progress lines on a terminal
@@ -78,18 +80,20 @@ def answer(request: dict[str, Any]) -> dict[str, Any]:
 def _export(request: dict[str, Any]) -> dict[str, Any]:
     from remirror.agent.observe import observe_disk  # observe imports this module (its records)
 
-    disk = str(request["disk"])
+    disk, to = str(request["disk"]), str(request["to"])
+    found = disk_facts(disk, observe_disk(disk))
     header = export_header(
         str(request["profile"]),
         str(request["mirror"]),
         str(request["site"]),
-        disk_facts(disk, observe_disk(disk)),
+        found,
         uuid.uuid4().hex,
         time.time(),
     )
+    _not_onto_itself(to, disk)
     stream, zero = StreamDigest(header), bytes(CHUNK)
     zero_chunks = 0
-    with _output(str(request["to"])) as out, _direct(disk, os.O_RDONLY) as (fd, buffer):
+    with _output(to) as out, _direct(disk, os.O_RDONLY) as (fd, buffer):
         out.write(header.encode())
         progress = _Progress("seed export", header.size)
         for index in range(header.chunks):
@@ -105,10 +109,19 @@ def _export(request: dict[str, Any]) -> dict[str, Any]:
             progress.at((index + 1) * CHUNK)
         out.write(END + stream.digest())
         out.flush()
-        with contextlib.suppress(OSError):  # a pipe has nothing to sync
+        if stat.S_ISREG(os.fstat(out.fileno()).st_mode):  # a pipe has nothing to sync
             os.fsync(out.fileno())
-    _keep_record(SeedRecord("export", header, disk, time.time()))
+    _keep_record(SeedRecord("export", header, disk, found.size, time.time()), "the file holds the whole seed")
     return _summary(header, zero_chunks)
+
+
+def _not_onto_itself(to: str, disk: str) -> None:
+    """A seed file on the disk it is a seed of would be read into itself as it grows."""
+    if to == "-":
+        return
+    with contextlib.suppress(OSError):
+        if Path(to).resolve().parent.stat().st_dev == Path(disk).stat().st_rdev:
+            raise SeedError(f"{to} is on {disk}, the disk the seed is of: write it onto another disk")
 
 
 @contextlib.contextmanager
@@ -123,8 +136,12 @@ def _output(to: str) -> Iterator[IO[bytes]]:
         fd = os.open(to, os.O_WRONLY | os.O_CREAT | os.O_EXCL | os.O_NOFOLLOW, 0o600)
     except FileExistsError:
         raise SeedError(f"{to} exists: a seed is written to a new file") from None
-    with os.fdopen(fd, "wb") as out:
-        yield out
+    try:
+        with os.fdopen(fd, "wb") as out:
+            yield out
+    except BaseException:
+        Path(to).unlink(missing_ok=True)  # ours, made above: a seed cut short is no seed
+        raise
 
 
 # --- import: a stream onto the replica disk ---------------------------------------------------
@@ -140,12 +157,12 @@ def _import(request: dict[str, Any]) -> dict[str, Any]:
         why = import_refusal(header, profile, mirror, found, request.get("allow_destructive") is True)
         if why is not None:
             raise SeedError(why)
-        # The disk changes from here: a seed written in part is no seed, and has no record.
-        _forget_record(profile, mirror, "import")
         stream, zero = StreamDigest(header), bytes(CHUNK)
         zero_chunks = 0
         # Exclusive: nothing mounted, no array, no LIO export may hold the disk meanwhile.
         with _direct(disk, os.O_WRONLY | os.O_EXCL) as (fd, buffer):
+            # The disk changes from here: a seed written in part is no seed, and has no record.
+            _forget_record(profile, mirror, "import")
             progress = _Progress("seed import", header.size)
             for index in range(header.chunks):
                 length, at = header.chunk_length(index), index * CHUNK
@@ -165,6 +182,11 @@ def _import(request: dict[str, Any]) -> dict[str, Any]:
                     zero_chunks += 1
                 else:
                     raise SeedError(f"chunk {index} (byte {at}) is not a chunk of a seed: it is damaged")
+                if index == 0:
+                    # Left for the catch-up, which copies it last: the file system's superblock is
+                    # in it, and a replica's disk that shows the file system's UUID would be one
+                    # the primary's host could mount by it, through iSCSI, until the create.
+                    buffer[:length] = zero[:length]
                 stream.add(digest)
                 _write(fd, buffer, at, length, disk)
                 progress.at(at + length)
@@ -178,7 +200,7 @@ def _import(request: dict[str, Any]) -> dict[str, Any]:
             for at in range(max(header.size, (found.size // CHUNK - 1) * CHUNK), found.size, CHUNK):
                 _write(fd, buffer, at, min(CHUNK, found.size - at), disk)
             os.fsync(fd)
-    _keep_record(SeedRecord("import", header, disk, time.time()))
+    _keep_record(SeedRecord("import", header, disk, found.size, time.time()), "the disk holds the whole seed")
     return _summary(header, zero_chunks)
 
 
@@ -226,12 +248,29 @@ def copy_spans(step: CopySpans) -> None:
         _direct(step.source, os.O_RDONLY | os.O_EXCL) as (source, buffer),
         _direct(step.target, os.O_WRONLY | os.O_EXCL) as (target, _),
     ):
+        # Never the last MiB: the leg record's place and md's metadata, each leg's own.
+        limit = (os.lseek(source, 0, os.SEEK_END) // CHUNK - 1) * CHUNK
+        if any(span.offset + span.length > limit for span in step.spans):
+            raise RemirrorError(f"copy_spans: a range past byte {limit} of {step.source}, a seed's end")
         for span in step.spans:
             for at in range(span.offset, span.offset + span.length, CHUNK):
                 length = min(CHUNK, span.offset + span.length - at)
                 _read(source, buffer, at, length, step.source)
                 _write(target, buffer, at, length, step.target)
         os.fsync(target)
+
+
+def device_unwritten(step: DeviceUnwritten) -> None:
+    """The create's guard: nothing wrote or discarded on the leg since the catch-up measured it."""
+    if step.written < 0 or step.discarded < 0:
+        raise RemirrorError(f"{step.device}: not measured by a catch-up in this apply: apply again")
+    name = Path(os.path.realpath(step.device)).name
+    written, discarded, in_flight = write_counters(Path(f"/sys/class/block/{name}/stat").read_text())
+    if (written, discarded) != (step.written, step.discarded) or in_flight:
+        raise RemirrorError(
+            f"{step.device} was written since the catch-up compared it: nothing may use it until"
+            " apply has made the mirror; apply again"
+        )
 
 
 # --- disks, records, progress -----------------------------------------------------------------
@@ -286,27 +325,42 @@ def read_records() -> list[Any]:
     return found
 
 
-def _keep_record(record: SeedRecord) -> None:
+def _keep_record(record: SeedRecord, whole: str) -> None:
     """Written whole or not at all (a new file renamed over the last), once the seed is."""
     directory = Path(SEED_DIR)
-    directory.mkdir(mode=0o755, parents=True, exist_ok=True)
     final = directory / record.file_name()
     part = final.with_suffix(".part")
-    part.write_text(json.dumps(record.as_json(), sort_keys=True) + "\n")
-    with part.open("rb") as written:
-        os.fsync(written.fileno())
-    part.chmod(0o644)
-    part.replace(final)
+    try:
+        directory.mkdir(mode=0o755, parents=True, exist_ok=True)
+        part.write_text(json.dumps(record.as_json(), sort_keys=True) + "\n")
+        with part.open("rb") as written:
+            os.fsync(written.fileno())
+        part.chmod(0o644)
+        part.replace(final)
+        _sync_directory(directory)
+    except OSError as error:
+        part.unlink(missing_ok=True)
+        raise RemirrorError(
+            f"{whole}, but its record could not be written in {directory} ({error.strerror}): make room"
+            " and run it again"
+        ) from None
+
+
+def _forget_record(profile: str, mirror: str, role: Role) -> None:
+    """Gone for good before the disk changes: a power cut must not bring it back."""
+    try:
+        (Path(SEED_DIR) / f"{profile}.{mirror}.{role}.json").unlink()
+    except FileNotFoundError:
+        return
+    _sync_directory(Path(SEED_DIR))
+
+
+def _sync_directory(directory: Path) -> None:
     dir_fd = os.open(directory, os.O_RDONLY)
     try:
         os.fsync(dir_fd)
     finally:
         os.close(dir_fd)
-
-
-def _forget_record(profile: str, mirror: str, role: Role) -> None:
-    with contextlib.suppress(FileNotFoundError):
-        (Path(SEED_DIR) / f"{profile}.{mirror}.{role}.json").unlink()
 
 
 def _summary(header: SeedHeader, zero_chunks: int) -> dict[str, Any]:

@@ -291,6 +291,7 @@ _STEPS: dict[type[Step], Callable[[Any], None]] = {
     **dict.fromkeys(COMMANDS, _command),
     catalogue.ProveBlank: _prove_blank,
     catalogue.CopySpans: seed.copy_spans,
+    catalogue.DeviceUnwritten: seed.device_unwritten,
     catalogue.WaitPath: _wait_path,
     catalogue.AssembleArray: _assemble_array,
     catalogue.NodeSecrets: _node_secrets,

@@ -34,6 +34,8 @@ def seed() -> None:
 def export(profile_path: str, mirror_name: str, to: str, as_json: bool) -> None:
     """Write a seed of MIRROR's primary disk, at the primary: the disk but its last MiB, a chunk
     of zeros in a byte, each chunk with its digest."""
+    if as_json and to == "-":
+        raise UsageError("seed export: --json with --to -: the seed itself is on stdout")
     done = _ask(profile_path, mirror_name, "export", to=to)
     _said(done, f"seed {done['seed'][:8]} of {mirror_name}", "written", as_json)
 

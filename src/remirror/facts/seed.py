@@ -52,6 +52,7 @@ ROLES: tuple[Role, ...] = ("export", "import")
 # Where a site keeps its seed records: one of remirror's directories, never a path a request names.
 SEED_DIR = "/var/lib/remirror/seeds"
 MAX_RECORDS = 256  # read by observe: more is not a site's own doing
+TIMES = (1e9, 4.1e9)  # the times believed (2001 to 2100), as a site's clock (remirror.facts.site)
 
 
 class SeedError(ValueError):
@@ -91,7 +92,7 @@ def header_from_json(body: bytes) -> SeedHeader:
     """The header a stream carries, checked field by field; SeedError if anything is off."""
     try:
         fields = json.loads(body)
-    except (UnicodeDecodeError, json.JSONDecodeError):
+    except (UnicodeDecodeError, json.JSONDecodeError, RecursionError):
         raise SeedError("its header is not JSON") from None
     return SeedHeader(**_checked(fields, "header"))
 
@@ -115,10 +116,15 @@ def _checked(fields: Any, what: str) -> dict[str, Any]:
         raise SeedError(f"its {what} size {size!r} is not a whole number of 4 KiB blocks")
     if chunk != CHUNK:
         raise SeedError(f"its {what} chunk of {chunk!r} bytes is not a seed's {CHUNK}")
-    created = fields["created"]
-    if not isinstance(created, (int, float)) or isinstance(created, bool) or not math.isfinite(created):
-        raise SeedError(f"its {what} time {created!r} is not a time")
-    return {**fields, "created": float(created)}
+    if not _time(fields["created"]):
+        raise SeedError(f"its {what} time {fields['created']!r} is not a time")
+    return {**fields, "created": float(fields["created"])}
+
+
+def _time(value: Any) -> bool:
+    """A time between 2001 and 2100, in epoch seconds."""
+    number = isinstance(value, (int, float)) and not isinstance(value, bool)
+    return number and math.isfinite(value) and TIMES[0] <= value <= TIMES[1]
 
 
 def _text(value: Any, pattern: re.Pattern[str], what: str) -> None:
@@ -128,6 +134,16 @@ def _text(value: Any, pattern: re.Pattern[str], what: str) -> None:
 
 def _whole(value: Any) -> bool:
     return isinstance(value, int) and not isinstance(value, bool)
+
+
+def write_counters(stat: str) -> tuple[int, int, int]:
+    """(sectors written, sectors discarded, requests in flight) from a /sys/class/block/DEV/stat
+    line (Documentation/block/stat.rst: fields 7, 14 and 9; kernels before 4.18 count no
+    discards). ValueError if it is not one."""
+    fields = [int(f) for f in stat.split()]
+    if len(fields) < 11:
+        raise ValueError(f"not a block device's stat: {stat.strip()[:80]!r}")
+    return fields[6], fields[13] if len(fields) > 13 else 0, fields[8]
 
 
 def chunk_digest(data: bytes | memoryview) -> bytes:
@@ -156,10 +172,17 @@ class SeedRecord:
     role: Role
     header: SeedHeader
     disk: str  # the profile's path of the disk it was read from or written to
+    disk_size: int  # that disk's size then: another disk under the same name is not it
     done: float  # epoch seconds it finished
 
     def as_json(self) -> dict[str, Any]:
-        return {"role": self.role, "seed": asdict(self.header), "disk": self.disk, "done": self.done}
+        return {
+            "role": self.role,
+            "seed": asdict(self.header),
+            "disk": self.disk,
+            "disk_size": self.disk_size,
+            "done": self.done,
+        }
 
     def file_name(self) -> str:
         """Its file in SEED_DIR: one per profile, mirror and role (a new seed replaces the last)."""
@@ -172,16 +195,20 @@ class SeedRecord:
 
 def record_from_json(body: Any) -> SeedRecord:
     """A record as a site reports it; SeedError if it does not check."""
-    if not isinstance(body, dict) or set(body) != {"role", "seed", "disk", "done"}:
-        raise SeedError("a seed record has the fields role, seed, disk and done")
+    if not isinstance(body, dict) or set(body) != {"role", "seed", "disk", "disk_size", "done"}:
+        raise SeedError("a seed record has the fields role, seed, disk, disk_size and done")
     if body["role"] not in ROLES:
         raise SeedError(f"a seed record's role {body['role']!r} is not one of {ROLES}")
     disk, done = body["disk"], body["done"]
     if not isinstance(disk, str) or not disk.startswith("/") or len(disk) > 4096:
         raise SeedError(f"a seed record's disk {disk!r} is not a path")
-    if not isinstance(done, (int, float)) or isinstance(done, bool) or not math.isfinite(done):
+    if not _time(done):
         raise SeedError(f"a seed record's time {done!r} is not a time")
-    return SeedRecord(body["role"], SeedHeader(**_checked(body["seed"], "record")), disk, float(done))
+    size = body["disk_size"]
+    if not _whole(size) or not 0 < size <= MAX_SIZE:
+        raise SeedError(f"a seed record's disk size {size!r} is not a size")
+    header = SeedHeader(**_checked(body["seed"], "record"))
+    return SeedRecord(body["role"], header, disk, size, float(done))
 
 
 def records_from_json(bodies: Any) -> tuple[SeedRecord, ...]:
@@ -218,12 +245,6 @@ def export_header(profile: str, mirror: str, site: str, disk: DiskFacts, seed: s
     return SeedHeader(profile, mirror, seed, site, size, CHUNK, now, fs.type, fs.uuid or "")
 
 
-def holds_seed_file_system(disk: DiskFacts, header: SeedHeader) -> bool:
-    """Whether `disk` holds the seed's file system and nothing else (a seed taken before, or
-    being brought up to date): its type and UUID, no md, LVM or partition signature."""
-    return bool(disk.signatures) and all(same_file_system(s, header) for s in disk.signatures)
-
-
 def same_file_system(signature: Signature, header: SeedHeader) -> bool:
     """Whether `signature` is the file system the seed was made of (its type and UUID)."""
     return signature.kind == "filesystem" and (signature.type, signature.uuid) == (
@@ -236,8 +257,10 @@ def import_refusal(
     header: SeedHeader, profile: str, mirror: str, disk: DiskFacts, allow_destructive: bool
 ) -> str | None:
     """Why the seed `header` may not be written onto `disk` (the replica disk of `profile`'s
-    `mirror`, by this site's profile), or None. A disk that holds anything but this seed's file
-    system is data: written over only when the operator says so."""
+    `mirror`, by this site's profile, its head probed), or None. Only a blank disk, or one that
+    holds a seed taken before (blank-looking too: an import leaves the first chunk for the
+    catch-up, below), is written without the operator's word; a leg's own points or a cache's
+    blocks never are: they go by their own verbs."""
     if (header.profile, header.mirror) != (profile, mirror):
         return (
             f"the seed is of mirror {header.mirror} of profile {header.profile}, not of {mirror} of {profile}"
@@ -248,12 +271,26 @@ def import_refusal(
         return f"{disk.path} is in use ({'; '.join(disk.users())})"
     if header.size > disk.size:
         return f"the seed carries {header.size} bytes, and {disk.path} has {disk.size}"
-    if allow_destructive or not (disk.signatures or disk.leg_record):
-        return None
-    if disk.leg_record is not None:
+    if disk.first_sector == "cdp":
+        return f"{disk.path} holds a leg's own recovery points: they go only by their own verbs (docs/cdp.md)"
+    if disk.first_sector == "writecache":
+        return f"{disk.path} holds a writecache's blocks: a cache's disk is not a mirror's leg"
+    own = (disk.leg_record is not None and disk.leg_record.mirror == mirror) or (
+        disk.superblock is not None and disk.superblock.name == mirror
+    )
+    if own:
+        held = (
+            f"mirror {mirror}'s own leg: after a promotion it may hold the mirror's newest data;"
+            " write over it only if the primary's data is the one to keep"
+        )
+    elif disk.leg_record is not None:
         held = f"the leg record of mirror {disk.leg_record.mirror}: it has been a leg of a mirror"
-    elif holds_seed_file_system(disk, header):
-        return None
-    else:
+    elif disk.signatures:
         held = ", ".join(s.describe() for s in disk.signatures)
+    elif disk.first_sector != "zero":
+        held = "data at its start (no signature, but not zeros)"
+    else:
+        return None
+    if allow_destructive:
+        return None
     return f"{disk.path} holds {held}; the import writes over it (--allow-destructive if it may go)"

@@ -136,8 +136,7 @@ def array_actions(
                 local, signatures=tuple(s for s in local.signatures if s != kept.signature)
             )
         destroyed = [d for d in [destroys(primary.name, local, "")] if d]
-        # A seed's file system on a replica is what the catch-up brings up to date, not data.
-        destroyed += [destroys(r.path, r, "") for r in replica_disks if r.signatures and seed is None]
+        destroyed += [destroys(r.path, r, "") for r in replica_disks if r.signatures]
         return create_actions(
             mirror, primary, local, replica_disks, remote_paths, uuid_, "; ".join(destroyed), kept, seed
         )

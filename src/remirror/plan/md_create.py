@@ -21,6 +21,7 @@ from remirror.profile.model import Mirror
 from remirror.protocol.commands import MdCreate
 from remirror.protocol.steps import (
     AddReplicaLegs,
+    DeviceUnwritten,
     DropBadBlockLog,
     LegRecordCreate,
     ProveBlank,
@@ -86,8 +87,10 @@ def create_actions(
             for replica, disk, path in zip(mirror.replicas, replica_disks, remote_paths, strict=True)
         ]
         caught_up = "the replicas hold the seed, caught up"
+        # Nothing may write a leg between its catch-up and the create (legs made --assume-clean).
+        guards = tuple(DeviceUnwritten(path) for path in (local.path, *remote_paths))
         return catch_up + _create_without_sync(
-            mirror, primary, local, remote_paths, uuid_, create, destroyed, caught_up
+            mirror, primary, local, remote_paths, uuid_, create, destroyed, caught_up, guards
         )
     # The replica legs take the array's first slots: md (raid1.c of Debian 12's 6.1) decides
     # whether a write goes behind on the first leg it writes to, so write-behind only works
@@ -136,6 +139,7 @@ def _create_without_sync(
     create: MdCreate,
     destroyed: str,
     why: str,
+    guards: tuple[DeviceUnwritten, ...] = (),
 ) -> list[Action]:
     """`initial_sync: skip`: once each site has proved its leg all zeros (`prove_blank_actions`,
     which the planner puts first), the array is created with every leg at once,
@@ -152,6 +156,7 @@ def _create_without_sync(
             f" first slot(s), no initial sync ({why})",
             CREATE,
             (
+                *guards,
                 create,
                 WaitPath(mirror.md_device, 30),
                 # Each made with a bad block log: dropped in place, nothing to resync.

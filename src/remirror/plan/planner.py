@@ -130,7 +130,7 @@ def make_plan(profile: Profile, facts: Mapping[str, SiteFacts], secrets: Mapping
                 chap,
                 primary.initiator,
                 secrets,
-                destroys(site.name, device, uuid_) if seed is None else "",  # a seed is caught up
+                destroys(site.name, device, uuid_),
             )
             actions += initiator_actions(mirror, primary, iqn, portal, chap, secrets)
             remote_paths.append(replica_path(profile, mirror, replica))

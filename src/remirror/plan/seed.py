@@ -17,17 +17,20 @@ before anything is written.
 
 from __future__ import annotations
 
+import dataclasses
 import time
 from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import ClassVar
 
-from remirror.facts.seed import SeedHeader, holds_seed_file_system, same_file_system
+from remirror.facts.seed import SeedHeader, same_file_system
 from remirror.facts.site import DiskFacts, SiteFacts
 from remirror.plan.actions import PlanError
 from remirror.profile.model import Mirror, Profile
 from remirror.profile.names import cache_name
-from remirror.protocol.steps import Step
+from remirror.protocol.steps import DeviceUnwritten, Step
+
+Counters = tuple[int, int]  # a device's sectors written and discarded since boot
 
 
 @dataclass(frozen=True)
@@ -44,6 +47,15 @@ class CatchUpSeed(Step):
     replica_site: str
     replica_device: str
     size: int
+
+
+def measured(counters: Mapping[str, Counters], step: Step) -> Step:
+    """`step`, or a DeviceUnwritten guard with what this apply's catch-up measured of its device
+    (none measured: it stays unmeasured, and fails at the site)."""
+    if not isinstance(step, DeviceUnwritten) or step.written >= 0 or step.device not in counters:
+        return step
+    written, discarded = counters[step.device]
+    return dataclasses.replace(step, written=written, discarded=discarded)
 
 
 def seeding(
@@ -69,23 +81,36 @@ def seeding(
             " each replica site (docs/seeding.md)"
         )
     seed, disk = made.header, contents[primary.name]
+    raw = primary.disks[mirror.primary.disk]
     if (
-        not any(same_file_system(s, seed) for s in disk.signatures)
-        or (disk.size // seed.chunk - 1) * seed.chunk != seed.size
+        made.disk != mirror.primary.disk
+        or not any(same_file_system(s, seed) for s in disk.signatures)
+        or (raw.size // seed.chunk - 1) * seed.chunk != seed.size
     ):
         raise PlanError(
-            f"{where}: site {primary.name}'s {disk.path} is no longer the disk seed {_named(seed)} was"
-            f" made of ({seed.fs_type} {seed.fs_uuid}, {seed.size} bytes): its changes since cannot be"
-            " told apart from another disk's; export a new seed and import it"
+            f"{where}: site {primary.name}'s {mirror.primary.disk} is no longer the disk seed"
+            f" {_named(seed)} was made of ({made.disk}: {seed.fs_type} {seed.fs_uuid}, {seed.size}"
+            " bytes): its changes since cannot be told apart from another disk's; export a new seed"
+            " and import it"
         )
     for replica in mirror.replicas:
-        _check_replica(where, profile, mirror, seed, facts[replica.site], contents[replica.site])
+        site = facts[replica.site]
+        _check_replica(where, profile, mirror, seed, site, site.disks[replica.disk], contents[replica.site])
     return seed
 
 
 def _check_replica(
-    where: str, profile: Profile, mirror: Mirror, seed: SeedHeader, site: SiteFacts, disk: DiskFacts
+    where: str,
+    profile: Profile,
+    mirror: Mirror,
+    seed: SeedHeader,
+    site: SiteFacts,
+    raw: DiskFacts,
+    disk: DiskFacts,
 ) -> None:
+    """The replica's disk holds the primary's newest seed, taken whole onto it, and nothing since:
+    blank-looking, since an import leaves the first chunk (the file system's superblock) for the
+    catch-up to copy last (remirror.agent.seed)."""
     taken = site.seed(profile.name, mirror.name, "import")
     if taken is None:
         raise PlanError(
@@ -97,11 +122,16 @@ def _check_replica(
             f"{where}: site {site.name} holds seed {_named(taken.header)}, and site {seed.site} last"
             f" made seed {_named(seed)}: import that one at {site.name}"
         )
-    if disk.leg_record is not None or not holds_seed_file_system(disk, seed):
+    if (taken.disk, taken.disk_size) != (raw.path, raw.size):
+        raise PlanError(
+            f"{where}: site {site.name} took seed {_named(seed)} onto {taken.disk} ({taken.disk_size}"
+            f" bytes), not {raw.path} ({raw.size} bytes): import it onto the profile's disk"
+        )
+    if disk.leg_record is not None or disk.signatures:
         held = "a leg record" if disk.leg_record else ", ".join(s.describe() for s in disk.signatures)
         raise PlanError(
-            f"{where}: site {site.name}'s {disk.path} no longer holds seed {_named(seed)} (it holds"
-            f" {held or 'no file system'}): import it again"
+            f"{where}: site {site.name}'s {disk.path} has been written since it took seed"
+            f" {_named(seed)} (it holds {held}): import it again"
         )
 
 

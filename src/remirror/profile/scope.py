@@ -80,6 +80,8 @@ class SiteScope:
     # A seeded mirror whose primary is here: what its catch-up may copy from and onto, (the
     # primary's leg device, a replica's iSCSI disk as this site logs in to it): never the other way.
     seed_copies: Mapping[str, frozenset[tuple[str, str]]] = field(default_factory=dict)
+    # The legs here of seeded mirrors, which a catch-up reads from their byte 0 (`digest` raw).
+    seed_legs: frozenset[str] = frozenset()
 
 
 # (address/prefix, UDP port, keepalive, the peers' (tunnel address, endpoint)): see SiteScope.tunnels.
@@ -143,6 +145,7 @@ def site_scope(profiles: Iterable[tuple[str, Profile]]) -> SiteScope:
     leg_devices: dict[str, frozenset[str]] = {}
     home_primaries: set[str] = set()
     seed_copies: dict[str, frozenset[tuple[str, str]]] = {}
+    seed_legs: set[str] = set()
 
     def serve(iqn: str, target: TargetScope, backstore: str, devices: set[str]) -> None:
         targets[iqn] = targets[iqn].merged(target) if iqn in targets else target
@@ -185,6 +188,8 @@ def site_scope(profiles: Iterable[tuple[str, Profile]]) -> SiteScope:
                         leg.disk,
                         *_leg_devices(mirror, leg),
                     }
+                    if mirror.replication.initial_sync == "seeded":
+                        seed_legs.update(_leg_devices(mirror, leg))
                     if leg is mirror.primary:
                         home_primaries.add(mirror.name)
                         if mirror.replication.initial_sync == "seeded":
@@ -244,6 +249,7 @@ def site_scope(profiles: Iterable[tuple[str, Profile]]) -> SiteScope:
         leg_devices=leg_devices,
         home_primaries=frozenset(home_primaries),
         seed_copies=seed_copies,
+        seed_legs=frozenset(seed_legs),
     )
 
 

@@ -322,11 +322,24 @@ class CopySpans(Step):
     timeout: float  # seconds the controller waits for it: the bytes cross the link
 
 
+@dataclass(frozen=True)
+class DeviceUnwritten(Step):
+    """Fail unless `device` has had exactly `written` sectors written and `discarded` discarded
+    since boot, with nothing in flight: right before a seeded mirror's `md_create`, nothing wrote
+    its legs since the catch-up measured them. -1: not measured (the controller fills them in
+    from the catch-up of the same apply, remirror.catch_up; unmeasured, the step fails)."""
+
+    kind: ClassVar[str] = "device_unwritten"
+    device: str
+    written: int = -1
+    discarded: int = -1
+
+
 _EVERY_STEP: tuple[type[Step], ...] = (
     *COMMANDS, *LIO_STEPS, WaitPath, MdadmConfArrays, SetMdAttribute, SetSessionTimeout, WriteDiskSysfs,
     SetMemberState, LocalLegLast, AddReplicaLegs, DropBadBlockLog, NodeSecrets, DmReload, DrainCache,
     AssembleArray, CdpStack, CdpDeactivate, ProveBlank, WireguardKey, WireguardTunnel, LegRecordCreate,
-    LegRecordPromote, LegRecordJoin, SaveRanges, CopySpans,
+    LegRecordPromote, LegRecordJoin, SaveRanges, CopySpans, DeviceUnwritten,
 )  # fmt: skip
 CATALOGUE: dict[str, type[Step]] = {cls.kind: cls for cls in _EVERY_STEP}
 
