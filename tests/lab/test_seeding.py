@@ -74,8 +74,19 @@ def test_a_seeded_mirror_sends_only_what_changed_since_the_seed_and_its_legs_are
     remirror("seed", "export", seeded, "lab2", "--to", str(seed))
     record_property("seed_file_bytes", seed.stat().st_size)
     assert seed.stat().st_size < DISK // 4  # 12 MiB of files and ext4's metadata, zeros in a byte
+    # Site B's disk holds a file system: refused, nothing written, until it is blank.
+    on_b("mkfs.ext4", "-q", "-F", "-L", "old", B, "64M")
+    head = on_b("sh", "-c", f"head -c 1048576 {B} | sha256sum").stdout
+    refused = on_b(
+        "remirror", "seed", "import", seeded, "lab2", "--from", str(seed), ok_codes=(3,), timeout=SLOW
+    )
+    assert f"{B} holds ext4 filesystem labelled 'old'" in refused.stderr, refused
+    assert on_b("sh", "-c", f"head -c 1048576 {B} | sha256sum").stdout == head
+    on_b("dd", "if=/dev/zero", f"of={B}", "bs=1M", "count=1", "oflag=direct", "status=none")
     done = on_b("remirror", "seed", "import", seeded, "lab2", "--from", str(seed), timeout=SLOW)
     assert "imported" in done.stderr, done
+    # All of it but the first chunk, which the catch-up copies last: no file system shows yet.
+    on_b("blkid", "-p", B, ok_codes=(2,))
     (record,) = [json.loads(line) for line in on_b("sh", "-c", f"cat {RECORDS}").stdout.splitlines()]
     assert record["role"] == "import"  # site B's own record only: site A's stays at site A
 
