@@ -5,13 +5,19 @@ Each site hashes its own leg in chunks (the agent's `digest` op, from byte 0:
 there is no array yet), both at once, and only the digests cross the link, 16
 bytes a MiB. The primary then copies the chunks whose digests differ through
 the replica's iSCSI disk (`copy_spans` steps, remirror.agent.seed), and the
-replica hashes them again: the action is done when every chunk compared equal.
+replica hashes them again. All but the first chunk, the file system's
+superblock: the create's own request copies it, right before `md_create`, so
+that until then the replica's disk shows no file system to the primary's
+host (and a failure on the way leaves it so: apply again).
 
 The primary's disk must not change meanwhile (a write after its chunk was
-hashed would be on one leg only): its write counter is read before and after,
-and any write between fails the action, with nothing made. The replica's disk
-is written by nothing but the primary's copy: its site exports it to the
-primary's initiator alone.
+hashed would be on one leg only): its write and discard counters are read
+before the first hash and after the last copy, and the create's guards
+(`device_unwritten`) check every leg's against them right before it: any
+write between fails the apply with nothing made. The replica's disk is
+written by nothing but the primary's copy: its site exports it to the
+primary's initiator alone (what its own host writes to it without opening
+it exclusively is beyond these counters, which the primary reads).
 """
 
 from __future__ import annotations
@@ -26,7 +32,7 @@ from remirror.controller import ApplyError, Outcome
 from remirror.errors import RemirrorError
 from remirror.facts.seed import CHUNK, write_counters
 from remirror.plan.actions import Action
-from remirror.plan.seed import CatchUpSeed, Counters
+from remirror.plan.seed import SLOWEST_LINK, CatchUpSeed, Counters
 from remirror.protocol.steps import ByteRange, CopySpans
 
 if TYPE_CHECKING:
@@ -35,7 +41,6 @@ if TYPE_CHECKING:
 
 HASH_BATCH = 256  # chunks per digest request: 256 MiB read per answer
 COPY_BYTES = 64 * CHUNK  # per copy_spans step: a step's answer comes back within minutes
-SLOWEST_LINK = 125_000  # bytes a second (1 Mbit/s): what the controller waits for a step to cross
 DIGEST = re.compile(r"[0-9a-f]{32}")
 
 
@@ -92,9 +97,10 @@ def catch_up(controller: Controller, site: str, step: CatchUpSeed, since: Counte
             for index, (a, b) in enumerate(zip(mine.result(), theirs.result(), strict=True), start):
                 if a != b:
                     ours[index] = a
-    # The first chunk last: it holds the file system's superblock, which an import leaves out so
-    # that the replica's disk shows no file system to the primary's host until the create.
-    order = sorted(ours, key=lambda i: (i == 0, i))
+    # Not the first chunk: it holds the file system's superblock, which an import leaves out so
+    # that the replica's disk shows no file system; the create's own request copies it
+    # (remirror.plan.md_create), after its guards.
+    order = sorted(i for i in ours if i != 0)
     for group in _groups([chunks[i] for i in order]):
         copy = CopySpans(
             step.mirror, step.source, step.target, group, 60 + sum(r.length for r in group) / SLOWEST_LINK
@@ -106,8 +112,8 @@ def catch_up(controller: Controller, site: str, step: CatchUpSeed, since: Counte
         raise RemirrorError(f"{step.replica_site}: {step.replica_device} does not hold what was copied")
     if _counters(primary, step.source) != began:
         raise _written(site, step.source)
-    copied = sum(chunks[i].length for i in order)
-    return CaughtUp(len(chunks), len(order), copied, began, _counters(primary, step.target))
+    copied = sum(chunks[i].length for i in ours)  # the first chunk's with the create
+    return CaughtUp(len(chunks), len(ours), copied, began, _counters(primary, step.target))
 
 
 def _written(site: str, device: str) -> RemirrorError:

@@ -17,6 +17,7 @@ from typing import Any
 import pytest
 
 from remirror.agent import seed as agent_seed
+from remirror.agent import seed_records
 from remirror.agent.policy import Checker, Refused
 from remirror.catch_up import catch_up
 from remirror.errors import RemirrorError
@@ -148,7 +149,7 @@ def test_an_import_writes_over_nothing_but_a_blank_disk_unless_told_and_never_ov
 @pytest.fixture
 def seed_dir(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Path:
     records = tmp_path / "seeds"
-    monkeypatch.setattr(agent_seed, "SEED_DIR", str(records))
+    monkeypatch.setattr(seed_records, "SEED_DIR", str(records))
     return records
 
 
@@ -197,7 +198,7 @@ def test_a_seed_carries_the_disk_in_little_more_than_its_data_and_an_import_writ
     # All but the first chunk (left for the catch-up: no file system shows), and the last MiB
     # zeroed: no record of a leg it was before.
     assert b0.read_bytes() == bytes(MiB) + data[MiB:] + bytes(MiB)
-    records = records_from_json(agent_seed.read_records())
+    records = records_from_json(seed_records.read_records())
     assert sorted(r.role for r in records) == ["export", "import"]
     assert {r.header.seed for r in records} == {done["seed"]}
     assert (seed_dir / "lab.lab0.import.json").stat().st_mode & 0o777 == 0o644
@@ -338,6 +339,15 @@ def seeded_facts(replica: tuple[Signature, ...] = ()) -> dict[str, SiteFacts]:
     return facts
 
 
+def test_a_replica_showing_the_seeds_file_system_alone_is_caught_up_again(tmp_path: Path) -> None:
+    # A create that failed after it copied the first chunk: the catch-up compares every chunk.
+    facts = seeded_facts((EXT4,))
+    with_seeds(facts, seed_of_a0(), seed_of_a0())
+    plan = make_plan(load_profile(seeded_profile(tmp_path)), facts, SECRETS)
+    assert "CatchUpSeed" in [str(a.verb) for a in plan.actions]
+    assert not plan.destructive
+
+
 def test_a_seed_taken_onto_another_disk_than_the_profiles_is_refused(tmp_path: Path) -> None:
     facts = seeded_facts()
     with_seeds(facts, seed_of_a0(), None)
@@ -383,7 +393,10 @@ def test_a_seeded_mirror_is_caught_up_then_made_without_a_sync_behind_guards(
     assert argv["assume_clean"] is True
     # Right before the create, each leg's guard: nothing wrote it since its catch-up measured it.
     guards = [step.as_dict() for step in create.steps if step.kind == "device_unwritten"]
-    assert kinds[: len(guards)] == ["device_unwritten"] * 2
+    assert kinds[:4] == ["device_unwritten", "device_unwritten", "copy_spans", "md_create"]
+    # The first chunk (the file system's superblock) copied in the create's own request.
+    first = create.steps[2].as_dict()
+    assert (first["target"], first["spans"]) == (step["target"], [{"offset": 0, "length": MiB}])
     assert [g["device"] for g in guards] == ["/dev/lab/a0", step["target"]]
     assert "written" not in guards[0]  # unmeasured (-1) until the catch-up runs: it fails so
     bound = measured({"/dev/lab/a0": (80, 8)}, create.steps[0]).as_dict()
@@ -425,7 +438,12 @@ SOMETHING = (Signature("xfs", 0, "bbbbbbbb-0000-0000-0000-000000000000"),)
             SOMETHING,
             "site site-b's /dev/lab/b0 has been written since it took seed",
         ),
-        (seed_of_a0(), seed_of_a0(), (EXT4,), "(it holds ext4 filesystem labelled 'kept'"),
+        (
+            seed_of_a0(),
+            seed_of_a0(),
+            (Signature("ext4", 0x438, "cccccccc-0000-0000-0000-000000000000", "new"),),
+            "(it holds ext4 filesystem labelled 'new'",
+        ),
     ],
 )
 def test_a_seed_that_cannot_tell_the_changes_apart_is_refused_with_the_reason_and_nothing_done(
@@ -475,21 +493,18 @@ class FakeSite:
         return [{"ok": True} for _ in steps]
 
 
-def test_a_catch_up_copies_only_the_chunks_that_differ_the_first_last_and_checks_they_arrived() -> None:
+def test_a_catch_up_copies_only_the_chunks_that_differ_but_the_first_and_checks_they_arrived() -> None:
     replica = FakeSite("site-b", ["", "x", "y", "d", "e", "z"])  # an import leaves chunk 0 out
     primary = FakeSite("site-a", ["a", "b", "c", "d", "e", "f"], into=replica)
     controller: Any = type("C", (), {"clients": {"site-a": primary, "site-b": replica}, "counters": {}})()
     step = CatchUpSeed("lab0", SEED_ID, "/dev/lab/a0", "/dev/sdx", "site-b", "/dev/lab/b0", 6 * CHUNK)
     caught = catch_up(controller, "site-a", step)
     assert caught.describe() == "4 of 6 chunks differed from the seed: 4 MiB copied"
+    # Not the first: the create's request copies it, after its guards.
     assert [s["spans"] for s in primary.copied] == [
-        [
-            {"offset": CHUNK, "length": 2 * CHUNK},
-            {"offset": 5 * CHUNK, "length": CHUNK},
-            {"offset": 0, "length": CHUNK},
-        ]
+        [{"offset": CHUNK, "length": 2 * CHUNK}, {"offset": 5 * CHUNK, "length": CHUNK}]
     ]
-    assert replica.chunks == primary.chunks
+    assert replica.chunks == ["", *primary.chunks[1:]]
 
     # A primary disk written meanwhile: nothing made over legs that may differ.
     replica.chunks = ["a", "x", "c", "d", "e", "f"]

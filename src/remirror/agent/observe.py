@@ -16,7 +16,7 @@ from datetime import datetime
 from pathlib import Path
 from typing import Any
 
-from remirror.agent import drill_records, observe_lio, seed, wireguard
+from remirror.agent import drill_records, observe_lio, seed_records, wireguard
 from remirror.agent.cdp import read_index
 from remirror.agent.direct import read_direct
 from remirror.agent.generations import read_record
@@ -68,7 +68,7 @@ def observe(
         "dm": _dm_devices(),
         "wireguard": wireguard.observe(),
         "drills": drill_records.read_records(),
-        "seeds": seed.read_records(),
+        "seeds": seed_records.read_records(),
     }
 
 

@@ -9,16 +9,16 @@ each chunk checked before it is written. Only the site's own operator asks for e
 and disk come from the site's own profile (remirror.cli.seed): a seed's header is only
 compared with them. The stream's format and the decisions are remirror.facts.seed's.
 
-Each site keeps a record of the seed it made or took, in SEED_DIR, written once the stream is
-whole: a record means the whole seed, checked. `copy_spans` is the step that brings a replica
-up to date: the primary copies the chunks whose digests differ through the replica's iSCSI
-disk (remirror.catch_up).
+Each site keeps a record of the seed it made or took (remirror.agent.seed_records), written
+once the stream is whole: a record means the whole seed, checked. `copy_spans` is the step
+that brings a replica up to date: the primary copies the chunks whose digests differ through
+the replica's iSCSI disk (remirror.catch_up); `device_unwritten` is the create's guard that
+nothing wrote a leg since.
 """
 
 from __future__ import annotations
 
 import contextlib
-import json
 import mmap
 import os
 import stat
@@ -29,6 +29,8 @@ from collections.abc import Iterator
 from pathlib import Path
 from typing import IO, Any
 
+from remirror.agent.generations import read_record
+from remirror.agent.seed_records import forget_record, keep_record
 from remirror.errors import RemirrorError
 from remirror.facts.seed import (
     CHUNK,
@@ -37,10 +39,7 @@ from remirror.facts.seed import (
     END,
     MAGIC,
     MAX_HEADER,
-    MAX_RECORDS,
-    SEED_DIR,
     ZERO,
-    Role,
     SeedError,
     SeedHeader,
     SeedRecord,
@@ -53,8 +52,9 @@ from remirror.facts.seed import (
 )
 from remirror.facts.site import disk_facts
 from remirror.protocol.steps import CopySpans, DeviceUnwritten
+from remirror.runner.local import LocalRunner
 
-MAX_RECORD_BYTES = 64 * 1024
+_run = LocalRunner("agent").run
 PROGRESS_EVERY = 10.0  # seconds between progress lines on a terminal
 
 
@@ -111,7 +111,7 @@ def _export(request: dict[str, Any]) -> dict[str, Any]:
         out.flush()
         if stat.S_ISREG(os.fstat(out.fileno()).st_mode):  # a pipe has nothing to sync
             os.fsync(out.fileno())
-    _keep_record(SeedRecord("export", header, disk, found.size, time.time()), "the file holds the whole seed")
+    keep_record(SeedRecord("export", header, disk, found.size, time.time()), "the file holds the whole seed")
     return _summary(header, zero_chunks)
 
 
@@ -155,6 +155,19 @@ def _import(request: dict[str, Any]) -> dict[str, Any]:
         header = _read_header(source)
         found = disk_facts(disk, observe_disk(disk))
         why = import_refusal(header, profile, mirror, found, request.get("allow_destructive") is True)
+        cache = request.get("cache_disk")
+        if (
+            why is None
+            and isinstance(cache, str)
+            and disk_facts(cache, observe_disk(cache)).first_sector == "writecache"
+        ):
+            # A leg behind a writecache that is not loaded (after a boot) looks blank: its newest
+            # writes and md's superblock may be in the cache. Never under a cache, whatever the flag.
+            why = (
+                f"its cache disk {cache} holds a writecache's blocks, which may hold the leg's newest"
+                " writes: `remirror destroy` the mirror (it drains the cache), then zero the cache"
+                " disk's first 4 KiB"
+            )
         if why is not None:
             raise SeedError(why)
         stream, zero = StreamDigest(header), bytes(CHUNK)
@@ -162,7 +175,7 @@ def _import(request: dict[str, Any]) -> dict[str, Any]:
         # Exclusive: nothing mounted, no array, no LIO export may hold the disk meanwhile.
         with _direct(disk, os.O_WRONLY | os.O_EXCL) as (fd, buffer):
             # The disk changes from here: a seed written in part is no seed, and has no record.
-            _forget_record(profile, mirror, "import")
+            forget_record(profile, mirror, "import")
             progress = _Progress("seed import", header.size)
             for index in range(header.chunks):
                 length, at = header.chunk_length(index), index * CHUNK
@@ -200,7 +213,7 @@ def _import(request: dict[str, Any]) -> dict[str, Any]:
             for at in range(max(header.size, (found.size // CHUNK - 1) * CHUNK), found.size, CHUNK):
                 _write(fd, buffer, at, min(CHUNK, found.size - at), disk)
             os.fsync(fd)
-    _keep_record(SeedRecord("import", header, disk, found.size, time.time()), "the disk holds the whole seed")
+    keep_record(SeedRecord("import", header, disk, found.size, time.time()), "the disk holds the whole seed")
     return _summary(header, zero_chunks)
 
 
@@ -248,25 +261,33 @@ def copy_spans(step: CopySpans) -> None:
         _direct(step.source, os.O_RDONLY | os.O_EXCL) as (source, buffer),
         _direct(step.target, os.O_WRONLY | os.O_EXCL) as (target, _),
     ):
-        # Never the last MiB: the leg record's place and md's metadata, each leg's own.
-        limit = (os.lseek(source, 0, os.SEEK_END) // CHUNK - 1) * CHUNK
+        # Never the last MiB of either: the leg record's place and md's metadata, each leg's own;
+        # never onto a disk that has been a leg (its record).
+        size = min(os.lseek(source, 0, os.SEEK_END), os.lseek(target, 0, os.SEEK_END))
+        limit = (size // CHUNK - 1) * CHUNK
         if any(span.offset + span.length > limit for span in step.spans):
-            raise RemirrorError(f"copy_spans: a range past byte {limit} of {step.source}, a seed's end")
+            raise RemirrorError(f"copy_spans: a range past byte {limit}, a seed's end")
+        if read_record(step.target) is not None:
+            raise RemirrorError(f"copy_spans: {step.target} carries a leg record: it has been a leg since")
         for span in step.spans:
             for at in range(span.offset, span.offset + span.length, CHUNK):
                 length = min(CHUNK, span.offset + span.length - at)
                 _read(source, buffer, at, length, step.source)
                 _write(target, buffer, at, length, step.target)
         os.fsync(target)
+    # Closing a disk written to starts udev's look at it (blkid, a partition table re-read, which
+    # holds the disk exclusively for a moment): done before the next step, an md_create.
+    _run(["udevadm", "settle", "--timeout=10"], ok_codes=(0, 1))
 
 
 def device_unwritten(step: DeviceUnwritten) -> None:
     """The create's guard: nothing wrote or discarded on the leg since the catch-up measured it."""
     if step.written < 0 or step.discarded < 0:
         raise RemirrorError(f"{step.device}: not measured by a catch-up in this apply: apply again")
-    name = Path(os.path.realpath(step.device)).name
-    written, discarded, in_flight = write_counters(Path(f"/sys/class/block/{name}/stat").read_text())
-    if (written, discarded) != (step.written, step.discarded) or in_flight:
+    block = Path("/sys/class/block") / Path(os.path.realpath(step.device)).name
+    written, discarded, _ = write_counters((block / "stat").read_text())
+    writing = int((block / "inflight").read_text().split()[1])  # reads in flight (udev's) are none of it
+    if (written, discarded) != (step.written, step.discarded) or writing:
         raise RemirrorError(
             f"{step.device} was written since the catch-up compared it: nothing may use it until"
             " apply has made the mirror; apply again"
@@ -310,57 +331,6 @@ def _write(fd: int, buffer: mmap.mmap, at: int, length: int, path: str) -> None:
             raise RemirrorError(f"{path}: short write at byte {at}")
     finally:
         view.release()
-
-
-def read_records() -> list[Any]:
-    """The records of the seeds made or taken here, as stored (remirror.facts.seed checks them)."""
-    found: list[Any] = []
-    directory = Path(SEED_DIR)
-    if not directory.is_dir():
-        return found
-    for path in sorted(directory.glob("*.json"))[:MAX_RECORDS]:
-        with contextlib.suppress(OSError, ValueError):
-            if path.is_file() and path.stat().st_size <= MAX_RECORD_BYTES:
-                found.append(json.loads(path.read_bytes()))
-    return found
-
-
-def _keep_record(record: SeedRecord, whole: str) -> None:
-    """Written whole or not at all (a new file renamed over the last), once the seed is."""
-    directory = Path(SEED_DIR)
-    final = directory / record.file_name()
-    part = final.with_suffix(".part")
-    try:
-        directory.mkdir(mode=0o755, parents=True, exist_ok=True)
-        part.write_text(json.dumps(record.as_json(), sort_keys=True) + "\n")
-        with part.open("rb") as written:
-            os.fsync(written.fileno())
-        part.chmod(0o644)
-        part.replace(final)
-        _sync_directory(directory)
-    except OSError as error:
-        part.unlink(missing_ok=True)
-        raise RemirrorError(
-            f"{whole}, but its record could not be written in {directory} ({error.strerror}): make room"
-            " and run it again"
-        ) from None
-
-
-def _forget_record(profile: str, mirror: str, role: Role) -> None:
-    """Gone for good before the disk changes: a power cut must not bring it back."""
-    try:
-        (Path(SEED_DIR) / f"{profile}.{mirror}.{role}.json").unlink()
-    except FileNotFoundError:
-        return
-    _sync_directory(Path(SEED_DIR))
-
-
-def _sync_directory(directory: Path) -> None:
-    dir_fd = os.open(directory, os.O_RDONLY)
-    try:
-        os.fsync(dir_fd)
-    finally:
-        os.close(dir_fd)
 
 
 def _summary(header: SeedHeader, zero_chunks: int) -> dict[str, Any]:

@@ -72,19 +72,12 @@ def _ask(profile_path: str, name: str, do: str, **request: Any) -> dict[str, Any
     if leg is None:
         where = "its primary" if do == "export" else "one of its replica sites"
         raise UsageError(f"seed {do}: this host is not {where} in the profile: run it there")
+    fields = {"profile": profile.name, "mirror": name, "site": leg.site, "disk": leg.disk}
+    if leg.cache is not None:  # an import looks under the leg's cache too (remirror.agent.seed)
+        fields["cache_disk"] = leg.cache.disk
     controller = Controller(profile)
     try:
-        answer = controller.clients[leg.site].request(
-            {
-                "op": "seed",
-                "do": do,
-                "profile": profile.name,
-                "mirror": name,
-                "site": leg.site,
-                "disk": leg.disk,
-                **request,
-            }
-        )
+        answer = controller.clients[leg.site].request({"op": "seed", "do": do, **fields, **request})
     finally:
         controller.close()
     if not answer["ok"]:

@@ -18,6 +18,7 @@ from remirror.plan.bad_blocks import bad_block_actions
 from remirror.plan.keep_data import kept_data
 from remirror.plan.md_create import create_actions
 from remirror.plan.resync_limit import resync_limit_actions, resync_limit_steps
+from remirror.plan.seed import without_seed
 from remirror.profile.model import Mirror, Profile
 from remirror.protocol.commands import MdBitmap, MdMember, MdStop
 from remirror.protocol.steps import (
@@ -136,6 +137,7 @@ def array_actions(
                 local, signatures=tuple(s for s in local.signatures if s != kept.signature)
             )
         destroyed = [d for d in [destroys(primary.name, local, "")] if d]
+        replica_disks = [without_seed(r, seed) for r in replica_disks]
         destroyed += [destroys(r.path, r, "") for r in replica_disks if r.signatures]
         return create_actions(
             mirror, primary, local, replica_disks, remote_paths, uuid_, "; ".join(destroyed), kept, seed

@@ -16,16 +16,19 @@ from remirror.facts.site import DiskFacts, SiteFacts
 from remirror.plan.actions import CREATE, Action, Verb
 from remirror.plan.keep_data import KeptData
 from remirror.plan.resync_limit import resync_limit_steps
-from remirror.plan.seed import CatchUpSeed
+from remirror.plan.seed import SLOWEST_LINK, CatchUpSeed
 from remirror.profile.model import Mirror
 from remirror.protocol.commands import MdCreate
 from remirror.protocol.steps import (
     AddReplicaLegs,
+    ByteRange,
+    CopySpans,
     DeviceUnwritten,
     DropBadBlockLog,
     LegRecordCreate,
     ProveBlank,
     SetMemberState,
+    Step,
     WaitPath,
 )
 from remirror.roles import md_size
@@ -87,8 +90,18 @@ def create_actions(
             for replica, disk, path in zip(mirror.replicas, replica_disks, remote_paths, strict=True)
         ]
         caught_up = "the replicas hold the seed, caught up"
-        # Nothing may write a leg between its catch-up and the create (legs made --assume-clean).
-        guards = tuple(DeviceUnwritten(path) for path in (local.path, *remote_paths))
+        # Nothing may write a leg between its catch-up and the create (legs made --assume-clean);
+        # then each replica's first chunk, the file system's superblock, which an import leaves
+        # out and the catch-up too: in the create's own request, so that no disk but the
+        # primary's shows the file system to the primary's host before the array holds them.
+        first = (ByteRange(0, MiB),)
+        guards = (
+            *(DeviceUnwritten(path) for path in (local.path, *remote_paths)),
+            *(
+                CopySpans(mirror.name, local.path, path, first, 60 + MiB / SLOWEST_LINK)
+                for path in remote_paths
+            ),
+        )
         return catch_up + _create_without_sync(
             mirror, primary, local, remote_paths, uuid_, create, destroyed, caught_up, guards
         )
@@ -139,7 +152,7 @@ def _create_without_sync(
     create: MdCreate,
     destroyed: str,
     why: str,
-    guards: tuple[DeviceUnwritten, ...] = (),
+    guards: tuple[Step, ...] = (),
 ) -> list[Action]:
     """`initial_sync: skip`: once each site has proved its leg all zeros (`prove_blank_actions`,
     which the planner puts first), the array is created with every leg at once,

@@ -25,7 +25,7 @@ from remirror.plan.md import array_actions, destroys, stand_down_former_primary
 from remirror.plan.md_create import prove_blank_actions
 from remirror.plan.mdadm_conf import mdadm_conf_actions, with_mdadm_conf
 from remirror.plan.points import points_actions
-from remirror.plan.seed import seeding
+from remirror.plan.seed import seeding, without_seed
 from remirror.plan.tunnel import tunnel_actions
 from remirror.profile.model import Mirror, PrimaryLeg, Profile, ReplicaLeg
 from remirror.profile.names import array_uuid, backstore_name, cache_name, leg_device, replica_path
@@ -130,7 +130,7 @@ def make_plan(profile: Profile, facts: Mapping[str, SiteFacts], secrets: Mapping
                 chap,
                 primary.initiator,
                 secrets,
-                destroys(site.name, device, uuid_),
+                destroys(site.name, without_seed(device, seed), uuid_),
             )
             actions += initiator_actions(mirror, primary, iqn, portal, chap, secrets)
             remote_paths.append(replica_path(profile, mirror, replica))

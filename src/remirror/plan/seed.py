@@ -31,6 +31,7 @@ from remirror.profile.names import cache_name
 from remirror.protocol.steps import DeviceUnwritten, Step
 
 Counters = tuple[int, int]  # a device's sectors written and discarded since boot
+SLOWEST_LINK = 125_000  # bytes a second (1 Mbit/s): how long the controller waits for a copy to cross
 
 
 @dataclass(frozen=True)
@@ -56,6 +57,16 @@ def measured(counters: Mapping[str, Counters], step: Step) -> Step:
         return step
     written, discarded = counters[step.device]
     return dataclasses.replace(step, written=written, discarded=discarded)
+
+
+def without_seed(disk: DiskFacts, seed: SeedHeader | None) -> DiskFacts:
+    """`disk` as a new array's guards judge it: the seed's own file system on a replica (a create
+    that failed after it copied the first chunk) is the seed, checked, not data to write over."""
+    if seed is None:
+        return disk
+    return dataclasses.replace(
+        disk, signatures=tuple(s for s in disk.signatures if not same_file_system(s, seed))
+    )
 
 
 def seeding(
@@ -127,7 +138,10 @@ def _check_replica(
             f"{where}: site {site.name} took seed {_named(seed)} onto {taken.disk} ({taken.disk_size}"
             f" bytes), not {raw.path} ({raw.size} bytes): import it onto the profile's disk"
         )
-    if disk.leg_record is not None or disk.signatures:
+    # Blank-looking, or (a create that failed after it copied the first chunk) the seed's own
+    # file system alone: the catch-up compares every chunk again.
+    ours = all(same_file_system(s, seed) for s in disk.signatures)
+    if disk.leg_record is not None or not ours:
         held = "a leg record" if disk.leg_record else ", ".join(s.describe() for s in disk.signatures)
         raise PlanError(
             f"{where}: site {site.name}'s {disk.path} has been written since it took seed"
