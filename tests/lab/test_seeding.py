@@ -73,7 +73,9 @@ def test_a_seeded_mirror_sends_only_what_changed_since_the_seed_and_its_legs_are
     # The seed: made at site A (a file, as for a disk carried by hand), taken at site B.
     seed = tmp_path / "lab2.seed"
     _, _, said = remirror("seed", "export", seeded, "lab2", "--to", str(seed))
-    zeros, chunks = map(int, re.search(r"\((\d+) of (\d+) chunks all zeros\)", said).groups())  # type: ignore[union-attr]
+    carried = re.search(r"\((\d+) of (\d+) chunks all zeros\)", said)
+    assert carried is not None, said
+    zeros, chunks = int(carried.group(1)), int(carried.group(2))
     record_property("seed_file_bytes", seed.stat().st_size)
     assert seed.stat().st_size < DISK // 4  # 12 MiB of files and ext4's metadata, zeros in a byte
     # Site B's disk holds a file system: refused, nothing written, until it is blank.
