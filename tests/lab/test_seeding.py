@@ -28,6 +28,25 @@ DISK = 256 * 1024 * 1024  # the lab's disks a2 and b2
 RECORDS = "/var/lib/remirror/seeds/lab.lab2.*.json"
 
 
+SITE_B_VIEW = """sites:
+  site-a:
+    host: ssh://root@site-a
+    ssh: {identity_file: /etc/remirror/lab/id_ed25519, known_hosts: /etc/remirror/lab/known_hosts}
+  site-b:
+    host: local
+
+mirrors:"""
+
+
+def site_b_view(profile: str) -> str:
+    """The profile as site B holds it (itself `local`): what its operator runs `seed import` with."""
+    path = Path(profile).with_name("seeded-site-b.yaml")
+    path.write_text(
+        re.sub(r"sites:\n.*?\n\nmirrors:", SITE_B_VIEW, Path(profile).read_text(), count=1, flags=re.S)
+    )
+    return str(path)
+
+
 def link_bytes() -> int:
     """Bytes that crossed the link between the sites, both ways (site A's veth counters)."""
     statistics = Path(f"/sys/class/net/{VETH_A}/statistics")
@@ -78,16 +97,17 @@ def test_a_seeded_mirror_sends_only_what_changed_since_the_seed_and_its_legs_are
     zeros, chunks = int(carried.group(1)), int(carried.group(2))
     record_property("seed_file_bytes", seed.stat().st_size)
     assert seed.stat().st_size < DISK // 4  # 12 MiB of files and ext4's metadata, zeros in a byte
+    at_b = site_b_view(seeded)
     # Site B's disk holds a file system: refused, nothing written, until it is blank.
     on_b("mkfs.ext4", "-q", "-F", "-L", "old", B, "64M")
     head = on_b("sh", "-c", f"head -c 1048576 {B} | sha256sum").stdout
     refused = on_b(
-        "remirror", "seed", "import", seeded, "lab2", "--from", str(seed), ok_codes=(3,), timeout=SLOW
+        "remirror", "seed", "import", at_b, "lab2", "--from", str(seed), ok_codes=(3,), timeout=SLOW
     )
     assert f"{B} holds ext4 filesystem labelled 'old'" in refused.stderr, refused
     assert on_b("sh", "-c", f"head -c 1048576 {B} | sha256sum").stdout == head
     on_b("dd", "if=/dev/zero", f"of={B}", "bs=1M", "count=1", "oflag=direct", "status=none")
-    done = on_b("remirror", "seed", "import", seeded, "lab2", "--from", str(seed), timeout=SLOW)
+    done = on_b("remirror", "seed", "import", at_b, "lab2", "--from", str(seed), timeout=SLOW)
     assert "imported" in done.stderr, done
     # All of it but the first chunk, which the catch-up copies last: no file system shows yet.
     on_b("blkid", "-p", B, ok_codes=(2,))
