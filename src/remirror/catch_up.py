@@ -130,9 +130,8 @@ def _hash(client: AgentClient, disk: str, chunks: list[ByteRange]) -> list[str]:
     for start in range(0, len(chunks), HASH_BATCH):
         spans = [(r.offset, r.length) for r in chunks[start : start + HASH_BATCH]]
         answer = client.digests(disk, spans, raw=True)
-        if not isinstance(answer, list) or len(answer) != len(spans):
-            raise RemirrorError(f"{client.name}: answered other than a digest per chunk of {disk}")
-        if not all(isinstance(d, str) and DIGEST.fullmatch(d) for d in answer):
+        whole = isinstance(answer, list) and len(answer) == len(spans)
+        if not whole or not all(isinstance(d, str) and DIGEST.fullmatch(d) for d in answer):
             raise RemirrorError(f"{client.name}: answered other than a digest per chunk of {disk}")
         found += answer
     return found

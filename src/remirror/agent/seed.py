@@ -49,6 +49,7 @@ from remirror.facts.seed import (
     header_from_json,
     import_refusal,
     write_counters,
+    zero_digest,
 )
 from remirror.facts.site import disk_facts
 from remirror.protocol.steps import CopySpans, DeviceUnwritten
@@ -99,13 +100,14 @@ def _export(request: dict[str, Any]) -> dict[str, Any]:
         for index in range(header.chunks):
             length = header.chunk_length(index)
             data = _read(fd, buffer, index * CHUNK, length, disk)
-            digest = chunk_digest(data)
-            stream.add(digest)
             if data == zero[:length]:
+                digest = zero_digest(length)
                 out.write(ZERO)  # a chunk of zeros is carried in one byte
                 zero_chunks += 1
             else:
+                digest = chunk_digest(data)
                 out.write(DATA + digest + data)
+            stream.add(digest)
             progress.at((index + 1) * CHUNK)
         out.write(END + stream.digest())
         out.flush()
@@ -191,7 +193,7 @@ def _import(request: dict[str, Any]) -> dict[str, Any]:
                         )
                 elif tag == ZERO:
                     buffer[:length] = zero[:length]
-                    digest = chunk_digest(zero[:length])
+                    digest = zero_digest(length)
                     zero_chunks += 1
                 else:
                     raise SeedError(f"chunk {index} (byte {at}) is not a chunk of a seed: it is damaged")

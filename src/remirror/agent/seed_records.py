@@ -10,12 +10,12 @@ from __future__ import annotations
 
 import contextlib
 import json
-import os
 from pathlib import Path
 from typing import Any
 
 from remirror.errors import RemirrorError
-from remirror.facts.seed import MAX_RECORDS, SEED_DIR, Role, SeedRecord
+from remirror.facts.seed import MAX_RECORDS, SEED_DIR, Role, SeedRecord, record_file_name
+from remirror.files import fsync_directory, write_atomically
 
 MAX_RECORD_BYTES = 64 * 1024
 
@@ -34,20 +34,11 @@ def read_records() -> list[Any]:
 
 
 def keep_record(record: SeedRecord, whole: str) -> None:
-    """Written whole or not at all (a new file renamed over the last), once the seed is."""
+    """Written whole or not at all (remirror.files.write_atomically), once the seed is."""
     directory = Path(SEED_DIR)
-    final = directory / record.file_name()
-    part = final.with_suffix(".part")
     try:
-        directory.mkdir(mode=0o755, parents=True, exist_ok=True)
-        part.write_text(json.dumps(record.as_json(), sort_keys=True) + "\n")
-        with part.open("rb") as written:
-            os.fsync(written.fileno())
-        part.chmod(0o644)
-        part.replace(final)
-        _sync_directory(directory)
+        write_atomically(directory / record.file_name(), json.dumps(record.as_json(), sort_keys=True) + "\n")
     except OSError as error:
-        part.unlink(missing_ok=True)
         raise RemirrorError(
             f"{whole}, but its record could not be written in {directory} ({error.strerror}): make room"
             " and run it again"
@@ -57,15 +48,7 @@ def keep_record(record: SeedRecord, whole: str) -> None:
 def forget_record(profile: str, mirror: str, role: Role) -> None:
     """Gone for good before the disk changes: a power cut must not bring it back."""
     try:
-        (Path(SEED_DIR) / f"{profile}.{mirror}.{role}.json").unlink()
+        (Path(SEED_DIR) / record_file_name(profile, mirror, role)).unlink()
     except FileNotFoundError:
         return
-    _sync_directory(Path(SEED_DIR))
-
-
-def _sync_directory(directory: Path) -> None:
-    dir_fd = os.open(directory, os.O_RDONLY)
-    try:
-        os.fsync(dir_fd)
-    finally:
-        os.close(dir_fd)
+    fsync_directory(SEED_DIR)

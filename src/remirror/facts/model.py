@@ -22,6 +22,12 @@ def secret_digest(secret: str) -> str:
     return "sha256:" + hashlib.sha256(secret.encode()).hexdigest()
 
 
+# The times believed from another host (a site's clock, a seed's or a record's time): from 2001
+# to 2100, in epoch seconds. A site's clock is a site's word, and nothing past these years makes
+# sense of a schedule's weeks or names a seed.
+BELIEVED_TIMES = (1e9, 4.1e9)
+
+
 @dataclass(frozen=True)
 class Signature:
     """One on-disk signature found by libblkid (wipefs): a filesystem, an md superblock, ..."""

@@ -23,6 +23,7 @@ exactly, and what does not check is no seed.
 
 from __future__ import annotations
 
+import functools
 import hashlib
 import json
 import math
@@ -30,7 +31,7 @@ import re
 from dataclasses import asdict, dataclass
 from typing import TYPE_CHECKING, Any, Literal
 
-from remirror.facts.model import Signature
+from remirror.facts.model import BELIEVED_TIMES, Signature
 
 if TYPE_CHECKING:  # facts.site holds a site's seed records: it imports this module
     from remirror.facts.site import DiskFacts
@@ -52,7 +53,6 @@ ROLES: tuple[Role, ...] = ("export", "import")
 # Where a site keeps its seed records: one of remirror's directories, never a path a request names.
 SEED_DIR = "/var/lib/remirror/seeds"
 MAX_RECORDS = 256  # read by observe: more is not a site's own doing
-TIMES = (1e9, 4.1e9)  # the times believed (2001 to 2100), as a site's clock (remirror.facts.site)
 
 
 class SeedError(ValueError):
@@ -124,7 +124,7 @@ def _checked(fields: Any, what: str) -> dict[str, Any]:
 def _time(value: Any) -> bool:
     """A time between 2001 and 2100, in epoch seconds."""
     number = isinstance(value, (int, float)) and not isinstance(value, bool)
-    return number and math.isfinite(value) and TIMES[0] <= value <= TIMES[1]
+    return number and math.isfinite(value) and BELIEVED_TIMES[0] <= value <= BELIEVED_TIMES[1]
 
 
 def _text(value: Any, pattern: re.Pattern[str], what: str) -> None:
@@ -149,6 +149,12 @@ def write_counters(stat: str) -> tuple[int, int, int]:
 def chunk_digest(data: bytes | memoryview) -> bytes:
     """A chunk's digest, as remirror.agent.digest makes it (hex there, raw here)."""
     return hashlib.blake2b(data, digest_size=DIGEST_BYTES).digest()
+
+
+@functools.cache
+def zero_digest(length: int) -> bytes:
+    """The digest of `length` zero bytes: a disk's empty chunks, hashed once, not once each."""
+    return chunk_digest(bytes(length))
 
 
 class StreamDigest:
@@ -185,12 +191,17 @@ class SeedRecord:
         }
 
     def file_name(self) -> str:
-        """Its file in SEED_DIR: one per profile, mirror and role (a new seed replaces the last)."""
-        return f"{self.header.profile}.{self.header.mirror}.{self.role}.json"
+        """Its file in SEED_DIR."""
+        return record_file_name(self.header.profile, self.header.mirror, self.role)
 
     def of(self, profile: str, mirror: str, role: Role) -> bool:
         """Whether it is the record of `role` for this profile's `mirror` (names matched exactly)."""
         return (self.role, self.header.profile, self.header.mirror) == (role, profile, mirror)
+
+
+def record_file_name(profile: str, mirror: str, role: Role) -> str:
+    """A record's file in SEED_DIR: one per profile, mirror and role (a new seed replaces the last)."""
+    return f"{profile}.{mirror}.{role}.json"
 
 
 def record_from_json(body: Any) -> SeedRecord:

@@ -16,6 +16,7 @@ from remirror.facts.filesystems import FileSystemExtent, file_system_extent
 from remirror.facts.generations import LegRecord, record_from_json
 from remirror.facts.iscsi import build_iscsi_session, parse_initiator_name
 from remirror.facts.model import (
+    BELIEVED_TIMES,
     CacheStatus,
     DmTable,
     IscsiSession,
@@ -260,9 +261,7 @@ def site_facts(name: str, raw: dict[str, Any]) -> SiteFacts:
     )
 
 
-# The clocks believed: from 2001 to 2100 (a site's clock is a site's word, and nothing past these
-# years makes sense of a schedule's weeks), offsets as time zones have them.
-_CLOCK_RANGE = (1e9, 4.1e9)
+# The offsets believed, as time zones have them (the times: BELIEVED_TIMES).
 _OFFSET_RANGE = (-16 * 3600, 16 * 3600)
 
 
@@ -271,7 +270,7 @@ def _local_time(clock: Any) -> datetime | None:
     for a clock that says no time we believe."""
     try:
         seconds, offset = float(clock["time"]), float(clock["utc_offset"])
-        believed = _CLOCK_RANGE[0] < seconds < _CLOCK_RANGE[1]
+        believed = BELIEVED_TIMES[0] < seconds < BELIEVED_TIMES[1]
         if not believed or not _OFFSET_RANGE[0] <= offset <= _OFFSET_RANGE[1]:
             return None
         return datetime.fromtimestamp(seconds, timezone(timedelta(seconds=offset)))

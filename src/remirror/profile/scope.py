@@ -188,11 +188,11 @@ def site_scope(profiles: Iterable[tuple[str, Profile]]) -> SiteScope:
                         leg.disk,
                         *_leg_devices(mirror, leg),
                     }
-                    if mirror.replication.initial_sync == "seeded":
-                        seed_legs.update(_leg_devices(mirror, leg))
                     if leg is mirror.primary:
                         home_primaries.add(mirror.name)
-                        if mirror.replication.initial_sync == "seeded":
+                    if mirror.replication.initial_sync == "seeded":
+                        seed_legs.update(_leg_devices(mirror, leg))
+                        if leg is mirror.primary:  # its catch-up's copies: from here, onto each replica
                             pairs = {
                                 (source, replica_path(profile, mirror, replica))
                                 for source in _leg_devices(mirror, leg)
