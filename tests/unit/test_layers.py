@@ -151,8 +151,9 @@ def test_the_contract_is_checked_on_something() -> None:
     assert "subprocess" in _reachable("remirror.runner.local")  # the check can see an import
 
 
-def _imported_by(argv: list[str]) -> set[str]:
+def _imported_by(argv: list[str], environment: dict[str, str] | None = None) -> set[str]:
     """Every module a `remirror ARGV` process has imported by the time it exits (stdin empty)."""
+    import os
     import subprocess
     import sys
 
@@ -162,7 +163,13 @@ def _imported_by(argv: list[str]) -> set[str]:
         "from remirror.cli import main\n"
         f"main({argv!r})\n"
     )
-    done = subprocess.run([sys.executable, "-c", probe], capture_output=True, text=True, input="")
+    done = subprocess.run(
+        [sys.executable, "-c", probe],
+        capture_output=True,
+        text=True,
+        input="",
+        env={**os.environ, **(environment or {})},
+    )
     (line,) = [line for line in done.stderr.splitlines() if line.startswith("MODULES ")]
     return set(line.split()[1:])
 
@@ -186,10 +193,12 @@ def test_a_verb_imports_its_own_module_only() -> None:
     assert not {m.split(".")[0] for m in modules} & HEAVY
 
 
-def test_the_agent_imports_what_observing_needs_and_nothing_above() -> None:
+@pytest.mark.parametrize("session", [{}, {"SSH_CONNECTION": "192.0.2.1 50000 192.0.2.2 22"}])
+def test_the_agent_imports_what_observing_needs_and_nothing_above(session: dict[str, str]) -> None:
     # Every controller command starts one on every remote site: no click, no profile
-    # models, no planner, no health.
-    modules = _imported_by(["agent", "--serve"])
+    # models, no planner, no health; as sshd starts it too, its requests checked (a site with
+    # profiles reads its compiled scope: tests/unit/test_compiled_scope.py).
+    modules = _imported_by(["agent", "--serve"], session)
     assert "remirror.agent.observe" in modules
     assert not {m.split(".")[0] for m in modules} & (HEAVY | {"click"})
     above = {

@@ -11,12 +11,13 @@ import pytest
 from remirror.agent.policy import Refused, check_request
 from remirror.errors import ProfileError
 from remirror.facts.cdp import stack_names
+from remirror.facts.scope import SiteScope
 from remirror.plan import make_plan, make_teardown
 from remirror.plan.actions import PlanError, Verb
 from remirror.plan.promote import make_promotion
 from remirror.profile import parse_profile
 from remirror.profile.model import Site
-from remirror.profile.scope import SiteScope, site_scope
+from remirror.profile.scope import site_scope
 from remirror.retention import Keep
 from tests.unit.simulated_sites import Sites, at_site, wire
 from tests.unit.test_plan_properties import SECRETS, bare_sites

@@ -22,12 +22,13 @@ import pytest
 from remirror.agent import policy
 from remirror.agent.policy import Refused, check_request
 from remirror.errors import EXIT_BAD_INPUT
+from remirror.facts.scope import SiteScope
 from remirror.facts.site import SiteFacts
 from remirror.plan import Action, make_plan, make_teardown
 from remirror.profile import Profile, parse_profile
 from remirror.profile.model import Site
 from remirror.profile.names import array_uuid
-from remirror.profile.scope import SiteScope, site_scope
+from remirror.profile.scope import site_scope
 from remirror.protocol import decode
 from remirror.retention import Keep
 from tests.unit.simulated_sites import Sites, wire

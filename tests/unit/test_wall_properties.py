@@ -21,8 +21,8 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 from remirror.agent.policy import Refused, check_request
+from remirror.facts.scope import SiteScope
 from remirror.plan import make_plan, make_teardown
-from remirror.profile.scope import SiteScope
 from tests.unit.simulated_sites import Sites, wire
 from tests.unit.test_plan_properties import PROFILES, SECRETS, bare_sites
 from tests.unit.test_policy import FACTS, scope_of

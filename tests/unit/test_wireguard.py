@@ -214,8 +214,9 @@ def test_each_sites_tunnel_is_inside_its_own_scope_and_nothing_else_is() -> None
     """Issue 44: a tunnel step is checked field by field against what the site's own profile makes
     (an address of `X/0` would route the DR host's traffic into the tunnel)."""
     from remirror.agent.policy import Refused, check_request
+    from remirror.facts.scope import SiteScope
     from remirror.profile.model import Site
-    from remirror.profile.scope import SiteScope, site_scope
+    from remirror.profile.scope import site_scope
 
     text = profile_text("sync", "mutual", 2, False, "wan")
     profile = parse_profile(text.replace("    replication:", "    transport: wireguard\n    replication:", 1))

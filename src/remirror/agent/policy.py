@@ -37,7 +37,7 @@ from remirror.agent.lock import SITE_LOCK  # the one lock another site's control
 from remirror.facts.cdp import LEG_POINTS_SEPARATOR, is_leg_points, is_view
 
 if TYPE_CHECKING:
-    from remirror.profile.scope import SiteScope
+    from remirror.facts.scope import SiteScope
     from remirror.protocol.tables import DmTarget
 
 # Where the site keeps its profiles (the same files as every other site's) and, in `site`, the
@@ -94,28 +94,43 @@ def profiles_state(directory: Path | None = None) -> tuple[tuple[str, int, int, 
     return tuple(state)
 
 
-def load_scope(directory: Path | None = None) -> SiteScope | None:
-    """The scope of the profiles this site holds; None when it holds none."""
+def load_scope(directory: Path | None = None, cache: Path | None = None) -> SiteScope | None:
+    """The scope of the profiles this site holds; None when it holds none. Read from the
+    site's compiled scope while nothing it was built from changed (remirror.agent.compiled_scope;
+    `cache`, for another `directory` than the site's, none unless given)."""
+    from remirror.agent import compiled_scope
+
     files = profile_files(directory)
     if not files:
         return None
+    cache = cache or (compiled_scope.CACHE if directory is None else None)
+    site_file = (directory or PROFILE_DIR) / "site"
+    texts = compiled_scope.read_texts(files)
+    key = compiled_scope.scope_key(texts, site_file) if cache is not None else None
+    if key is not None and cache is not None and (kept := compiled_scope.read(key, cache)) is not None:
+        return kept
     from remirror.errors import ProfileError, UsageError  # only a site with profiles pays for their models
     from remirror.here import this_host
     from remirror.profile.identity import as_seen_here
-    from remirror.profile.loader import load_profile
+    from remirror.profile.loader import load_profile, parse_profile
     from remirror.profile.scope import site_scope
 
     profiles = []
-    for file in files:
+    for file, text in texts.items():
         try:
             # This site's part of each: the site it finds itself to be, by its own site file and
             # host name, never by a variable the SSH session could carry or a name a request sends.
-            here = this_host(environment=False, site_file=(directory or PROFILE_DIR) / "site")
-            profiles.append((str(file), as_seen_here(load_profile(file), here)))
+            here = this_host(environment=False, site_file=site_file)
+            # The text the key hashed, parsed; one that could not be read is loaded for its error.
+            profile = load_profile(file) if text is None else parse_profile(text, str(file))
+            profiles.append((str(file), as_seen_here(profile, here)))
         except (ProfileError, UsageError) as error:
             # Not a reason to open up: the other profiles still say what is this site's.
             raise Refused(f"this site's profile {file} does not load: {error.one_line()}") from None
-    return site_scope(profiles)
+    scope = site_scope(profiles)
+    if key is not None and cache is not None:
+        compiled_scope.write(key, scope, cache)
+    return scope
 
 
 def check_request(request: dict[str, Any], scope: SiteScope | None) -> None:

@@ -19,7 +19,7 @@ from remirror.agent.policy import IQN, Checker, Refused
 from remirror.protocol import lio
 
 if TYPE_CHECKING:
-    from remirror.profile.scope import TargetScope  # the agent imports no profile model to start
+    from remirror.facts.scope import TargetScope
 
 ONE_LINE = re.compile(r"[ -~]{1,256}")  # printable ASCII: no line break of any kind
 

@@ -25,7 +25,7 @@ from remirror.facts.generations import HOW, SAVE_NAME
 from remirror.protocol import steps as catalogue
 
 if TYPE_CHECKING:
-    from remirror.profile.scope import SiteScope  # the agent imports no profile model to start
+    from remirror.facts.scope import SiteScope
 
 # What the planner writes to an md array's attributes, each with the values it writes there: a
 # resync's limits (KiB/s, or `system`: the system-wide one, a schedule's `unlimited`),

@@ -30,7 +30,7 @@ from remirror.logs import setup_logging
 from remirror.runner.base import redact
 
 if TYPE_CHECKING:
-    from remirror.profile.scope import SiteScope
+    from remirror.facts.scope import SiteScope
 
 USAGE = "usage: remirror agent [--serve]  (run by the controller over SSH; requests are JSON on stdin)"
 

@@ -1,20 +1,21 @@
-"""What a site's own copy of its profiles lets a remote controller name there. Pure.
+"""What a site's own copy of its profiles lets a remote controller name there, built. Pure.
 
 A site's agent (remirror.agent.policy) checks every request from another
 site against the profiles it holds itself, in its own view (the Ansible role
 gives each site the profile with itself `local`): the disks, arrays, targets
 and portals those profiles name for the sites that are `local` in them. What
 the controller sends is never the measure, so a controller in an attacker's
-hands cannot widen it (docs/security.md).
+hands cannot widen it (docs/security.md). The scope's types, and the compiled form
+a site keeps of it, are remirror.facts.scope's.
 """
 
 from __future__ import annotations
 
-from collections.abc import Iterable, Mapping
-from dataclasses import dataclass, field
+from collections.abc import Iterable
 from typing import Literal
 
 from remirror.facts.cdp import stack_names
+from remirror.facts.scope import ChapNames, SiteScope, TargetScope, Tunnel
 from remirror.profile.model import Chap, Mirror, PrimaryLeg, Profile, ReplicaLeg
 from remirror.profile.names import (
     array_uuid,
@@ -35,91 +36,6 @@ from remirror.profile.wireguard import (
     tunnel_ends,
 )
 from remirror.retention import Keep
-
-
-@dataclass(frozen=True)
-class SiteScope:
-    """The names a site's profiles give for itself; `sources`: the profile files, for messages."""
-
-    sources: tuple[str, ...] = ()
-    mirrors: frozenset[str] = frozenset()
-    disks: frozenset[str] = frozenset()  # leg and cache disks on the site, as the profiles write them
-    # The site's own points (points_key, disk): their disk is read (observe), never written, and
-    # their stack only built or activated, by a step that names exactly them.
-    points: frozenset[tuple[str, str]] = frozenset()
-    arrays: frozenset[str] = frozenset()  # /dev/md/NAME of every mirror with a leg on the site
-    # Each mirror's array as its profiles make it: (/dev/md/NAME, UUID) (an md create names both).
-    array_ids: Mapping[str, frozenset[tuple[str, str]]] = field(default_factory=dict)
-    iqns: frozenset[str] = frozenset()  # targets the site exports or logs in to
-    portals: frozenset[tuple[str, int]] = frozenset()  # where those targets listen
-    # Each leg's target, where it listens: the portals of its node records, never another's.
-    node_portals: Mapping[str, frozenset[tuple[str, int]]] = field(default_factory=dict)
-    interfaces: frozenset[str] = frozenset()  # remirror's WireGuard interfaces
-    sites: frozenset[str] = frozenset()  # the site's own names in the profiles
-    known_sites: frozenset[str] = frozenset()  # every site its profiles name (a leg record's primary)
-    # A mirror's CDP retention here, (every in seconds, keep): what a `cdp point` from another
-    # site is carried out with, whatever it says (a `keep: 0` would prune the history).
-    retention: Mapping[str, tuple[float, Keep]] = field(default_factory=dict)
-    # This site's end of each WireGuard tunnel, exactly as its profiles make it: interface ->
-    # {(address/prefix, port, keepalive, {(peer's tunnel address, its endpoint or None)})}.
-    tunnels: Mapping[str, frozenset[Tunnel]] = field(default_factory=dict)
-    # The targets the site serves (a replica leg's, its primary leg's after a promotion, an
-    # export's), each as its profiles make it; backstore name -> the devices it may serve.
-    targets: Mapping[str, TargetScope] = field(default_factory=dict)
-    backstores: Mapping[str, frozenset[str]] = field(default_factory=dict)
-    # The CHAP the site's initiator logs in to each replica target with (its profiles' forms).
-    logins: Mapping[str, frozenset[ChapNames]] = field(default_factory=dict)
-    # The node record settings its profiles make for each of those targets, (key, value) but the
-    # CHAP user names (`logins`) and passwords: a timeout, a queue, `node.startup` manual, CHAP on.
-    node_settings: Mapping[str, frozenset[tuple[str, str]]] = field(default_factory=dict)
-    # Each mirror's leg here, the devices that may carry its leg record (its disk, cache device,
-    # the volume over its points), and the mirrors whose home primary is here: whether a mirror
-    # runs here is read from the leg's own record, and from the profile until it has one.
-    leg_devices: Mapping[str, frozenset[str]] = field(default_factory=dict)
-    home_primaries: frozenset[str] = frozenset()
-    # A seeded mirror whose primary is here: what its catch-up may copy from and onto, (the
-    # primary's leg device, a replica's iSCSI disk as this site logs in to it): never the other way.
-    seed_copies: Mapping[str, frozenset[tuple[str, str]]] = field(default_factory=dict)
-    # The legs here of seeded mirrors, which a catch-up reads from their byte 0 (`digest` raw).
-    seed_legs: frozenset[str] = frozenset()
-
-
-# (address/prefix, UDP port, keepalive, the peers' (tunnel address, endpoint)): see SiteScope.tunnels.
-Tunnel = tuple[str, int, int, frozenset[tuple[str, str | None]]]
-# A target's CHAP as its ACLs carry it: (username, the target's mutual username or ""); None: none.
-ChapNames = tuple[str, str] | None
-
-
-@dataclass(frozen=True)
-class TargetScope:
-    """What the site's profiles make of one LIO target there, so that nothing another site
-    asks for widens it: its CHAP (dropped, another user, mutual off), its portals (a WireGuard
-    mirror's target on the plain network), its LUN's backstores, the initiators of its ACLs
-    (None: the primary's, which no profile names: any one initiator name)."""
-
-    chap: frozenset[ChapNames] = frozenset()
-    portals: frozenset[tuple[str, int]] = frozenset()
-    backstores: frozenset[str] = frozenset()
-    initiators: frozenset[str] | None = None
-    # Where the profiles keep a CHAP secret of its ACLs: (user, "password" | "mutual_password",
-    # file), for the secrets a profile names (`password_file`), which the site may hold too; not
-    # the ones remirror generates, which only the controller that made them holds.
-    secret_files: frozenset[tuple[str, str, str]] = frozenset()
-
-    def merged(self, other: TargetScope) -> TargetScope:
-        """Two profiles naming one target: either's form."""
-        initiators = (
-            None
-            if self.initiators is None or other.initiators is None
-            else self.initiators | other.initiators
-        )
-        return TargetScope(
-            self.chap | other.chap,
-            self.portals | other.portals,
-            self.backstores | other.backstores,
-            initiators,
-            self.secret_files | other.secret_files,
-        )
 
 
 def site_scope(profiles: Iterable[tuple[str, Profile]]) -> SiteScope:
