@@ -16,6 +16,7 @@ import statistics
 import sys
 import tempfile
 import time
+from collections.abc import Callable
 from pathlib import Path
 
 CHECKOUT = Path(__file__).resolve().parents[1]
@@ -37,14 +38,21 @@ COMMANDS = {
     # The key's forced command starts the agent, which reads end-of-file and ends.
     "ssh to site-b, its agent started": f"ssh -i {SITE_KEY} -o UserKnownHostsFile={KNOWN_HOSTS}"
     " -o BatchMode=yes root@site-b true </dev/null",
+    # One request, held to site-b's scope: its profiles read, or its compiled scope (issue 48).
+    "ssh to site-b, its agent answering a request": 'echo \'{"op": "sink", "data": ""}\' |'
+    f" ssh -i {SITE_KEY} -o UserKnownHostsFile={KNOWN_HOSTS} -o BatchMode=yes root@site-b",
     "remirror status": f"remirror status {PROFILE}",
     "remirror plan": f"remirror plan {PROFILE}",
 }
 
 
-def median_seconds(host: Host, command: str, runs: int = 3) -> float:
+def median_seconds(
+    host: Host, command: str, runs: int = 3, before: Callable[[], object] | None = None
+) -> float:
     times = []
     for _ in range(runs):
+        if before is not None:
+            before()
         started = time.monotonic()
         host.run(command, check=False, timeout=600)
         times.append(time.monotonic() - started)
@@ -64,6 +72,11 @@ def main() -> None:
         lines += [
             f"| {name} | {median_seconds(a, command) - ssh:.2f} |" for name, command in COMMANDS.items()
         ]
+        # The same request at a site that has no compiled scope (the first after a boot or a change).
+        request = COMMANDS["ssh to site-b, its agent answering a request"]
+        built = median_seconds(a, request, before=lambda: lab["site-b"].run("rm -f /run/remirror/scope.json"))
+        row = f"| the same, site-b's scope built from its profiles | {built - ssh:.2f} |"
+        lines.insert(lines.index(next(line for line in lines if "answering a request" in line)) + 1, row)
         profiled = f"{PYTHON} -m cProfile -s cumtime {VENV}/bin/remirror status {PROFILE} | head -70"
         lines.append(a.run(profiled, check=False, timeout=600).stdout)
         imports = f"{PYTHON} -X importtime -c 'import remirror.controller' 2>&1 | sort -t'|' -k2 -n"

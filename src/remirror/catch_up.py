@@ -30,7 +30,8 @@ from typing import TYPE_CHECKING
 
 from remirror.controller import ApplyError, Outcome
 from remirror.errors import RemirrorError
-from remirror.facts.seed import CHUNK, write_counters
+from remirror.facts.parsers import parse_block_stat
+from remirror.facts.seed import CHUNK
 from remirror.plan.actions import Action
 from remirror.plan.seed import SLOWEST_LINK, CatchUpSeed, Counters
 from remirror.protocol.steps import ByteRange, CopySpans
@@ -143,10 +144,10 @@ def _counters(client: AgentClient, device: str) -> Counters:
     if not isinstance(stat, str):
         raise RemirrorError(f"{client.name}: {device} does not exist")
     try:
-        written, discarded, _ = write_counters(stat)
+        counters = parse_block_stat(stat)
     except ValueError as error:
         raise RemirrorError(f"{client.name}: {device}: {error}") from None
-    return written, discarded
+    return counters.sectors_written, counters.sectors_discarded
 
 
 def _groups(chunks: list[ByteRange]) -> Iterator[tuple[ByteRange, ...]]:

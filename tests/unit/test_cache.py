@@ -7,10 +7,11 @@ import re
 
 import pytest
 
-from remirror.daemons.destage import Quiet, local_caches, parse_block_stat
+from remirror.daemons.destage import Quiet, local_caches
 from remirror.errors import ProfileError
 from remirror.facts.dm import parse_dm_table
 from remirror.facts.model import CacheStatus, Signature
+from remirror.facts.parsers import parse_block_stat
 from remirror.facts.site import DiskFacts, DmDevice, SiteFacts
 from remirror.plan import PlanError, make_plan, make_teardown
 from remirror.plan.cache import writecache_table
@@ -241,7 +242,8 @@ def test_requests_in_flight_are_not_idle() -> None:
 
 def test_block_stat_counts_reads_and_writes_completed_and_in_flight() -> None:
     # /sys/block/DEV/stat: reads, merges, sectors, ms, writes, merges, sectors, ms, in flight, ...
-    assert parse_block_stat("  120 0 960 30  2048 0 16384 900  2 1000 930 0 0 0 0 0 0") == (2168, 2)
+    counters = parse_block_stat("  120 0 960 30  2048 0 16384 900  2 1000 930 0 0 0 0 0 0")
+    assert (counters.reads, counters.writes, counters.in_flight) == (120, 2048, 2)
 
 
 def test_only_this_sites_idle_destaging_caches_are_watched() -> None:

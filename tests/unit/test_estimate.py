@@ -7,7 +7,8 @@ import dataclasses
 import pytest
 
 from remirror.cli.estimate import _as_json, _lines
-from remirror.plan.estimate import Estimate, Sample, WriteLoad, parse_block_stat, write_load
+from remirror.facts.parsers import parse_block_stat
+from remirror.plan.estimate import Estimate, Sample, WriteLoad, write_load
 from remirror.units import format_bits, parse_rate
 
 MiB = 1024 * 1024
@@ -20,7 +21,8 @@ LOOP0_STAT = (
 
 
 def test_a_block_stat_line_gives_writes_and_sectors_written() -> None:
-    assert parse_block_stat(LOOP0_STAT) == (346000, 2768000)
+    counters = parse_block_stat(LOOP0_STAT)
+    assert (counters.writes, counters.sectors_written, counters.sectors_discarded) == (346000, 2768000, 0)
     with pytest.raises(ValueError, match="not a block device's stat"):
         parse_block_stat("0 0 0")
 

@@ -339,9 +339,10 @@ def test_the_writecache_superblock_magic_is_what_the_agent_looks_for() -> None:
 
 
 def test_block_stat_of_a_dm_device() -> None:
-    from remirror.daemons.destage import parse_block_stat
+    from remirror.facts.parsers import parse_block_stat
 
-    assert parse_block_stat(fixture("sys-block-stat-dm.txt")) == (2312 + 2048, 0)
+    counters = parse_block_stat(fixture("sys-block-stat-dm.txt"))
+    assert (counters.reads, counters.writes, counters.in_flight) == (2312, 2048, 0)
 
 
 def test_a_members_writes_in_flight_and_writes_held_from_sysfs() -> None:

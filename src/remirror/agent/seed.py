@@ -32,6 +32,7 @@ from typing import IO, Any
 from remirror.agent.generations import read_record
 from remirror.agent.seed_records import forget_record, keep_record
 from remirror.errors import RemirrorError
+from remirror.facts.parsers import parse_block_stat
 from remirror.facts.seed import (
     CHUNK,
     DATA,
@@ -48,7 +49,6 @@ from remirror.facts.seed import (
     export_header,
     header_from_json,
     import_refusal,
-    write_counters,
     zero_digest,
 )
 from remirror.facts.site import disk_facts
@@ -287,9 +287,9 @@ def device_unwritten(step: DeviceUnwritten) -> None:
     if step.written < 0 or step.discarded < 0:
         raise RemirrorError(f"{step.device}: not measured by a catch-up in this apply: apply again")
     block = Path("/sys/class/block") / Path(os.path.realpath(step.device)).name
-    written, discarded, _ = write_counters((block / "stat").read_text())
+    counters = parse_block_stat((block / "stat").read_text())
     writing = int((block / "inflight").read_text().split()[1])  # reads in flight (udev's) are none of it
-    if (written, discarded) != (step.written, step.discarded) or writing:
+    if (counters.sectors_written, counters.sectors_discarded) != (step.written, step.discarded) or writing:
         raise RemirrorError(
             f"{step.device} was written since the catch-up compared it: nothing may use it until"
             " apply has made the mirror; apply again"

@@ -108,7 +108,8 @@ def _sample(
     controller: Controller, mirrors: list[Mirror], devices: dict[str, str], window: float
 ) -> dict[str, list[Sample]]:
     """Each mirror's write counters every few seconds over `window` (30 samples or more)."""
-    from remirror.plan.estimate import Sample, parse_block_stat
+    from remirror.facts.parsers import parse_block_stat
+    from remirror.plan.estimate import Sample
 
     every = min(10.0, max(1.0, window / 30))
     wanted: dict[str, list[str]] = {}
@@ -124,7 +125,8 @@ def _sample(
                 line = stats.get(devices[m.name])
                 if line is None:
                     raise UsageError(f"estimate: site {site}: {devices[m.name]} does not exist")
-                samples[m.name].append(Sample(now, *parse_block_stat(line)))
+                counters = parse_block_stat(line)
+                samples[m.name].append(Sample(now, counters.writes, counters.sectors_written))
         if now >= end:
             return samples
         time.sleep(max(0.0, min(every, end - time.monotonic())))

@@ -23,6 +23,7 @@ from pathlib import Path
 
 from remirror.errors import CommandError
 from remirror.facts.dm import parse_cache_status
+from remirror.facts.parsers import parse_block_stat
 from remirror.profile.model import Profile
 from remirror.profile.names import cache_name
 from remirror.runner.local import LocalRunner
@@ -57,12 +58,6 @@ class Quiet:
     def done(self) -> None:
         """A destage was made: none again until new I/O and a new idle spell."""
         self.destaged = True
-
-
-def parse_block_stat(text: str) -> tuple[int, int]:
-    """(completed reads + writes, in flight) from /sys/block/DEV/stat (Documentation/block/stat.rst)."""
-    fields = [int(f) for f in text.split()]
-    return fields[0] + fields[4], fields[8]
 
 
 @dataclass(frozen=True)
@@ -112,8 +107,9 @@ def run(
             kernel = _kernel_name(cache.name)
             if kernel is None:
                 continue  # not built (yet): apply makes it
-            completed, in_flight = parse_block_stat(Path(f"/sys/block/{kernel}/stat").read_text())
-            if quiet[cache.name].due(completed, in_flight, time.monotonic()):
+            counters = parse_block_stat(Path(f"/sys/block/{kernel}/stat").read_text())
+            completed = counters.reads + counters.writes
+            if quiet[cache.name].due(completed, counters.in_flight, time.monotonic()):
                 # A big cache takes minutes to write back: the watchdog hears from us meanwhile.
                 record: dict[str, object] = {}
                 worker = threading.Thread(target=_destage, args=(runner, cache.name, record))

@@ -12,6 +12,7 @@ import json
 import re
 import shlex
 import struct
+from dataclasses import dataclass
 
 from remirror.facts.model import (
     MdArray,
@@ -364,3 +365,25 @@ def md_data_end(examine: str) -> int | None:
 
 # A site's mdadm.conf (Debian's); remirror's block in it: remirror.facts.mdadm_conf.
 MDADM_CONF = "/etc/mdadm/mdadm.conf"
+
+
+@dataclass(frozen=True)
+class BlockStat:
+    """A block device's counters since boot, from /sys/class/block/DEV/stat
+    (Documentation/block/stat.rst: fields 1, 5, 7, 9 and 14; kernels before 4.18 count
+    no discards, which read as 0)."""
+
+    reads: int  # completed
+    writes: int  # completed
+    sectors_written: int
+    in_flight: int  # requests
+    sectors_discarded: int
+
+
+def parse_block_stat(text: str) -> BlockStat:
+    """A stat line read; ValueError if it is not one (fewer than 11 counters, or not numbers)."""
+    fields = text.split()
+    if len(fields) < 11 or not all(field.isdigit() for field in fields):
+        raise ValueError(f"not a block device's stat: {text.strip()[:80]!r}")
+    numbers = [int(field) for field in fields]
+    return BlockStat(numbers[0], numbers[4], numbers[6], numbers[8], numbers[13] if len(numbers) > 13 else 0)

@@ -136,16 +136,6 @@ def _whole(value: Any) -> bool:
     return isinstance(value, int) and not isinstance(value, bool)
 
 
-def write_counters(stat: str) -> tuple[int, int, int]:
-    """(sectors written, sectors discarded, requests in flight) from a /sys/class/block/DEV/stat
-    line (Documentation/block/stat.rst: fields 7, 14 and 9; kernels before 4.18 count no
-    discards). ValueError if it is not one."""
-    fields = [int(f) for f in stat.split()]
-    if len(fields) < 11:
-        raise ValueError(f"not a block device's stat: {stat.strip()[:80]!r}")
-    return fields[6], fields[13] if len(fields) > 13 else 0, fields[8]
-
-
 def chunk_digest(data: bytes | memoryview) -> bytes:
     """A chunk's digest, as remirror.agent.digest makes it (hex there, raw here)."""
     return hashlib.blake2b(data, digest_size=DIGEST_BYTES).digest()

@@ -28,14 +28,6 @@ class Sample:
     sectors: int
 
 
-def parse_block_stat(text: str) -> tuple[int, int]:
-    """(writes completed, sectors written) from /sys/class/block/DEV/stat: fields 5 and 7."""
-    fields = text.split()
-    if len(fields) < 7:
-        raise ValueError(f"not a block device's stat: {text.strip()!r}")
-    return int(fields[4]), int(fields[6])
-
-
 @dataclass(frozen=True)
 class WriteLoad:
     """Writes to the primary over a window: the mean, and the busiest interval between samples."""
