@@ -15,6 +15,18 @@ def state_dir() -> Path:
     return Path(os.environ.get("REMIRROR_STATE_DIR", STATE_DIR))
 
 
+def make_private_dirs(path: Path) -> None:
+    """`path` and each missing directory above it, mode 0700 whatever the umask: what remirror
+    keeps in /run (after-hooks owed, a drill's mounts, the compiled scope) is root's alone
+    (mkdir's `parents` would make the ones above in the umask's mode, 0775 under 002)."""
+    missing = []
+    while not path.exists():
+        missing.append(path)
+        path = path.parent
+    for directory in reversed(missing):
+        directory.mkdir(mode=0o700, exist_ok=True)
+
+
 def write_atomically(path: str | Path, content: str, mode: int = 0o644) -> None:
     """Write to a temporary file in the same directory, fsync, chmod, rename over `path`, fsync
     the directory.

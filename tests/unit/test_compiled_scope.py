@@ -5,6 +5,7 @@ changed, only from a file no one but root may write, and reading it loads no pro
 from __future__ import annotations
 
 import json
+import os
 import subprocess
 import sys
 from dataclasses import fields
@@ -205,3 +206,48 @@ def test_an_agent_that_reads_its_compiled_scope_loads_no_profile_model(site: tup
     modules = {name.split(".")[0] for name in second.stdout.split()}
     assert not modules & {"pydantic", "ruamel", "click", "rich"}
     assert "remirror.profile" not in second.stdout.split()
+
+
+def test_a_site_file_changed_while_the_scope_is_built_files_nothing(
+    site: tuple[Path, Path], monkeypatch: pytest.MonkeyPatch
+) -> None:
+    # The key is taken before the profiles are read: the operator's `echo a > site` between
+    # the two would file site A's scope under site B's key, served when the file says b again.
+    import remirror.here
+
+    profiles, cache = site
+    real = remirror.here.this_host
+
+    def rewritten_meanwhile(**kwargs: object) -> object:
+        (profiles / "site").write_text("a\n")
+        return real(**kwargs)  # type: ignore[arg-type]
+
+    monkeypatch.setattr(remirror.here, "this_host", rewritten_meanwhile)
+    scope = policy.load_scope(profiles, cache)
+    assert scope is not None
+    assert scope.sites == frozenset({"a"})
+    assert not cache.exists()
+
+
+def test_code_changed_since_the_agent_loaded_it_files_nothing(
+    site: tuple[Path, Path], monkeypatch: pytest.MonkeyPatch
+) -> None:
+    # An upgrade under a running agent: the files say the new code, the process runs the old.
+    import remirror
+
+    profiles, cache = site
+    monkeypatch.setattr(remirror, "LOADED_NS", 0)
+    assert policy.load_scope(profiles, cache) is not None
+    assert not cache.exists()
+
+
+def test_remirrors_run_directories_are_roots_alone_whatever_the_umask(tmp_path: Path) -> None:
+    from remirror.files import make_private_dirs
+
+    old = os.umask(0o002)
+    try:
+        make_private_dirs(tmp_path / "run" / "remirror" / "hooks")
+    finally:
+        os.umask(old)
+    for directory in ("run", "run/remirror", "run/remirror/hooks"):
+        assert (tmp_path / directory).stat().st_mode & 0o777 == 0o700, directory

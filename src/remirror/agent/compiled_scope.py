@@ -19,6 +19,7 @@ was not built from.
 
 from __future__ import annotations
 
+import contextlib
 import hashlib
 import json
 import os
@@ -49,14 +50,20 @@ def read_texts(files: list[Path]) -> dict[Path, str | None]:
 
 
 def scope_key(texts: dict[Path, str | None], site_file: Path) -> str | None:
-    """What a scope is built from, hashed; None when a profile or the site file cannot be read."""
+    """What a scope is built from, hashed; None when a profile or the site file cannot be read,
+    or when remirror's code changed on disk since this process loaded it (an upgrade under way)."""
     if any(text is None for text in texts.values()):
         return None
     try:
         site = site_file.read_bytes().hex() if site_file.exists() else None
+        code = _code()
     except OSError:
         return None
-    parts: list[object] = [SCOPE_FORMAT, os.uname().nodename, _code(), site]
+    # A tick of the kernel's clock (its file times are coarse) early: a module changed in the
+    # tick this process loaded remirror may not be the code it runs.
+    if max(changed for _, _, _, changed in code) > remirror.LOADED_NS - 20_000_000:
+        return None
+    parts: list[object] = [SCOPE_FORMAT, remirror.__version__, os.uname().nodename, code, site]
     parts += [[file.name, hashlib.sha256((text or "").encode()).hexdigest()] for file, text in texts.items()]
     return hashlib.sha256(json.dumps(parts).encode()).hexdigest()
 
@@ -75,31 +82,32 @@ def read(key: str, cache: Path = CACHE) -> SiteScope | None:
         try:
             filed_key, _, text = handle.read().partition("\n")
             return scope_from_text(text) if filed_key == key else None
-        except (ValueError, TypeError):  # not one this code wrote: the profiles are read instead
+        except Exception:  # noqa: BLE001 - not one this code wrote: the profiles are read instead
             return None
 
 
 def write(key: str, scope: SiteScope, cache: Path = CACHE) -> None:
-    """File `scope` under `key` (mode 0600); a site that cannot only pays for its profiles again."""
-    from remirror.files import write_atomically
+    """File `scope` under `key` (mode 0600); a site that cannot only pays for its profiles again.
+    `key` is what the caller took before it read the profiles: one that no longer holds (the
+    site file or the code changed while it built the scope) files nothing."""
+    from remirror.files import make_private_dirs, write_atomically
 
-    try:
-        cache.parent.mkdir(mode=0o700, parents=True, exist_ok=True)
+    with contextlib.suppress(Exception):  # a cache, never a reason to refuse a request
+        make_private_dirs(cache.parent)
         if _trusted(cache.parent, stat.S_ISDIR):
             write_atomically(cache, f"{key}\n{scope_to_text(scope)}", mode=0o600)
-    except OSError:
-        pass
 
 
-def _code() -> list[tuple[str, int, int]]:
-    """remirror's own code as installed (each module's path, size and time): another version of
-    the code may build another scope from the same profiles."""
+def _code() -> list[tuple[str, int, int, int]]:
+    """remirror's own code as installed: each module's path, size, inode and change time (which
+    no tool sets back, as dpkg, `cp -p` or a store's fixed times set the modification time);
+    another version of the code may build another scope from the same profiles."""
     package = Path(remirror.__file__).parent
     found = []
     for module in package.rglob("*.py"):
         seen = module.stat()
-        found.append((str(module.relative_to(package)), seen.st_size, seen.st_mtime_ns))
-    return [(remirror.__version__, 0, 0), *sorted(found)]
+        found.append((str(module.relative_to(package)), seen.st_size, seen.st_ino, seen.st_ctime_ns))
+    return sorted(found)
 
 
 def _trusted(path: Path, kind: Callable[[int], bool]) -> bool:

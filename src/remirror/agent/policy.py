@@ -128,7 +128,8 @@ def load_scope(directory: Path | None = None, cache: Path | None = None) -> Site
             # Not a reason to open up: the other profiles still say what is this site's.
             raise Refused(f"this site's profile {file} does not load: {error.one_line()}") from None
     scope = site_scope(profiles)
-    if key is not None and cache is not None:
+    # Filed only under a key that still holds: a site file or code changed meanwhile files nothing.
+    if key is not None and cache is not None and compiled_scope.scope_key(texts, site_file) == key:
         compiled_scope.write(key, scope, cache)
     return scope
 
