@@ -46,7 +46,7 @@ from remirror.facts.cdp import Layout, RecoveryPoint, snapshot_table, stack_name
 from remirror.facts.cdp_index import CdpIndex
 from remirror.facts.drill import CheckRun, DrillRecord
 from remirror.facts.site import SiteFacts
-from remirror.files import make_private_dirs
+from remirror.files import make_dirs
 from remirror.profile.layers import Hooks as HooksGiven
 from remirror.profile.model import Mirror, Profile, ReplicaLeg
 from remirror.profile.names import array_uuid, leg_device, points_key
@@ -277,7 +277,7 @@ def _mounted_copy(device: str, mount: Path, file_system: str) -> Iterator[None]:
     if not file_system:
         yield  # no file system blkid knows (a database on the raw device): the checks get the device
         return
-    make_private_dirs(mount)
+    make_dirs(mount, 0o755)  # the application the hooks start reaches its data through it
     _runner.run(["mount", "-t", file_system, device, str(mount)], timeout=600)
     try:
         yield

@@ -15,16 +15,19 @@ def state_dir() -> Path:
     return Path(os.environ.get("REMIRROR_STATE_DIR", STATE_DIR))
 
 
-def make_private_dirs(path: Path) -> None:
-    """`path` and each missing directory above it, mode 0700 whatever the umask: what remirror
-    keeps in /run (after-hooks owed, a drill's mounts, the compiled scope) is root's alone
-    (mkdir's `parents` would make the ones above in the umask's mode, 0775 under 002)."""
+def make_dirs(path: Path, mode: int) -> None:
+    """`path` with `mode`, and each missing directory above it 0755, whatever the umask: what
+    remirror keeps in /run is root's to write (mkdir's `parents` makes the ones above in the
+    umask's mode, 0775 under 002). A drill's mounts are 0755 there (an application the
+    drill's hooks start, a database as its own user, reaches its data through them); the
+    after-hooks owed are root's alone (0700)."""
     missing = []
     while not path.exists():
         missing.append(path)
         path = path.parent
     for directory in reversed(missing):
-        directory.mkdir(mode=0o700, exist_ok=True)
+        directory.mkdir(mode=0o700, exist_ok=True)  # no one else's, even for a moment
+        directory.chmod(mode if directory == missing[0] else 0o755)
 
 
 def write_atomically(path: str | Path, content: str, mode: int = 0o644) -> None:

@@ -241,13 +241,32 @@ def test_code_changed_since_the_agent_loaded_it_files_nothing(
     assert not cache.exists()
 
 
-def test_remirrors_run_directories_are_roots_alone_whatever_the_umask(tmp_path: Path) -> None:
-    from remirror.files import make_private_dirs
+def test_remirrors_run_directories_are_roots_to_write_whatever_the_umask(tmp_path: Path) -> None:
+    # /run/remirror and a drill's mounts: anyone may pass through (a database the drill's
+    # hooks start as its own user reaches its data there), only root may write; the
+    # after-hooks owed: root's alone.
+    from remirror.files import make_dirs
 
     old = os.umask(0o002)
     try:
-        make_private_dirs(tmp_path / "run" / "remirror" / "hooks")
+        make_dirs(tmp_path / "run" / "remirror" / "hooks", 0o700)
+        make_dirs(tmp_path / "run" / "remirror" / "drill" / "m0", 0o755)
     finally:
         os.umask(old)
-    for directory in ("run", "run/remirror", "run/remirror/hooks"):
-        assert (tmp_path / directory).stat().st_mode & 0o777 == 0o700, directory
+    modes = {
+        directory: (tmp_path / directory).stat().st_mode & 0o777
+        for directory in (
+            "run",
+            "run/remirror",
+            "run/remirror/hooks",
+            "run/remirror/drill",
+            "run/remirror/drill/m0",
+        )
+    }
+    assert modes == {
+        "run": 0o755,
+        "run/remirror": 0o755,
+        "run/remirror/hooks": 0o700,
+        "run/remirror/drill": 0o755,
+        "run/remirror/drill/m0": 0o755,
+    }

@@ -90,10 +90,10 @@ def write(key: str, scope: SiteScope, cache: Path = CACHE) -> None:
     """File `scope` under `key` (mode 0600); a site that cannot only pays for its profiles again.
     `key` is what the caller took before it read the profiles: one that no longer holds (the
     site file or the code changed while it built the scope) files nothing."""
-    from remirror.files import make_private_dirs, write_atomically
+    from remirror.files import make_dirs, write_atomically
 
     with contextlib.suppress(Exception):  # a cache, never a reason to refuse a request
-        make_private_dirs(cache.parent)
+        make_dirs(cache.parent, 0o755)  # /run/remirror: the file itself is 0600
         if _trusted(cache.parent, stat.S_ISDIR):
             write_atomically(cache, f"{key}\n{scope_to_text(scope)}", mode=0o600)
 

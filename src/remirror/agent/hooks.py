@@ -34,7 +34,7 @@ from typing import Any
 
 from remirror.facts.cdp_index import CLEAN, FAILED
 from remirror.facts.drill import OUTPUT_KEPT, CheckRun
-from remirror.files import make_private_dirs
+from remirror.files import make_dirs
 from remirror.systemd import notify
 
 WATCH_SECONDS = 1.0  # how often a running command's danger is asked (and systemd's watchdog pinged)
@@ -138,7 +138,7 @@ def around(
     marker = OWED_DIR / owed
     try:
         if hooks.after is not None:
-            make_private_dirs(OWED_DIR)
+            make_dirs(OWED_DIR, 0o700)
             marker.write_text(f"{hooks.timeout:g}\n{hooks.after}")
         if hooks.before is not None:
             done.before = _run(done, "before", hooks.before, env, hooks.timeout, danger)
