@@ -15,6 +15,12 @@ def state_dir() -> Path:
     return Path(os.environ.get("REMIRROR_STATE_DIR", STATE_DIR))
 
 
+def only_ours(seen: os.stat_result) -> bool:
+    """Whether a file or directory is this process's user's (root's) and writable by no one else:
+    what remirror reads its own state from, or writes into."""
+    return seen.st_uid == os.geteuid() and not seen.st_mode & 0o022
+
+
 def make_dirs(path: Path, mode: int) -> None:
     """`path` with `mode`, and each missing directory above it 0755, whatever the umask: what
     remirror keeps in /run is root's to write (mkdir's `parents` makes the ones above in the

@@ -30,6 +30,7 @@ from typing import TYPE_CHECKING
 
 import remirror
 from remirror.facts.scope import SCOPE_FORMAT, scope_from_text, scope_to_text
+from remirror.files import make_dirs, only_ours, write_atomically
 
 if TYPE_CHECKING:
     from remirror.facts.scope import SiteScope
@@ -90,8 +91,6 @@ def write(key: str, scope: SiteScope, cache: Path = CACHE) -> None:
     """File `scope` under `key` (mode 0600); a site that cannot only pays for its profiles again.
     `key` is what the caller took before it read the profiles: one that no longer holds (the
     site file or the code changed while it built the scope) files nothing."""
-    from remirror.files import make_dirs, write_atomically
-
     with contextlib.suppress(Exception):  # a cache, never a reason to refuse a request
         make_dirs(cache.parent, 0o755)  # /run/remirror: the file itself is 0600
         if _trusted(cache.parent, stat.S_ISDIR):
@@ -118,5 +117,5 @@ def _trusted(path: Path, kind: Callable[[int], bool]) -> bool:
 
 
 def _trusted_stat(seen: os.stat_result, kind: Callable[[int], bool]) -> bool:
-    """Root's (this process's user's) own, of the right kind, and no one else may write it."""
-    return kind(seen.st_mode) and seen.st_uid == os.geteuid() and not seen.st_mode & 0o022
+    """Of the right kind, and root's (this process's user's) alone to write."""
+    return kind(seen.st_mode) and only_ours(seen)

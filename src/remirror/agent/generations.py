@@ -33,6 +33,7 @@ from remirror.facts.generations import (
     record_slot_for,
 )
 from remirror.facts.parsers import md_data_end, parse_bitmap_dirty, parse_bitmap_location
+from remirror.files import only_ours
 from remirror.runner.local import LocalRunner
 
 if TYPE_CHECKING:  # the agent imports the catalogue where it decodes a step
@@ -201,7 +202,7 @@ def _private_directory(path: str, dir_fd: int | None, shown: Path) -> int:
         why = "a symlink" if link else error.strerror
         raise RemirrorError(f"--save: {shown} is not a directory remirror writes into ({why})") from None
     info = os.fstat(fd)
-    if info.st_uid != os.geteuid() or info.st_mode & 0o022:
+    if not only_ours(info):
         os.close(fd)
         raise RemirrorError(
             f"--save: {shown} is owned by uid {info.st_uid} with mode {info.st_mode & 0o777:o}: it must"
