@@ -35,14 +35,15 @@ def test_the_command_runs_on_site_a_with_the_boot_options_and_its_exit_code_come
         # md RAID1 over two modelled disks sends its legs queued writes two at a time, as to
         # the disk alone (writeback throttling, on, let them through one at a time).
         # Sampled from before the first write to after the last (a sampler started after them
-        # missed them all on a fast day).
+        # missed them all on a fast day). One fio keeps sixteen queued for 64 writes: sixteen
+        # dd processes, started one after another, reached md one at a time on a slow day.
         " mdadm --create /dev/md/t --run --level=1 --raid-devices=2 --metadata=1.2 --bitmap=none"
         " --assume-clean /dev/lab/a0 /dev/lab/a1 2>/dev/null; udevadm settle;"
         " (while [ ! -e /tmp/md-writes-done ]; do cat /sys/block/nullb-a0/inflight; sleep 0.02; done"
-        ' > "$LAB_OUT/md.inflight") & sampler=$!; pids="";'
-        " for i in $(seq 16); do"
-        ' dd if=/dev/zero of=/dev/md/t bs=4k count=1 seek=$((i * 97)) oflag=direct status=none & pids="$pids $!"; done;'
-        " wait $pids; touch /tmp/md-writes-done; wait $sampler; mdadm --stop /dev/md/t 2>/dev/null;"
+        ' > "$LAB_OUT/md.inflight") & sampler=$!;'
+        " fio --name=md --filename=/dev/md/t --direct=1 --ioengine=libaio --iodepth=16"
+        " --rw=randwrite --bs=4k --size=32M --io_size=256k --output=/dev/null;"
+        " touch /tmp/md-writes-done; wait $sampler; mdadm --stop /dev/md/t 2>/dev/null;"
         ' dmsetup deps -o devname lab-a1 > "$LAB_OUT/a1.deps";'
         # Five 4 KiB writes one at a time: each waits at least half the modelled service time.
         " s=$(date +%s%N); dd if=/dev/zero of=/dev/lab/a1 bs=4k count=5 oflag=direct status=none;"

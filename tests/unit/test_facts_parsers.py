@@ -370,3 +370,17 @@ def test_an_arrays_own_resync_limit_and_the_systems() -> None:
     assert parse_speed_limit("40960 (local)\n") == 40 << 20
     assert parse_speed_limit("200000 (system)\n") is None
     assert parse_speed_limit("") is None
+
+
+def test_safe_mode_s_delay_is_read_in_seconds() -> None:
+    # md's 200 ms default as Debian 12's kernel prints it (6.1.0-57-amd64, HZ 250: 51 ticks),
+    # read in the hosts' lab on 2026-12-01; remirror's 10 s as md prints it back.
+    for shown, seconds in (("0.204\n", 0.204), ("10.000\n", 10.0)):
+        sysfs = {**key_values("sysfs-md.txt"), "safe_mode_delay": shown}
+        assert build_md_array("md127", sysfs, fixture("mdadm-detail-export.txt")).safe_mode_delay == seconds
+    assert (
+        build_md_array(
+            "md127", key_values("sysfs-md.txt"), fixture("mdadm-detail-export.txt")
+        ).safe_mode_delay
+        is None
+    )

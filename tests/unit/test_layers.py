@@ -209,3 +209,27 @@ def test_the_agent_imports_what_observing_needs_and_nothing_above(session: dict[
         "remirror.controller",
     }
     assert not {m for m in modules if any(m == a or m.startswith(a + ".") for a in above)}
+
+
+def test_what_the_package_leaves_uncompiled_is_never_imported() -> None:
+    """debian/remirror.postinst compiles the venv's byte-code except rich's syntax highlighter
+    and its Markdown, which remirror never imports: a verb that prints through rich (its
+    console, its progress bar) and the agent load none of them."""
+    import subprocess
+    import sys
+
+    probe = (
+        "import sys\n"
+        "import remirror.cli.app, remirror.cli.mirror, remirror.cli.health, remirror.cli.status_view\n"
+        "import remirror.controller, remirror.reconcile.watch\n"
+        "import remirror.agent.serve\n"
+        "from remirror.cli.output import console, progress_bar\n"
+        "console().print('[bold]status[/bold]', {'a': 1})\n"
+        "from rich.progress import Progress\n"
+        "print(' '.join(sorted(sys.modules)))\n"
+    )
+    done = subprocess.run([sys.executable, "-c", probe], capture_output=True, text=True, check=True)
+    uncompiled = {"pygments", "markdown_it", "mdurl"}
+    assert not {m.split(".")[0] for m in done.stdout.split()} & uncompiled
+    postinst = (Path(__file__).resolve().parents[2] / "debian/remirror.postinst").read_text()
+    assert "/site-packages/(pygments|markdown_it|mdurl)/" in postinst

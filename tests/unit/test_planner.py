@@ -122,8 +122,16 @@ def test_the_array_is_created_with_bitmap_write_behind_and_a_write_mostly_remote
     assert "--write-mostly" not in argv
     steps = wire(create)
     assert [s["kind"] for s in steps] == [
-        "md_create", "wait_path", "add_replica_legs", "member_state", "leg_record_create"
+        "md_create", "wait_path", "md_attribute", "add_replica_legs", "member_state", "leg_record_create"
     ]  # fmt: skip
+    # md's safe mode, lengthened before the first write (plan/safe_mode.py).
+    assert steps[2] == {
+        "kind": "md_attribute",
+        "md": "/dev/md/lab0",
+        "attribute": "safe_mode_delay",
+        "value": "10",
+    }
+    steps = steps[:2] + steps[3:]
     assert steps[2] == {
         "kind": "add_replica_legs",
         "md": "/dev/md/lab0",
@@ -296,6 +304,20 @@ def test_a_new_write_behind_changes_the_live_array() -> None:
     (step,) = wire(plan.actions[0])
     assert step == {"kind": "md_attribute", "md": "/dev/md127", "attribute": "bitmap/backlog", "value": "64"}
     assert profile.mirrors[0].replication.write_behind == 1024
+
+
+def test_an_assembled_array_s_safe_mode_is_lengthened_live() -> None:
+    # md sets 0.2 s at each assembly: every burst after that long idle would wait for a
+    # superblock write on the replica's leg, over the link (plan/md.SAFE_MODE_DELAY).
+    plan = make_plan(
+        load_profile(PROFILES / "lab.yaml"), with_array(converged(), safe_mode_delay=0.204), SECRETS
+    )
+    assert [a.verb for a in plan.actions] == ["SetSafeMode"]
+    (step,) = wire(plan.actions[0])
+    assert step == {"kind": "md_attribute", "md": "/dev/md127", "attribute": "safe_mode_delay", "value": "10"}
+    assert plan.actions[0].repair  # the reconciler sets it too, after a boot's assembly
+    settled = with_array(converged(), safe_mode_delay=10.0)
+    assert make_plan(load_profile(PROFILES / "lab.yaml"), settled, SECRETS).is_empty
 
 
 def test_sync_mode_sets_the_backlog_to_zero() -> None:
@@ -492,7 +514,11 @@ def test_a_resync_limit_is_set_before_the_initial_sync_and_changed_live() -> Non
     kinds = [s["kind"] for s in wire(create)]
     # Right after the array exists, before the replica legs are added (each add starts the sync).
     assert kinds.index("md_attribute") < kinds.index("add_replica_legs")
-    limits = [(s["md"], s["attribute"], s["value"]) for s in wire(create) if s["kind"] == "md_attribute"]
+    limits = [
+        (s["md"], s["attribute"], s["value"])
+        for s in wire(create)
+        if s["kind"] == "md_attribute" and s["attribute"] != "safe_mode_delay"
+    ]
     # The limit, and the array's floor at md's default (1000 KiB/s), whatever the system's is:
     # md holds a resync to its limit only above its floor.
     assert limits == [
@@ -588,7 +614,12 @@ def test_a_schedule_sets_the_windows_limit_by_the_primarys_clock_and_unlimited_i
     # A new array starts at the limit of its window, before the initial sync.
     created = make_plan(office, at_time(fresh(), "2026-11-30T09:30:00+01:00"), SECRETS)
     create = next(a for a in created.actions if a.verb == "CreateArray")
-    assert [s["value"] for s in wire(create) if s["kind"] == "md_attribute"] == ["1000", "1220"]
+    limits = [
+        s["value"]
+        for s in wire(create)
+        if s["kind"] == "md_attribute" and s["attribute"] != "safe_mode_delay"
+    ]
+    assert limits == ["1000", "1220"]
 
 
 def test_a_schedule_without_the_primarys_clock_leaves_mds_limits_as_they_are() -> None:
@@ -639,7 +670,7 @@ def test_initial_sync_skip_proves_each_leg_blank_on_its_site_then_creates_withou
     # mdadm's create gives each leg a bad block log: the replica's is dropped at once, in place
     # (nothing to resync), and a write the replica fails then fails it (remirror.agent.md_legs).
     assert [s["kind"] for s in steps] == [
-        "run", "wait_path", "drop_bad_block_log", "member_state", "leg_record_create"
+        "run", "wait_path", "drop_bad_block_log", "member_state", "md_attribute", "leg_record_create"
     ]  # fmt: skip
     assert "no initial sync" in create.subject
     # The usual create has no proof and copies the primary leg (the add starts a recovery).

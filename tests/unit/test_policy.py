@@ -888,6 +888,7 @@ def test_md_attributes_take_only_the_values_the_planner_writes() -> None:
         ("sync_action", "idle"),
         ("sync_max", "max"),
         ("bitmap/backlog", "16383"),
+        ("safe_mode_delay", "10"),
         ("sync_speed_max", "10240"),
         ("sync_speed_min", "system"),  # a schedule's `unlimited`: md's system-wide limit
     ):
@@ -899,6 +900,8 @@ def test_md_attributes_take_only_the_values_the_planner_writes() -> None:
         ("sync_action", "repair"),
         ("sync_max", "0"),  # resyncs held at sector 0
         ("bitmap/backlog", "16384"),
+        ("safe_mode_delay", "0"),  # never clean: every assembly after a crash a bitmap resync
+        *(("safe_mode_delay", value) for value in ("10\n", " 10", "1", "100", "10.0", "0.2", "99999")),
         ("sync_speed_max", "../x"),
         ("sync_speed_max", "system 1"),
     ):

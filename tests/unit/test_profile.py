@@ -184,6 +184,20 @@ def test_custom_timeouts_override_the_lan_preset() -> None:
     assert settings["node.session.cmds_max"] == PRESETS["lan"]["node.session.cmds_max"]
 
 
+@pytest.mark.parametrize("preset", ["lan", "wan"])
+def test_every_preset_leaves_the_session_s_tcp_buffers_to_the_kernel(preset: str) -> None:
+    # open-iscsi's default fixed window held a 14 ms WAN to 416 KB in flight (timeouts.py).
+    text = BASE + f"    iscsi:\n      timeouts: {preset}\n"
+    settings = parse_profile(text).mirrors[0].iscsi.node_settings("degrade")
+    assert settings["node.conn[0].tcp.window_size"] == "0"
+
+
+def test_a_custom_mapping_may_still_fix_the_tcp_window() -> None:
+    text = BASE + "    iscsi:\n      timeouts:\n        node.conn[0].tcp.window_size: 1048576\n"
+    settings = parse_profile(text).mirrors[0].iscsi.node_settings("degrade")
+    assert settings["node.conn[0].tcp.window_size"] == "1048576"
+
+
 def test_custom_timeouts_cannot_override_on_link_loss() -> None:
     # Safety, flow 10: a custom replacement timeout would turn `degrade` into `wait` unseen.
     text = BASE + "    iscsi:\n      timeouts:\n        node.session.timeo.replacement_timeout: 86400\n"

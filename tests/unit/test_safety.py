@@ -224,6 +224,7 @@ REPAIR_VERBS = {
     "ResumeWrites",
     "SaveLioConfig",
     "SetResyncLimit",
+    "SetSafeMode",
     "SetScheduler",
     "SetSessionTimeout",
     "SetTargetParameters",

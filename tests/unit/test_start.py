@@ -14,7 +14,8 @@ from remirror.plan.actions import CHANGE, DELETE, Action, Plan, PlanError, Verb
 from remirror.plan.repair import make_repair
 from remirror.plan.start import EXIT_HELD, HELD, MoreThanStarting, make_start, start_mirror
 from remirror.profile import parse_profile
-from remirror.protocol.commands import MdStop
+from remirror.profile.timeouts import AUTOTUNED, NOOP_TIMEOUT, TCP_WINDOW
+from remirror.protocol.commands import IscsiNodeUpdate, MdStop
 from tests.unit.simulated_sites import Sites
 from tests.unit.test_failover import PROFILE, PROFILE_TEXT, UUID, applied
 from tests.unit.test_plan_properties import SECRETS
@@ -383,3 +384,69 @@ def test_a_dr_site_does_not_start_as_primary_on_another_site_s_leg_s_word() -> N
     plan = make_start(profile_as_run(DR_VIEW, {"m0": "b"}), facts, SECRETS, configured=DR_VIEW)
     assert plan.actions == ()
     assert plan.notes[0].startswith(f"{HELD}: m0: the legs' records make b its primary, but not b's own leg")
+
+
+def with_old_window(facts: dict[str, SiteFacts]) -> dict[str, SiteFacts]:
+    """The primary's node records as an older remirror left them: open-iscsi's fixed 512 KiB window."""
+    a = facts["a"]
+    nodes = {key: {**record, TCP_WINDOW: "524288"} for key, record in a.nodes.items()}
+    return {**facts, "a": dataclasses.replace(a, nodes=nodes)}
+
+
+def test_an_upgrade_s_new_tcp_window_neither_fails_a_healthy_leg_nor_holds_a_boot() -> None:
+    # The reconciler updates the record and leaves the session be: it takes the window at its
+    # next login (TRANSPORT_KEYS); a logout would fail the leg under md for a bitmap resync.
+    facts = with_old_window(applied().facts)
+    mirror = PROFILE.mirrors[0]
+    upgraded = make_repair(PROFILE, mirror, facts, SECRETS, assess(PROFILE, mirror, facts))
+    assert [(a.site, a.verb) for a in upgraded.actions] == [("a", Verb.UPDATE_ISCSI_NODE)]
+    assert TCP_WINDOW.removeprefix("node.") in upgraded.actions[0].subject
+    # A boot right after the upgrade starts the mirror, its record updated on the way.
+    booted = make_start(PROFILE, with_old_window(after_a_power_cut()), SECRETS)
+    assert booted.notes == ()
+    assert Verb.UPDATE_ISCSI_NODE in {a.verb for a in booted.actions}
+    assert booted.actions[-1].verb == Verb.ASSEMBLE_ARRAY
+
+
+def test_a_boot_still_holds_a_node_record_s_timeouts_a_profile_edit_changed() -> None:
+    facts = after_a_power_cut()
+    a = facts["a"]
+    nodes = {key: {**record, "node.conn[0].timeo.noop_out_timeout": "120"} for key, record in a.nodes.items()}
+    plan = make_start(PROFILE, {**facts, "a": dataclasses.replace(a, nodes=nodes)}, SECRETS)
+    assert not plan.actions
+    assert any(HELD in note and "UpdateIscsiNode" in note for note in plan.notes), plan.notes
+
+
+def test_a_boot_puts_back_the_safe_mode_md_forgot_at_an_assembly() -> None:
+    # udev's or mdadm's assembly leaves md's 0.2 s (remirror.plan.safe_mode): its repair starts.
+    facts = after_a_power_cut()
+    plan = make_plan(PROFILE, facts, SECRETS)
+    repair = Action("a", Verb.SET_SAFE_MODE, "/dev/md/m0 safe mode 0.204s -> 10s", CHANGE, repair=True)
+    started = start_mirror(dataclasses.replace(plan, actions=(*plan.actions, repair)), facts)
+    assert repair in started.actions
+
+
+def test_a_boot_updates_only_the_window_this_version_sets_and_nothing_beside_it() -> None:
+    facts = with_old_window(after_a_power_cut())
+    plan = make_plan(PROFILE, facts, SECRETS)
+
+    def update(**settings: str) -> Action:
+        return Action(
+            "a",
+            Verb.UPDATE_ISCSI_NODE,
+            "node record",
+            CHANGE,
+            (IscsiNodeUpdate("iqn.2026-11.org.example:m0", "192.0.2.2", 3260, settings),),
+        )
+
+    def start_with(action: Action) -> Plan:
+        return start_mirror(dataclasses.replace(plan, actions=(action, *plan.actions)), facts)
+
+    assert update(**{TCP_WINDOW: AUTOTUNED}) in start_with(update(**{TCP_WINDOW: AUTOTUNED})).actions
+    for held in (
+        update(**{TCP_WINDOW: "524288"}),  # a custom mapping's window: a profile edit, apply's
+        update(**{TCP_WINDOW: AUTOTUNED, NOOP_TIMEOUT: "120"}),  # a timeout beside it
+        update(**{NOOP_TIMEOUT: "120"}),
+    ):
+        with pytest.raises(MoreThanStarting, match="UpdateIscsiNode"):
+            start_with(held)

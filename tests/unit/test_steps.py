@@ -9,6 +9,7 @@ import pytest
 
 from remirror.agent.policy_steps import STEP_CHECKS
 from remirror.agent.steps import _STEPS
+from remirror.errors import RemirrorError
 from remirror.protocol import CATALOGUE, WireError, commands, decode, lio, steps
 from remirror.protocol.commands import IscsiNode, IscsiNodeUpdate, MdBitmap, MdCreate, MdMember, MdStop
 from remirror.protocol.lio import AclChap, LioCreateTarget, LioDeleteTarget, LioSetAcl
@@ -158,3 +159,18 @@ def test_each_command_builds_its_argv_at_the_site_from_its_fields() -> None:
     assert update.argv()[7:] == (
         "-o", "update", "-n", "node.startup", "-v", "manual", "-n", "node.conn[0].timeo", "-v", "5",
     )  # fmt: skip
+
+
+def test_a_sysfs_write_finds_its_device_by_number_never_by_a_missing_path_s_name(tmp_path: Any) -> None:
+    # At a DR site the mirror's array is not assembled: `/dev/md/md0` is not there, and its file
+    # name would be the host's own system RAID's (helper review of 2f3e879).
+    regular = tmp_path / "md0"
+    regular.write_text("")
+    for path, says in (("/dev/md/md0-not-here", "is not there"), (str(regular), "is not a block device")):
+        for step in (
+            steps.SetMdAttribute(path, "safe_mode_delay", "10"),
+            steps.SetMemberState(path, "/dev/sda", "-writemostly"),
+            steps.WriteDiskSysfs(path, "queue/wbt_lat_usec", "0"),
+        ):
+            with pytest.raises(RemirrorError, match=says):
+                _STEPS[type(step)](step)

@@ -290,7 +290,7 @@ def _arrays() -> dict[str, Any]:
         names = [
             "array_state", "sync_action", "sync_completed", "degraded", "level", "raid_disks",
             "bitmap/chunksize", "bitmap/backlog", "bitmap/max_backlog_used", "mismatch_cnt", "sync_speed",
-            "suspend_lo", "suspend_hi", "sync_speed_max", "sync_speed_min", "sync_max",
+            "suspend_lo", "suspend_hi", "sync_speed_max", "sync_speed_min", "sync_max", "safe_mode_delay",
         ]  # fmt: skip
         for member in base.glob("dev-*"):
             names += [

@@ -29,8 +29,9 @@ if TYPE_CHECKING:
 
 # What the planner writes to an md array's attributes, each with the values it writes there: a
 # resync's limits (KiB/s, or `system`: the system-wide one, a schedule's `unlimited`),
-# write-behind's count (at most md's 16383), and its repairs of a move or an add cut short: writes
-# resumed (suspend_hi 0: never a suspension), resyncs released (sync_max max: never held), a check
+# write-behind's count (at most md's 16383), safe mode's delay (remirror's one value,
+# plan/md.SAFE_MODE_DELAY), and its repairs of a move or an add cut short: writes resumed
+# (suspend_hi 0: never a suspension), resyncs released (sync_max max: never held), a check
 # stopped (sync_action idle: never a resync started). Nothing else.
 _LIMIT = re.compile(r"\d{1,12}|system")
 _SYSFS_VALUES = {
@@ -40,6 +41,7 @@ _SYSFS_VALUES = {
     "sync_action": re.compile("idle"),
     "sync_max": re.compile("max"),
     "backlog": re.compile(r"\d{1,4}|1[0-5]\d{3}|16[0-2]\d\d|163[0-7]\d|1638[0-3]"),
+    "safe_mode_delay": re.compile("10"),
 }
 
 

@@ -11,9 +11,10 @@ retention grid (`{all, hourly, daily, weekly}` seconds), added `hooks` to it and
 `hooks` outcome, the point times to what `observe` reports of an index (`ids`, `times`), the
 site's `clock` to `observe`, and `system` as a resync limit's value; 7 added the site's
 `seeds` to `observe`, `raw` to `digest` (from the disk's byte 0, no array over it yet) and
-the `copy_spans` step (a seed's catch-up, remirror.agent.seed).
+the `copy_spans` step (a seed's catch-up, remirror.agent.seed); 8 added `safe_mode_delay` to
+what `observe` reads of an array and to the md attributes a step may set (remirror.plan.safe_mode).
 The controller refuses an agent of another version with one line naming both
 (remirror.agent.client).
 """
 
-PROTOCOL_VERSION = 7
+PROTOCOL_VERSION = 8

@@ -29,6 +29,7 @@ from __future__ import annotations
 import logging
 import os
 import re
+import stat
 import time
 from collections.abc import Callable
 from pathlib import Path
@@ -37,6 +38,7 @@ from typing import Any
 from remirror.agent import cdp, generations, md_legs, md_slots, seed, wireguard
 from remirror.agent.direct import first_nonzero
 from remirror.agent.lio_steps import LIO_HANDLERS
+from remirror.agent.policy import devno_name
 from remirror.errors import CommandError, RemirrorError
 from remirror.facts.dm import parse_cache_status
 from remirror.facts.mdadm_conf import merged_conf
@@ -89,22 +91,39 @@ def _command(step: Command) -> None:
         raise
 
 
+def _kernel_name(path: str) -> str:
+    """The kernel's name of block device `path`, from its device number. Never from the path's
+    file name: a path that is not there (an array this site has not assembled) would name
+    whatever device has that name here (`/dev/md/md0` at a DR site: its own system RAID)."""
+    try:
+        found = Path(path).stat()
+    except OSError as error:
+        raise RemirrorError(f"{path} is not there") from error
+    block = stat.S_ISBLK(found.st_mode)
+    name = devno_name(f"{os.major(found.st_rdev)}:{os.minor(found.st_rdev)}") if block else None
+    if name is None:
+        raise RemirrorError(f"{path} is not a block device")
+    return name
+
+
+def _array_name(path: str) -> str:
+    name = _kernel_name(path)
+    if not Path(f"/sys/block/{name}/md").is_dir():
+        raise RemirrorError(f"{path} is not an md array")
+    return name
+
+
 def _member_state(step: catalogue.SetMemberState) -> None:
-    md = Path(os.path.realpath(step.md)).name
-    member = Path(os.path.realpath(step.device)).name
+    md, member = _array_name(step.md), _kernel_name(step.device)
     _write_attribute(Path(f"/sys/block/{md}/md/dev-{member}/state"), step.value)
 
 
 def _disk_sysfs(step: catalogue.WriteDiskSysfs) -> None:
-    disk = Path(os.path.realpath(step.device)).name
-    _write_attribute(Path(f"/sys/class/block/{disk}/{step.attribute}"), step.value)
+    _write_attribute(Path(f"/sys/class/block/{_kernel_name(step.device)}/{step.attribute}"), step.value)
 
 
 def _md_attribute(step: catalogue.SetMdAttribute) -> None:
-    md = Path(os.path.realpath(step.md)).name
-    if not md.startswith("md"):
-        raise RemirrorError(f"{step.md} is not an md array")
-    _write_attribute(Path(f"/sys/block/{md}/md/{step.attribute}"), step.value)
+    _write_attribute(Path(f"/sys/block/{_array_name(step.md)}/md/{step.attribute}"), step.value)
 
 
 def _session_timeout(step: catalogue.SetSessionTimeout) -> None:

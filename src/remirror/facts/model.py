@@ -140,6 +140,9 @@ class MdArray:
     # Resyncs held by md at a sector (`sync_max` not `max`): left so by an add of a leg that
     # never finished (remirror.agent.md_legs); every resync and recovery then waits there.
     syncs_held: bool = False
+    # Seconds without a write before md marks the array clean (`safe_mode_delay`: md's 0.2 at
+    # each assembly, remirror's plan/md.SAFE_MODE_DELAY); None: not read.
+    safe_mode_delay: float | None = None
 
     def member(self, device: str) -> MdMember | None:
         """The member with this kernel name, if any."""

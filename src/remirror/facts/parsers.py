@@ -295,7 +295,16 @@ def build_md_array(kernel_name: str, sysfs: dict[str, str], detail_export: str) 
         sync_speed_min=parse_speed_limit(sysfs.get("sync_speed_min", "")),
         writes_suspended=(number("suspend_hi") or 0) > (number("suspend_lo") or 0),
         syncs_held=number("sync_max") is not None,  # a sector; `max` when md holds nothing
+        safe_mode_delay=_seconds(sysfs.get("safe_mode_delay", "")),
     )
+
+
+def _seconds(text: str) -> float | None:
+    """md's seconds with a fraction (`0.204`: 200 ms in the kernel's ticks), or None."""
+    try:
+        return float(text.strip())
+    except ValueError:
+        return None
 
 
 # md's on-disk write-intent bitmap (drivers/md/md-bitmap.h, bitmap_super_t): a 256-byte
@@ -370,7 +379,7 @@ MDADM_CONF = "/etc/mdadm/mdadm.conf"
 @dataclass(frozen=True)
 class BlockStat:
     """A block device's counters since boot, from /sys/class/block/DEV/stat
-    (Documentation/block/stat.rst: fields 1, 5, 7, 9 and 14; kernels before 4.18 count
+    (Documentation/block/stat.rst: fields 1, 5, 7, 9, 14 and 3; kernels before 4.18 count
     no discards, which read as 0)."""
 
     reads: int  # completed
@@ -378,6 +387,7 @@ class BlockStat:
     sectors_written: int
     in_flight: int  # requests
     sectors_discarded: int
+    sectors_read: int = 0
 
 
 def parse_block_stat(text: str) -> BlockStat:
@@ -386,4 +396,5 @@ def parse_block_stat(text: str) -> BlockStat:
     if len(fields) < 11 or not all(field.isdigit() for field in fields):
         raise ValueError(f"not a block device's stat: {text.strip()[:80]!r}")
     numbers = [int(field) for field in fields]
-    return BlockStat(numbers[0], numbers[4], numbers[6], numbers[8], numbers[13] if len(numbers) > 13 else 0)
+    discarded = numbers[13] if len(numbers) > 13 else 0
+    return BlockStat(numbers[0], numbers[4], numbers[6], numbers[8], discarded, numbers[2])

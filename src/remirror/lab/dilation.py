@@ -21,6 +21,7 @@ from __future__ import annotations
 
 import concurrent.futures
 import contextlib
+import json
 import mmap
 import os
 import socket
@@ -187,4 +188,4 @@ def _echo() -> int:
 if __name__ == "__main__":
     if sys.argv[1:] == ["echo"]:
         sys.exit(_echo())
-    sys.stdout.write(f"{measure(scale=int(sys.argv[1]) if len(sys.argv) > 1 else 1)}\n")
+    sys.stdout.write(json.dumps(measure(scale=int(sys.argv[1]) if len(sys.argv) > 1 else 1)) + "\n")

@@ -2,13 +2,18 @@
 performance model's (null_blk), each under a device-mapper name in /dev/lab.
 
 Part of the guest's setup (remirror.lab.guest); the model's arithmetic is in
-remirror.lab.model, the probes that measure the dilation in remirror.lab.dilation.
+remirror.lab.model, the probes that measure the dilation in remirror.lab.dilation. A host of
+the hosts' lab makes the same modelled disks for the bench (bench/peer.py) with
+`python -m remirror.lab.disks --model hdd --dilation D --size-mib N NAME...`.
 """
 
 from __future__ import annotations
 
+import argparse
+import json
 import logging
 import os
+import sys
 import time
 from pathlib import Path
 from typing import Any
@@ -70,6 +75,22 @@ def _request_overhead(disk_model: model.DiskModel, dilation: float) -> dict[str,
     return {**measured, "taken_off_s": taken_off, "model": disk_model.name}
 
 
+def make_modelled_disks(names: list[str], size: int, model_name: str, dilation: float) -> dict[str, Any]:
+    """On a host of the hosts' lab: a disk of the model for each of `names` (/dev/lab/NAME, a
+    dm device over null_blk, as the single-VM lab's), `dilation` times slower, with the
+    host's own time per request measured on a scratch disk first and taken off, as the guest
+    does at boot; what was measured."""
+    disk_model = model.DISK_MODELS[model_name]
+    run(["modprobe", "null_blk", "nr_devices=0"])
+    overhead = _request_overhead(disk_model, dilation)
+    Path("/dev/lab").mkdir(exist_ok=True)
+    for name in names:
+        disk = Disk(name, "host", size, model_name)
+        device = _null_blk(disk, disk_model, dilation, overhead["taken_off_s"])
+        _wrap(disk, device)
+    return {"request_overhead": overhead, "dilation": dilation, "model": model_name}
+
+
 def make_disks(spec: LabSpec, performance: dict[str, Any] | None) -> None:
     run(["udevadm", "settle", "--timeout=30"])
     for disk in spec.disks:
@@ -82,13 +103,17 @@ def make_disks(spec: LabSpec, performance: dict[str, Any] | None) -> None:
             device = _null_blk(
                 disk, model.DISK_MODELS[disk.model], performance["dilation"]["factor"], taken_off
             )
-        sectors = int(run(["blockdev", "--getsz", device]).stdout)
-        # Every lab disk is a dm device so that a modelled disk and a plain
-        # one look the same to what sits on top.
-        run(["dmsetup", "create", disk.dm_name, "--table", f"0 {sectors} linear {device} 0"])
-        link = Path(disk.path)
-        link.unlink(missing_ok=True)
-        link.symlink_to(f"/dev/mapper/{disk.dm_name}")
+        _wrap(disk, device)
+
+
+def _wrap(disk: Disk, device: str) -> None:
+    """`disk` as /dev/lab/NAME: a dm device over `device`, so that a modelled disk and a plain
+    one look the same to what sits on top."""
+    sectors = int(run(["blockdev", "--getsz", device]).stdout)
+    run(["dmsetup", "create", disk.dm_name, "--table", f"0 {sectors} linear {device} 0"])
+    link = Path(disk.path)
+    link.unlink(missing_ok=True)
+    link.symlink_to(f"/dev/mapper/{disk.dm_name}")
 
 
 NULL_BLK_CONFIG = Path("/sys/kernel/config/nullb")
@@ -132,3 +157,19 @@ def _wait_for(*names: Path) -> Path:
             raise RuntimeError(f"{' or '.join(map(str, names))} did not appear")
         time.sleep(0.2)
     return found[0]
+
+
+def main() -> int:
+    parser = argparse.ArgumentParser(description="Modelled disks on a host of the hosts' lab.")
+    parser.add_argument("--model", choices=sorted(model.DISK_MODELS), required=True)
+    parser.add_argument("--dilation", type=float, required=True)
+    parser.add_argument("--size-mib", type=int, required=True)
+    parser.add_argument("names", nargs="+")
+    args = parser.parse_args()
+    made = make_modelled_disks(args.names, args.size_mib << 20, args.model, args.dilation)
+    sys.stdout.write(json.dumps(made) + "\n")
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -104,6 +104,7 @@ class Verb(StrEnum):
     SET_TARGET_PARAMETERS = "SetTargetParameters"
     SET_WRITE_BEHIND = "SetWriteBehind"
     SET_RESYNC_LIMIT = "SetResyncLimit"
+    SET_SAFE_MODE = "SetSafeMode"
     SET_WRITE_MOSTLY = "SetWriteMostly"
     STOP_ARRAY = "StopArray"
     STOP_CHECK = "StopCheck"

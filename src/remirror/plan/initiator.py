@@ -15,7 +15,7 @@ from remirror.facts.site import SiteFacts
 from remirror.plan.actions import CHANGE, CREATE, DELETE, Action, Verb
 from remirror.profile.model import Chap, Mirror, Profile
 from remirror.profile.names import by_path
-from remirror.profile.timeouts import REPLACEMENT_TIMEOUT, node_record
+from remirror.profile.timeouts import REPLACEMENT_TIMEOUT, TRANSPORT_KEYS, node_record
 from remirror.profile.types import Portal
 from remirror.profile.wireguard import replica_portal
 from remirror.protocol.commands import IscsiNode, IscsiNodeUpdate, NodeOp
@@ -157,8 +157,9 @@ def initiator_actions(
     # The replacement timeout (what `on_link_loss` chooses) is the one setting a
     # running session takes live, through sysfs. Any other change needs a new
     # login, and a logout fails the leg under md: so none is made for it alone.
-    # node.startup only matters at boot: no new login for it either.
-    relogin = any(k not in (REPLACEMENT_TIMEOUT, "node.startup") for k in changed)
+    # node.startup only matters at boot, and the transport's keys (TRANSPORT_KEYS: TCP's
+    # buffers) wait for the session's next login: no new login for them either.
+    relogin = any(k not in (REPLACEMENT_TIMEOUT, "node.startup", *TRANSPORT_KEYS) for k in changed)
     # An async mirror's session that lets writes overtake each other (logged in to a target
     # restored with other parameters, say) leaves site B a torn copy after a disaster: it logs
     # in again, which costs the leg a bitmap resync (profile/timeouts.py, IN_ORDER_NODE).

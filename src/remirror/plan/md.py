@@ -18,6 +18,7 @@ from remirror.plan.bad_blocks import bad_block_actions
 from remirror.plan.keep_data import kept_data
 from remirror.plan.md_create import create_actions
 from remirror.plan.resync_limit import resync_limit_actions, resync_limit_steps
+from remirror.plan.safe_mode import SAFE_MODE_DELAY, safe_mode_is_set, safe_mode_step
 from remirror.plan.seed import without_seed
 from remirror.profile.model import Mirror, Profile
 from remirror.protocol.commands import MdBitmap, MdMember, MdStop
@@ -185,6 +186,12 @@ def array_actions(
                 primary, Verb.SET_WRITE_BEHIND, subject, SetMdAttribute(md, "bitmap/backlog", backlog)
             )
         )
+    if array.safe_mode_delay is not None and not safe_mode_is_set(array.safe_mode_delay):
+        subject = (
+            f"{mirror.md_device} safe mode {array.safe_mode_delay:g}s -> {SAFE_MODE_DELAY:g}s"
+            " (a clean mark costs the next write a superblock write on each leg, the replica's over the link)"
+        )
+        actions.append(_sysfs_repair(primary, Verb.SET_SAFE_MODE, subject, safe_mode_step(md)))
     actions += resync_limit_actions(primary, mirror, array)
     if array.sync_action == "check":
         # Debian's monthly checkarray (cron) or mdcheck (systemd timer) started it on every array:
@@ -300,14 +307,16 @@ def _missing_leg_records(
 def assemble_steps(
     mirror: Mirror, site: SiteFacts, uuid_: str, devices: list[str], bad_block_log: bool = False
 ) -> tuple[Step, ...]:
-    """`mdadm --assemble --run` past udev's partial assemblies, then its device node, then the
-    profile's resync limit (md keeps it in memory only: an assembled array starts without).
-    `bad_block_log`: the legs get md's bad block log (a site's own leg that runs it alone)."""
+    """`mdadm --assemble --run` past udev's partial assemblies, then its device node, then what
+    md keeps in memory only, which an assembled array starts without: the profile's resync limit
+    and remirror's safe mode. `bad_block_log`: the legs get md's bad block log (a site's own leg
+    that runs it alone)."""
     md = mirror.md_device
     return (
         AssembleArray(md, uuid_, tuple(devices), bad_block_log),
         WaitPath(md, 30),
         *resync_limit_steps(mirror, site.local_time),
+        safe_mode_step(md),  # after the limits, which protect the link: this one is for speed
     )
 
 

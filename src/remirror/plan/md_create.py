@@ -16,6 +16,7 @@ from remirror.facts.site import DiskFacts, SiteFacts
 from remirror.plan.actions import CREATE, Action, Verb
 from remirror.plan.keep_data import KeptData
 from remirror.plan.resync_limit import resync_limit_steps
+from remirror.plan.safe_mode import safe_mode_step
 from remirror.plan.seed import SLOWEST_LINK, CatchUpSeed
 from remirror.profile.model import Mirror
 from remirror.protocol.commands import MdCreate
@@ -135,6 +136,7 @@ def create_actions(
                 WaitPath(mirror.md_device, 30),
                 # Before the adds: each starts a recovery, the initial sync, over the link.
                 *resync_limit_steps(mirror, primary.local_time),
+                safe_mode_step(mirror.md_device),
                 *adds,
                 LegRecordCreate(mirror.name, uuid_, mirror.primary.site, (local.path, *remote_paths)),
             ),
@@ -175,6 +177,7 @@ def _create_without_sync(
                 # Each made with a bad block log: dropped in place, nothing to resync.
                 *(DropBadBlockLog(mirror.md_device, path) for path in remote_paths),
                 *(SetMemberState(mirror.md_device, path, "writemostly") for path in remote_paths),
+                safe_mode_step(mirror.md_device),
                 *resync_limit_steps(mirror, primary.local_time),
                 LegRecordCreate(mirror.name, uuid_, mirror.primary.site, (local.path, *remote_paths)),
             ),

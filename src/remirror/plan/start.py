@@ -26,7 +26,8 @@ from remirror.plan.lio import acl_chap_as_seen
 from remirror.plan.planner import make_plan
 from remirror.profile.model import Mirror, Profile
 from remirror.profile.names import array_uuid
-from remirror.protocol.commands import DmCreate, MdStop, ZeroHead
+from remirror.profile.timeouts import TRANSPORT_DEFAULTS
+from remirror.protocol.commands import DmCreate, IscsiNodeUpdate, MdStop, ZeroHead
 from remirror.protocol.lio import LioSetAcl
 from remirror.roles import leg_records
 
@@ -46,6 +47,8 @@ STARTING = frozenset(
         Verb.CREATE_LUN,
         Verb.SAVE_LIO_CONFIG,
         Verb.SET_TUNNEL,
+        # What md forgets at an assembly (udev's or initramfs's), put back.
+        Verb.SET_SAFE_MODE,
     }
 )
 HELD = "held for `remirror apply`"
@@ -93,6 +96,16 @@ def _adopts_a_writecache(action: Action, site: SiteFacts) -> bool:
     return fast is not None and fast.first_sector == "writecache"
 
 
+def _updates_only_the_transport(action: Action) -> bool:
+    """A node record brought to what this version sets on every record whatever the profile
+    says (TRANSPORT_DEFAULTS: TCP's autotuned buffers, after an upgrade), nothing a profile edit
+    would change: no timeout, no CHAP, no other window (a custom mapping's, `apply`'s)."""
+    return bool(action.steps) and all(
+        isinstance(step, IscsiNodeUpdate) and step.settings.items() <= TRANSPORT_DEFAULTS.items()
+        for step in action.steps
+    )
+
+
 def _never_written(kernel_name: str, site: SiteFacts) -> bool:
     """An array udev assembled in part (inactive), or one started at boot that nothing has
     written since (auto-read-only): stopping it loses no write."""
@@ -129,6 +142,8 @@ def _allowed(action: Action, facts: Mapping[str, SiteFacts], plan: Plan) -> bool
         return _restores_an_acl(action, site, plan)
     if action.verb == Verb.CREATE_CACHE:
         return _adopts_a_writecache(action, site)
+    if action.verb == Verb.UPDATE_ISCSI_NODE:
+        return _updates_only_the_transport(action)
     return action.verb == Verb.STOP_ARRAY and _stops_only_unwritten(action, site, plan)
 
 

@@ -68,15 +68,22 @@ class MdadmConfArrays(Step):
 
 
 MdAttributeName = Literal[
-    "sync_speed_min", "sync_speed_max", "suspend_hi", "sync_max", "sync_action", "bitmap/backlog"
+    "sync_speed_min",
+    "sync_speed_max",
+    "suspend_hi",
+    "sync_max",
+    "sync_action",
+    "bitmap/backlog",
+    "safe_mode_delay",
 ]
 
 
 @dataclass(frozen=True)
 class SetMdAttribute(Step):
     """One write of an md array's sysfs attribute (`/sys/block/MD/md/ATTRIBUTE`), the array named
-    by its device, resolved at the site: a resync's limits, write-behind's count, and the repairs of
-    a move or an add cut short (writes resumed, resyncs released, a check stopped)."""
+    by its device, resolved at the site: a resync's limits, write-behind's count, how long md waits
+    before it marks the array clean, and the repairs of a move or an add cut short (writes resumed,
+    resyncs released, a check stopped)."""
 
     kind: ClassVar[str] = "md_attribute"
     md: str

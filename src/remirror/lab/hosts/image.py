@@ -31,12 +31,14 @@ from remirror.lab.spec import SSHD_KEX  # the hosts' sshd: X25519 only, as site 
 # udev, the network, sshd), what Ansible's modules need on a site (python3-apt for apt,
 # python3-packaging for pip: the role's package list), what the tests look with (e2fsprogs
 # for fsck, procps), and the application a disaster is judged by (postgresql-15: the server,
-# pgbench and amcheck).
+# pgbench and amcheck); and the bench's (bench/peer.py): DRBD's tools for the peer it compares
+# remirror with (remirror.lab.hosts.drbd; the module is in Debian's kernel), fio and PostMark.
 PACKAGES = [
     *("systemd-sysv", "udev", "kmod", "dbus", "iproute2", "openssh-server", "ca-certificates"),
     *("linux-image-amd64", "initramfs-tools", "e2fsprogs", "util-linux", "procps"),
     *("mdadm", "open-iscsi", "python3-rtslib-fb", "thin-provisioning-tools", "python3-venv"),
     *("python3-apt", "python3-packaging", "postgresql-15"),
+    *("drbd-utils", "fio", "postmark"),
 ]
 SUITE = "bookworm"
 IMAGE_SIZE = "3G"
@@ -99,10 +101,13 @@ WantedBy=sysinit.target
 
 # What a boot runs that no test looks at, each a share of the one emulated CPU a host has while
 # remirror's units start: e2scrub_reap took 6.8-14.5 s of a boot (systemd-analyze blame), and
-# the timers (apt's, dpkg's backup, fstrim, e2scrub) could fire in the middle of a test.
+# the timers (apt's, dpkg's backup, fstrim, e2scrub) could fire in the middle of a test; DRBD's
+# own service (for sites without a cluster manager) brings up whatever drbd.d holds at boot,
+# where the bench's peer brings its pair up itself.
 QUIET = (
     *("e2scrub_reap.service", "e2scrub_all.timer", "fstrim.timer"),
     *("apt-daily.timer", "apt-daily-upgrade.timer", "dpkg-db-backup.timer"),
+    "drbd.service",
 )
 
 # The control link: QEMU's user-mode network, restricted (nothing beyond the host's loopback

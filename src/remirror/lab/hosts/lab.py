@@ -39,9 +39,11 @@ class HostsLab:
         *,
         checkout: Path,
         sizes: Mapping[str, int] | None = None,
+        memory: str = "1G",
     ):
         """`disks`: each host's data disks by serial; `sizes`: a disk's size by its serial where
-        it is not DISK_SIZE."""
+        it is not DISK_SIZE; `memory`: each host's (the bench's modelled disks keep their data
+        in it)."""
         self.work = work
         self.checkout = checkout
         image = image_paths(checkout)
@@ -51,7 +53,9 @@ class HostsLab:
             )
         sizes = sizes or {}
         self.hosts = {
-            name: Host(name, work, image, {serial: sizes.get(serial, DISK_SIZE) for serial in serials})
+            name: Host(
+                name, work, image, {serial: sizes.get(serial, DISK_SIZE) for serial in serials}, memory=memory
+            )
             for name, serials in disks.items()
         }
         names = list(self.hosts)
