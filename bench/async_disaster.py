@@ -43,7 +43,8 @@ import time
 from pathlib import Path
 from typing import Any
 
-from common import OUT, log, run
+from basics import log, run
+from common import OUT
 
 from remirror.lab import disaster, net, probes
 from remirror.lab.spec import Wan

@@ -9,16 +9,15 @@ from __future__ import annotations
 
 import os
 import re
-import subprocess
 import sys
-import time
 from pathlib import Path
+
+from basics import log, run
 
 from remirror.lab import probes
 from remirror.lab.probes import LAB_PROFILE, lab_names
 
 OUT = Path(os.environ.get("LAB_OUT", "bench/out"))
-SECONDS = int(os.environ.get("BENCH_SECONDS", "15"))
 MD = lab_names().md
 MIRROR = lab_names().mirror
 CDP_VOLUME = lab_names().cdp_volume
@@ -31,20 +30,6 @@ CAUTION = (
     " hardware: lab figures times (rates) or over (times) the dilation are physical estimates;"
     " the targets are ratios within this run."
 )
-
-
-def log(message: str) -> None:
-    """Progress on stderr (the lab's log), so a run cut off shows how far it got."""
-    sys.stderr.write(f"bench {time.strftime('%H:%M:%S')}: {message}\n")
-    sys.stderr.flush()
-
-
-def run(*argv: str, ok: tuple[int, ...] = (0,), timeout: float = 1800) -> str:
-    """Run a command; exit the benchmark with its error if it fails."""
-    done = subprocess.run(argv, capture_output=True, text=True, check=False, timeout=timeout)
-    if done.returncode not in ok:
-        sys.exit(f"bench: {' '.join(argv)} failed ({done.returncode}): {done.stderr.strip()[-500:]}")
-    return done.stdout
 
 
 def profile(

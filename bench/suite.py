@@ -50,19 +50,17 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
+from basics import SECONDS, log, run, site_costs
 from common import (
     CDP_VOLUME,
     MD,
     MIRROR,
     OUT,
     REMOTE_LEG,
-    SECONDS,
     apply,
     destroy,
-    log,
     md_sysfs,
     profile,
-    run,
     wait_idle,
     wan,
     wipe,
@@ -157,16 +155,6 @@ def local_mirror() -> None:
     run("mdadm", "--stop", "/dev/md/bench-ss")
     run("mdadm", "--zero-superblock", "/dev/lab/a2", "/dev/lab/a3")
     wipe(("/dev/lab/a2", "/dev/lab/a3"))
-
-
-def site_costs(stderr: str) -> dict[str, dict[str, int]]:
-    """The per-site cost lines `remirror -v` logs when it closes its connections."""
-    costs = {}
-    for site, requests, commands, answered in re.findall(
-        r"site (\S+): (\d+) agent requests, (\d+) commands run, (\d+) bytes of answers", stderr
-    ):
-        costs[site] = {"requests": int(requests), "commands": int(commands), "answer_bytes": int(answered)}
-    return costs
 
 
 def control_plane(path: Path) -> None:

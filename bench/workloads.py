@@ -8,27 +8,76 @@
 - PostMark (Debian's package) on ext4 made on the device, timed to the end
   of `sync` and unmount: the time until what it wrote is on both legs.
 - The replay of a real block trace at its own timing (bench/traces/), one I/O at a time.
+
+On a host of the hosts' lab (bench/peer.py copies this file, bench/basics.py and the trace
+there): `python3 workloads.py DEVICE [--fio-only]` prints the results as JSON.
 """
 
 from __future__ import annotations
 
+import argparse
 import csv
 import json
 import os
 import re
 import subprocess
+import sys
 import tempfile
 import time
 from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
-from common import SECONDS, log, run
+from basics import SECONDS, log, run
 
 REGION_OFFSET = 64 << 20  # past md's superblock, bitmap and CDP's index
 REGION_SIZE = 128 << 20
 TRACE = Path(__file__).resolve().parent / "traces" / "cloudphysics-w-sample.csv"
 TRACE_SECONDS = int(os.environ.get("BENCH_TRACE_SECONDS", "60"))
+# Seconds each judged fio job runs before it counts (fio's ramp_time): bench/peer.py's jobs leave
+# out a start after idle (md's first write to a clean array, the bitmap's first to a chunk,
+# DRBD's first to a cold extent), for both mirrors alike; bench/suite.py's count it (0).
+RAMP_SECONDS = int(os.environ.get("BENCH_RAMP_SECONDS", "0"))
+# At least this many writes in the QD1 job (its p99 from enough samples: at 0.4 s a write, 15 s
+# make 35), however long they take; 0: the job's seconds alone (bench/suite.py's).
+QD1_IOS = int(os.environ.get("BENCH_QD1_IOS", "0"))
+# The fio jobs the targets judge, by name: (rw, block, queue depth).
+FIO_SHAPES: dict[str, tuple[str, str, int]] = {
+    "qd1": ("randwrite", "4k", 1),
+    "qd16": ("randwrite", "4k", 16),
+    "seq": ("write", "1M", 4),
+}
+
+
+def qd1_job(device: str) -> dict[str, Any]:
+    """4 KiB random writes one at a time: for SECONDS, or QD1_IOS writes if more (15 minutes at
+    most), with its slowest writes then (when in the job each came, how long it took, where)."""
+    if not QD1_IOS:
+        return latency(fio(device, *FIO_SHAPES["qd1"])["write"])
+    with tempfile.TemporaryDirectory() as logs:
+        job = fio(
+            device, *FIO_SHAPES["qd1"], seconds=900, time_based="0", number_ios=str(QD1_IOS),
+            write_lat_log=f"{logs}/qd1", log_offset="1",
+        )  # fmt: skip
+        answer: dict[str, Any] = latency(job["write"])
+        answer["slowest"] = slowest_writes(Path(f"{logs}/qd1_clat.1.log").read_text())
+    return answer
+
+
+def slowest_writes(log_text: str, count: int = 5) -> list[dict[str, float]]:
+    """The `count` slowest writes of a fio completion-latency log (`write_lat_log` with
+    `log_offset`: one line per I/O, "msec, nsec, direction, bytes, offset[, priority]"),
+    in the order they came: the time since the counted part began (s), the latency (ms) and
+    the offset (MiB). Whether a tail comes at a period (a daemon's) or anywhere shows here."""
+    writes = []
+    for line in log_text.splitlines():
+        fields = [field.strip() for field in line.split(",")]
+        if len(fields) >= 5 and fields[2] == "1":  # 1: a write
+            writes.append((int(fields[0]) / 1e3, int(fields[1]) / 1e6, int(fields[4]) / 2**20))
+    slow = sorted(sorted(writes, key=lambda write: -write[1])[:count])
+    return [{"at_s": at, "ms": round(ms, 3), "offset_mib": round(offset, 3)} for at, ms, offset in slow]
+
+
 MOUNT = Path("/run/bench-mnt")  # /mnt is on the read-only root in the lab
 POSTMARK = """set size 512 16384
 set number 1000
@@ -55,6 +104,7 @@ def fio(
         f"--iodepth={depth}", f"--ioengine={engine}", "--direct=1",
         f"--offset={region[0]}", f"--size={region[1]}", "--time_based", f"--runtime={seconds}",
         "--randrepeat=0", "--percentile_list=50:99:99.9", "--output-format=json",
+        *([f"--ramp_time={RAMP_SECONDS}"] if RAMP_SECONDS else []),
         *(f"--{key}={value}" for key, value in extra.items()),
     ]  # fmt: skip
     job: dict[str, Any] = json.loads(run(*argv))["jobs"][0]
@@ -151,23 +201,68 @@ def all_workloads(
     proportion the cadence gives them.
     """
 
-    def target_job(rw: str, block: str, depth: int) -> dict[str, float]:
+    def target_job(name: str) -> dict[str, Any]:
         if cadence is None:
-            return latency(fio(device, rw, block, depth)["write"])
+            return one_job(device, name)
         take_point, seconds = cadence
         take_point()
-        return latency(fio(device, rw, block, depth, seconds=seconds)["write"])
+        return latency(fio(device, *FIO_SHAPES[name], seconds=seconds)["write"])
 
     log(f"{what}: fio")
     results: dict[str, Any] = {
-        "qd1": target_job("randwrite", "4k", 1),
-        "qd16": target_job("randwrite", "4k", 16),
+        "qd1": target_job("qd1"),
+        "qd16": target_job("qd16"),
+        "mix": _mix(device),
+        "seq": target_job("seq"),
     }
-    mix = fio(device, "randrw", "4k", 16, rwmixread="50")
-    results["mix"] = {"read": latency(mix["read"]), "write": latency(mix["write"])}
-    results["seq"] = target_job("write", "1M", 4)
     log(f"{what}: trace replay")
     results["trace"] = replay(device)
     log(f"{what}: postmark")
     results["postmark"] = postmark(device)
     return results
+
+
+def fio_jobs(device: str) -> dict[str, Any]:
+    """The fio jobs alone (a disk with nothing on top: the baseline the others are held to)."""
+    return {name: one_job(device, name) for name in FIO_JOBS}
+
+
+def _mix(device: str) -> dict[str, Any]:
+    mix = fio(device, "randrw", "4k", 16, rwmixread="50")
+    return {"read": latency(mix["read"]), "write": latency(mix["write"])}
+
+
+# Each workload alone, by the name its results go under, in the order of the report (without a
+# CDP cadence: all_workloads keeps that). bench/peer.py runs them one at a time, so that it can
+# count what each leg's disk took during each.
+JOBS: dict[str, Callable[[str], dict[str, Any]]] = {
+    "qd1": qd1_job,
+    "qd16": lambda device: latency(fio(device, *FIO_SHAPES["qd16"])["write"]),
+    "mix": _mix,
+    "seq": lambda device: latency(fio(device, *FIO_SHAPES["seq"])["write"]),
+    "trace": replay,
+    "postmark": postmark,
+}
+FIO_JOBS = tuple(FIO_SHAPES)
+
+
+def one_job(device: str, name: str) -> dict[str, Any]:
+    return JOBS[name](device)
+
+
+def main() -> int:
+    parser = argparse.ArgumentParser(description="The bench's workloads on one device, as JSON.")
+    parser.add_argument("device")
+    parser.add_argument("--fio-only", action="store_true", help="the QD1, QD16 and sequential jobs only")
+    parser.add_argument("--job", choices=sorted(JOBS), help="this workload alone, its results unnested")
+    args = parser.parse_args()
+    if args.job:
+        done = one_job(args.device, args.job)
+    else:
+        done = fio_jobs(args.device) if args.fio_only else all_workloads(args.device, args.device)
+    sys.stdout.write(json.dumps(done) + "\n")
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
