@@ -36,9 +36,9 @@ hosts run, the command, each host's kernel and tool versions, the dilation befor
 every DRBD setting and remirror's profile, the machine's load at each cell. BENCH_SECONDS
 sets each fio job's length (15), BENCH_TRACE_SECONDS the trace's (60), PEER_ROUNDS the rounds
 (3), PEER_HOURS when no new round starts (4); PEER_CELLS, PEER_JOBS and PEER_OUTAGE=0 a
-focused run (below). Lab figures are lab time: the report
-(bench/peer_report.py) gives ratios within the run, remirror / DRBD in each round, and their
-median and spread.
+focused run (below), PEER_BITMAP_CHUNK remirror's bitmap chunk (the profile's default). Lab
+figures are lab time: the report (bench/peer_report.py) gives ratios within the run, remirror /
+DRBD in each round, and their median and spread.
 """
 
 from __future__ import annotations
@@ -99,6 +99,10 @@ CELLS = [c for c in CELLS if f"{c[0]} {c[1]}" in os.environ.get("PEER_CELLS", ""
 JOB_NAMES = [name for name in JOBS if name in os.environ.get("PEER_JOBS", "").split(",")] or list(JOBS)
 BASELINE_JOBS = [name for name in FIO_JOBS if name in JOB_NAMES] or list(FIO_JOBS)  # the bare disk's
 WITH_OUTAGE = os.environ.get("PEER_OUTAGE", "1") != "0"
+# md's write-intent bitmap chunk in remirror's profile (`replication.bitmap_chunk`, as the profile
+# spells it: 64KiB), the profile's default when unset: what a smaller one saves after an outage
+# and costs while the mirror runs.
+BITMAP_CHUNK = os.environ.get("PEER_BITMAP_CHUNK", "")
 OUTAGE_WRITES = 1000
 OUTAGE_REGION = 384 << 20  # six of remirror's 64 MiB bitmap chunks, as bench/suite.py's
 
@@ -121,6 +125,7 @@ def profile_text(mode: str) -> str:
     `wan` iSCSI timeouts as the single-VM lab's bench."""
     ssh = f"ssh: {{identity_file: {SITE_KEY}, known_hosts: {KNOWN_HOSTS}}}"
     local, remote = DISKS["remirror"]
+    chunk = f", bitmap_chunk: {BITMAP_CHUNK}" if BITMAP_CHUNK else ""
     return (
         "version: 1\nname: peer\nsites:\n"
         f"  site-a: {{host: 'ssh://root@site-a', {ssh}}}\n"
@@ -130,7 +135,7 @@ def profile_text(mode: str) -> str:
         f'    primary: {{site: site-a, disk: {local}, portal: "{A_ADDRESS}:3260"}}\n'
         "    replicas:\n"
         f'      - {{site: site-b, disk: {remote}, portal: "{B_ADDRESS}:3260"}}\n'
-        f"    replication: {{mode: {mode}, on_link_loss: degrade}}\n"
+        f"    replication: {{mode: {mode}, on_link_loss: degrade{chunk}}}\n"
         "    iscsi: {timeouts: wan}\n"
     )
 
@@ -351,6 +356,7 @@ def prepare(lab: HostsLab, out: Path) -> float:
             "rounds": ROUNDS, "fio_seconds": SECONDS, "fio_ramp_seconds": RAMP_SECONDS, "qd1_ios": QD1_IOS,
             "trace_seconds": TRACE_SECONDS, "disk_mib": DISK_MIB, "host_memory": MEMORY,
             "cells": [f"{link} {mode}" for link, mode in CELLS], "jobs": JOB_NAMES, "outage": WITH_OUTAGE,
+            "bitmap_chunk": BITMAP_CHUNK or "the profile's default",
         },
         "versions": {name: versions(host) for name, host in lab.hosts.items()},
         "dilation": dilation,

@@ -168,7 +168,7 @@ def test_the_primary_s_power_cut_comes_back_unattended_with_every_acknowledged_w
     sites: HostsLab, record_property: Callable[[str, object], None]
 ) -> None:
     a, b = sites["site-a"], sites["site-b"]
-    last = cut_while_writing(a, [a], 200)
+    last = cut_while_writing(a, [a], 200, clean_from=CACHE_DEVICE)
     # Sync mode: what the application was told is written is on the DR site's leg too, and
     # that leg alone is a file system that only needs its journal replayed.
     assert replica_holds(b, last, leg=VOLUME) == f"records 0..{last} are all in /mnt/leg/records"
