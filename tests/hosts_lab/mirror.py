@@ -19,6 +19,7 @@ PROFILE = "/etc/remirror/m.yaml"
 MD = "/dev/md/m0"
 # md's sysfs directory of the mirror, for a shell on its host (the array's kernel name varies).
 MD_SYSFS = f"/sys/block/$(basename $(readlink -f {MD}))/md"
+WATCH = "remirror-watch@m.service"  # the primary's reconciler, where a test runs it
 DATA = "/srv/data"
 RECORDS = f"{DATA}/records"
 WRITER = "/root/writer.py"
@@ -191,15 +192,22 @@ def legs_agree(a: Host) -> str:
     """md's own check of the mirror (every block of both legs read and compared) run to its
     end: its mismatch count, "0" when the legs hold the same data. The reconciler stops a
     check it finds running (md would read the replica over the link: remirror.plan.md,
-    STOP_CHECK), and an interrupted check's count covers only what it read: one that the
-    watch's pass stopped is run again."""
-    for _ in range(3):
-        a.run(
-            f"echo check > {MD_SYSFS}/sync_action && sleep 1 && mdadm --wait {MD}", check=False, timeout=SLOW
-        )
-        ended = a.run("dmesg | grep -E 'md: md[0-9]+: data-check (done|interrupted)' | tail -n 1").stdout
-        if ended.strip().endswith("done."):
-            return a.run(f"cat {MD_SYSFS}/mismatch_cnt").stdout.strip()
+    STOP_CHECK), and an interrupted check's count covers only what it read: the watch, where
+    it runs, is held still (SIGSTOP) for the check, and a check a pass stopped first is run
+    again."""
+    a.run(f"systemctl kill --signal=SIGSTOP {WATCH} 2>/dev/null || true")
+    try:
+        for _ in range(3):
+            a.run(
+                f"echo check > {MD_SYSFS}/sync_action && sleep 1 && mdadm --wait {MD}",
+                check=False,
+                timeout=SLOW,
+            )
+            ended = a.run("dmesg | grep -E 'md: md[0-9]+: data-check (done|interrupted)' | tail -n 1").stdout
+            if ended.strip().endswith("done."):
+                return a.run(f"cat {MD_SYSFS}/mismatch_cnt").stdout.strip()
+    finally:
+        a.run(f"systemctl kill --signal=SIGCONT {WATCH} 2>/dev/null || true")
     raise AssertionError(f"md's check did not run to its end three times: {ended}")
 
 
