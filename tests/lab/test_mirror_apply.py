@@ -99,8 +99,17 @@ def test_a_pause_between_writes_costs_the_replica_no_superblock_write(mirror: di
         sh("dd", "if=/dev/urandom", f"of={MD}", "bs=4k", "count=1", f"seek={mib * 256}", "oflag=direct",
            "conv=notrunc", "status=none")  # fmt: skip
 
+    # From a clean bitmap: md writes a chunk's cleared bit 10-15 s after the chunk's last write,
+    # and a chunk the test before dirtied, cleared here, was one more write to site B (CI's run).
+    local = next(name for name in slots() if not name.startswith("sd"))
+    deadline = time.monotonic() + 120
+    while not re.search(r"\b0 dirty", shown := sh("mdadm", "--examine-bitmap", f"/dev/{local}").stdout):
+        assert time.monotonic() < deadline, shown
+        time.sleep(1)
     write_at(80)  # its bitmap chunk dirty from here on (bits clear seconds after the last write)
-    time.sleep(1)
+    # md's bitmap daemon writes the bitmap's events_cleared once after the first write, at its
+    # next 5 s pass: past it, still inside the 10 s delay.
+    time.sleep(6)
     before = int(writes.read_text().split()[4])
     for _ in range(4):
         write_at(80)
