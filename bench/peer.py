@@ -356,7 +356,7 @@ def prepare(lab: HostsLab, out: Path) -> float:
             "rounds": ROUNDS, "fio_seconds": SECONDS, "fio_ramp_seconds": RAMP_SECONDS, "qd1_ios": QD1_IOS,
             "trace_seconds": TRACE_SECONDS, "disk_mib": DISK_MIB, "host_memory": MEMORY,
             "cells": [f"{link} {mode}" for link, mode in CELLS], "jobs": JOB_NAMES, "outage": WITH_OUTAGE,
-            "bitmap_chunk": BITMAP_CHUNK or "the profile's default",
+            "bitmap_chunk": BITMAP_CHUNK or None,  # None: the profile's default
         },
         "versions": {name: versions(host) for name, host in lab.hosts.items()},
         "dilation": dilation,

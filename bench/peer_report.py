@@ -387,11 +387,7 @@ def header(results: dict[str, Any]) -> list[str]:
         f" ({hosts(meta['dilation']['hosts'])})"
         + (f", {after:.2f} at the end" if after else "")
         + ": lab figures times it (a rate) or over it (a time) estimate the modelled hardware's."
-        + (
-            f" remirror's bitmap chunk: {meta['settings']['bitmap_chunk']}."
-            if meta["settings"].get("bitmap_chunk", "the profile's default") != "the profile's default"
-            else ""
-        ),
+        + (f" remirror's bitmap chunk: {chunk}." if (chunk := meta["settings"].get("bitmap_chunk")) else ""),
         "",
         "Each figure is the median of the rounds, with the lowest and highest in brackets; each ratio is the"
         " median of the rounds' own ratios (remirror and DRBD measured one after the other in the same round,"

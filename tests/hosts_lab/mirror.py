@@ -11,6 +11,7 @@ import threading
 import time
 from pathlib import Path
 
+from remirror.facts.parsers import parse_bitmap_examine
 from remirror.lab.hosts import writer
 from remirror.lab.hosts.lab import KNOWN_HOSTS, SITE_KEY, HostsLab
 from remirror.lab.hosts.machine import Host
@@ -151,9 +152,7 @@ def wait_bitmap_clean(a: Host, member: str) -> None:
     deadline = time.monotonic() + 120
     while True:
         shown = a.run(f"mdadm --examine-bitmap {member}").stdout
-        dirty = re.search(r"(\d+) dirty", shown)
-        assert dirty is not None, shown
-        if dirty.group(1) == "0":
+        if parse_bitmap_examine(shown).dirty == 0:
             return
         assert time.monotonic() < deadline, shown
         time.sleep(2)

@@ -19,6 +19,7 @@ import pytest
 
 from remirror.agent.generations import read_record
 from remirror.controller import ApplyError, Controller, read_secrets
+from remirror.facts.parsers import parse_bitmap_examine
 from remirror.lab import net
 from remirror.lab.probes import sectors_written
 from remirror.lab.spec import INITIATOR_NAMES
@@ -103,7 +104,7 @@ def test_a_pause_between_writes_costs_the_replica_no_superblock_write(mirror: di
     # and a chunk the test before dirtied, cleared here, was one more write to site B (CI's run).
     local = next(name for name in slots() if not name.startswith("sd"))
     deadline = time.monotonic() + 120
-    while not re.search(r"\b0 dirty", shown := sh("mdadm", "--examine-bitmap", f"/dev/{local}").stdout):
+    while parse_bitmap_examine(shown := sh("mdadm", "--examine-bitmap", f"/dev/{local}").stdout).dirty:
         assert time.monotonic() < deadline, shown
         time.sleep(1)
     write_at(80)  # its bitmap chunk dirty from here on (bits clear seconds after the last write)
