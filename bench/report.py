@@ -39,6 +39,7 @@ CONFIG_ORDER = (
     "async-W",
     "CDP-stack",
     "CDP-60s",
+    "CDP-60s-D",
     "CDP-10s",
 )
 
@@ -125,7 +126,9 @@ def targets(results: dict[str, Any]) -> list[str]:
     if resync and resync.get("resynced_over_dirty") is not None:
         value = resync["resynced_over_dirty"]
         rows.append(("bytes resynced / dirty bitmap chunks' size", "<= 1.25", value, "", value <= 1.25))
-    for cdp in ("CDP-60s", "CDP-10s"):
+    # Issue 48's: CDP at the contract's cadence where the primary's leg has a writecache (the DCD
+    # takes the copy-on-write's writes at the primary), against S-iL without either.
+    for cdp in ("CDP-60s", "CDP-60s-D", "CDP-10s"):
         at_least(
             f"{cdp} / S-iL 1 MiB sequential MB/s",
             0.9,
@@ -168,6 +171,43 @@ def targets(results: dict[str, Any]) -> list[str]:
             for what, target, value, detail, ok in rows
         ),
     ]
+
+
+def points_line(name: str, config: dict[str, Any]) -> str:
+    """How the points of a CDP configuration were taken: by its daemon during the jobs (when in
+    each judged job each came, and how long it took), or, in runs before 2026-12-03, by the
+    bench before each job."""
+    taken, interval = config.get("points_taken", 0), config.get("interval_lab_s")
+    daemon = config.get("daemon")
+    if daemon is None:
+        each = f", one at the start of each judged job, which ran one interval ({interval} s in the lab)"
+        return f"{name}: {taken} recovery points taken while measuring{each if interval else ''}."
+    judged = [p for p in daemon["points"] if p["job"] is not None]
+    when = ", ".join(
+        f"{p['into_job_s']:.0f} s into job {p['job'] + 1} (took {p['seconds']:.1f} s)" for p in judged
+    )
+    failed = f"; {len(daemon['failures'])} ticks failed" if daemon["failures"] else ""
+    return (
+        f"{name}: {taken} recovery points taken by `remirror cdp run` while measuring, its schedule"
+        f" every {interval} s in the lab; the judged jobs (QD1, QD16, sequential, one interval each)"
+        f" held {daemon['points_per_job']}: {when or 'none'}{failed}."
+    )
+
+
+def steady_line(steady: dict[str, Any], configs: dict[str, Any]) -> str:
+    """D-iDL's QD16 writes past its caches, beside its burst and S-iL's QD16."""
+    plain = configs.get("S-iL", {}).get("qd16", {}).get("iops")
+    full = steady.get("cache_full_after_s")
+
+    def vs(iops: float | None) -> str:
+        return f"{iops:.0f} IOPS ({iops / plain:.1f}x S-iL's QD16)" if iops and plain else f"{iops} IOPS"
+
+    filled = f"full after {full:.0f} s" if full is not None else "**not full** when it stopped"
+    return (
+        f"4 KiB random writes at QD16 over {steady['region_bytes'] >> 20} MiB (the caches hold 256 MiB):"
+        f" the first 10 s {vs(steady['burst_iops'])}; the primary's cache {filled}; then, writeback"
+        f" bounding the writes, {vs(steady['steady_iops'])} over the last {steady['steady_seconds']} s."
+    )
 
 
 CALIBRATION_TOLERANCE = 0.15
@@ -395,15 +435,12 @@ def render(results: dict[str, Any], out: Path) -> str:
     ]
     for step, error in results.get("errors", {}).items():
         lines += ["", f"**{step} did not finish:** {error}"]
-    for name in ("CDP-60s", "CDP-10s"):
+    for name in ("CDP-60s", "CDP-60s-D", "CDP-10s"):
         if name in configs:
-            taken, interval = configs[name].get("points_taken", 0), configs[name].get("interval_lab_s")
-            each = (
-                f", one at the start of each judged job, which ran one interval ({interval} s in the lab)"
-                if interval
-                else ""
-            )
-            lines += ["", f"{name}: {taken} recovery points taken while measuring{each}."]
+            lines += ["", points_line(name, configs[name])]
+    steady = configs.get("D-iDL", {}).get("steady")
+    if steady:
+        lines += ["", "## The DCD at steady state", "", steady_line(steady, configs)]
     if results.get("grid"):
         lines += ["", "## The link grid (1 MiB = 2^20 bytes; MB = 10^6)", "", *grid_table(results["grid"]), "",
                   *plot_grid(results["grid"], out)]  # fmt: skip

@@ -14,10 +14,13 @@ Configurations, named like the DCD paper's (docs/performance.md):
     S-iW      the same over a WAN: 7 ms each way (14 ms round trip), 1 Gbit/s
     S-iDL     S-iL with a writecache on the replica's disk (the DCD)
     S-iDW     S-iDL over the WAN
-    D-iDL     S-iDL with a writecache on the primary's disk too (a DCD at both sites)
+    D-iDL     S-iDL with a writecache on the primary's disk too (a DCD at both sites); and
+              its steady state: writes past the caches until writeback bounds them
     async-W   remirror, async (write-behind), over the WAN
     CDP-stack S-iL with CDP's stack (dm-era over a thin volume), no point taken
-    CDP-60s   S-iL with CDP, a recovery point every 60 s (the contract's cadence)
+    CDP-60s   S-iL with CDP, a recovery point every 60 s (the contract's cadence), taken by
+              CDP's daemon (`remirror cdp run`) while the jobs run
+    CDP-60s-D CDP-60s with a writecache on the primary's disk (the DCD under the copy-on-write)
     CDP-10s   the same, a point every 10 s (as Mariner took them)
 
 Then: the calibration of the modelled SSD (the baseline calibrates the HDD);
@@ -33,7 +36,7 @@ BENCH_SYNC_PHASE_SECONDS (40) how long the resync runs over 50 Mbit/s (a
 quarter of it over 1 Gbit/s, which the disk bounds, then the LAN to the end),
 BENCH_ONLY a comma-separated subset: `configs` (every configuration and the
 calibration), a step's name (baseline, calibration, S-S, S-iL, S-iD, D-iDL,
-async-W, CDP-stack, CDP-60s, CDP-10s), `control`, `resync`, `grid` (the last three run
+async-W, CDP-stack, CDP-60s, CDP-60s-D, CDP-10s), `control`, `resync`, `grid` (the last three run
 on the S-iL mirror).
 """
 
@@ -43,6 +46,7 @@ import json
 import os
 import platform
 import re
+import signal
 import subprocess
 import sys
 import time
@@ -65,8 +69,10 @@ from common import (
     wan,
     wipe,
 )
+from points_daemon import PointsDaemon
 from workloads import REGION_OFFSET, REGION_SIZE, TRACE, TRACE_SECONDS, all_workloads, fio, latency
 
+from remirror.facts.dm import parse_cache_status
 from remirror.lab import net
 from remirror.lab.probes import sectors_written
 
@@ -333,11 +339,75 @@ def replica_cache_configs() -> None:
 
 def both_caches_config() -> None:
     """The DCD paper's S-iD is bounded by its primary disk for synchronous writes (its
-    table 2): with a cache on both legs neither leg waits for a slow disk."""
+    table 2): with a cache on both legs neither leg waits for a slow disk. Its QD16 job
+    writes 128 MiB into 256 MiB caches, a burst that writeback never limits; the steady
+    state beside it writes past the caches until writeback bounds the writes."""
     both = profile("did", replica_cache=True, primary_cache=True)
     apply(both)
     measure("D-iDL", MD)
+    results["configs"]["D-iDL"]["steady"] = steady_state(MD, f"remirror-{MIRROR}-site-a")
+    save()
     destroy(both)
+
+
+STEADY_REGION = (0, 480 << 20)  # of the 512 MiB disk: nearly twice the 256 MiB cache
+STEADY_FULL = 0.98  # of the cache's blocks dirty: full, each write waiting for a writeback
+STEADY_SECONDS = 4 * SECONDS  # measured once the cache is full
+
+
+def steady_state(device: str, cache: str) -> dict[str, Any]:
+    """4 KiB random writes at QD16 over a region larger than the primary's writecache, as
+    D-iDL's QD16 job but until the cache is full (STEADY_FULL of its blocks dirty, writeback
+    running since it passed its high watermark) and then STEADY_SECONDS more: the rate in
+    each second (fio's IOPS log), the burst's (the first 10 s) and the steady state's (the
+    last STEADY_SECONDS), and the cache's fill over time."""
+    logs = Path("/run/bench-steady")
+    run("rm", "-rf", str(logs))
+    logs.mkdir()
+    # Past this, the last STEADY_SECONDS are reported as they are, the cache marked not full.
+    cap = 1800
+    fio = subprocess.Popen(
+        ["fio", "--name=steady", f"--filename={device}", "--rw=randwrite", "--bs=4k", "--iodepth=16",
+         "--ioengine=libaio", "--direct=1", f"--offset={STEADY_REGION[0]}", f"--size={STEADY_REGION[1]}",
+         "--time_based", f"--runtime={cap}", "--randrepeat=0", f"--write_iops_log={logs}/steady",
+         "--log_avg_msec=1000", "--output-format=json"],
+        stdout=subprocess.PIPE, text=True,
+    )  # fmt: skip
+    started, full_at, fill = time.monotonic(), None, []
+    while fio.poll() is None:
+        now = time.monotonic() - started
+        status = parse_cache_status(run("dmsetup", "status", cache))
+        fill.append({"at_s": round(now, 1), "dirty_of_blocks": round(status.dirty / status.blocks, 4)})
+        if full_at is None and status.dirty >= STEADY_FULL * status.blocks:
+            full_at = now
+            log(f"steady: the cache full after {now:.0f}s")
+        if full_at is not None and now >= full_at + STEADY_SECONDS:
+            break
+        time.sleep(2)
+    fio.send_signal(signal.SIGINT)  # fio ends its job and reports it
+    report, _ = fio.communicate(timeout=600)
+    end = time.monotonic() - started
+    per_second = [
+        int(line.split(",")[1])
+        for path in sorted(logs.glob("steady_iops*.log"))
+        for line in path.read_text().splitlines()
+        if line.strip()
+    ]
+    steady = per_second[-STEADY_SECONDS:]
+    whole = json.loads(report)["jobs"][0]["write"] if report.strip() else None
+    done = {
+        "region_bytes": STEADY_REGION[1],
+        "cache_full_after_s": full_at,
+        "seconds": end,
+        "burst_iops": sum(per_second[:10]) / len(per_second[:10]) if per_second else None,
+        "steady_iops": sum(steady) / len(steady) if steady else None,
+        "steady_seconds": len(steady),
+        "iops_per_second": per_second,
+        "fill": fill[::5],  # every tenth second
+        "whole_job": latency(whole) if whole else None,
+    }
+    log(f"steady: burst {done['burst_iops']} IOPS, steady {done['steady_iops']} IOPS")
+    return done
 
 
 def async_config() -> None:
@@ -348,17 +418,21 @@ def async_config() -> None:
     destroy(asynchronous)
 
 
-def cdp_config(every: int) -> None:
+def cdp_config(every: int, primary_cache: bool = False) -> None:
     """CDP on S-iL, a recovery point every `every` seconds of the modelled hardware's time
     (`every` times the dilation in the lab's: the cadence is a physical figure like the
-    disks'). Each job the targets judge starts at a point and runs one interval (see
-    all_workloads), so that the ratio is a cadence's average cost and not the rush after a
-    point alone. With `every` 0, the same stack with no point taken (CDP-stack): what dm-era
-    and the thin volume cost standing, apart from what each point costs after it
-    (copy-on-write, a new era)."""
-    name = f"CDP-{every}s" if every else "CDP-stack"
+    disks'), taken by CDP's daemon (`remirror cdp run`, bench/points_daemon.py) while the jobs
+    run, as at a site. Each job the targets judge runs one interval (see all_workloads), so
+    that it holds about one point, wherever in the job the daemon's schedule puts it, and the
+    ratio is a cadence's average cost and not the rush after a point alone. With `every` 0,
+    the same stack with no point taken (CDP-stack): what dm-era and the thin volume cost
+    standing, apart from what each point costs after it (copy-on-write, a new era). With
+    `primary_cache`, the primary's leg has a writecache (the DCD), which takes the
+    copy-on-write's writes at the primary as it takes any other (CDP-60s-D)."""
+    name = (f"CDP-{every}s" if every else "CDP-stack") + ("-D" if primary_cache else "")
     interval = max(1, round(every * (net.dilation() or 1.0)))
-    cdp = profile(f"cdp{every}", cdp_every=interval if every else 60)
+    label = f"cdp{every}{'d' if primary_cache else ''}"
+    cdp = profile(label, cdp_every=interval if every else 60, primary_cache=primary_cache)
     apply(cdp)
     # Written once before measuring: the pool's first allocation of a chunk is a
     # one-time cost; what is measured is copy-on-write after each point.
@@ -369,20 +443,18 @@ def cdp_config(every: int) -> None:
         measure(name, CDP_VOLUME)
         destroy(cdp)
         return
-    points = []
-
-    def take_point() -> None:
-        # `cdp point` is the daemon's tick (point and prune) forced: the daemon would take
-        # its own a little before each interval ends (at 90% of `every`).
-        points.append(run("remirror", "cdp", "point", "--now", str(cdp), MIRROR, timeout=600))
-
+    job_starts: list[float] = []
+    daemon = PointsDaemon(cdp, MIRROR)
     try:
-        measure(name, CDP_VOLUME, cadence=(take_point, interval))
+        daemon.wait_for_point(timeout=600)
+        measure(name, CDP_VOLUME, cadence=(lambda: job_starts.append(time.monotonic()), interval))
     finally:
+        daemon.stop()
         destroy(cdp)
-    results["configs"][name]["points_taken"] = len(points)
-    results["configs"][name]["every_s"] = every
-    results["configs"][name]["interval_lab_s"] = interval
+    done = daemon.record(job_starts, interval)
+    results["configs"][name].update(
+        points_taken=len(done["points"]), daemon=done, every_s=every, interval_lab_s=interval
+    )
     save()
 
 
@@ -415,6 +487,7 @@ def main() -> int:
         ("async-W", async_config),
         ("CDP-stack", lambda: cdp_config(0)),
         ("CDP-60s", lambda: cdp_config(60)),
+        ("CDP-60s-D", lambda: cdp_config(60, primary_cache=True)),
         ("CDP-10s", lambda: cdp_config(10)),
     ]
     on_sil = ("control", "resync", "grid")

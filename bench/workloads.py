@@ -194,18 +194,19 @@ def all_workloads(
 ) -> dict[str, Any]:
     """Every workload on `device`, in the order of the report.
 
-    With a `cadence` (CDP's: a function that takes a recovery point, and the
-    lab seconds between points), each job the targets judge (QD1, QD16,
-    sequential) starts at a point and runs one whole interval: the
-    copy-on-write after a point and the calm before the next, in the
-    proportion the cadence gives them.
+    With a `cadence` (CDP's: a function called as each judged job starts, and
+    the lab seconds between points), each job the targets judge (QD1, QD16,
+    sequential) runs one whole interval, so that it holds one point of the
+    daemon's (bench/suite.py runs it meanwhile): the point, the copy-on-write
+    after it and the calm before the next, in the proportion the cadence gives
+    them.
     """
 
     def target_job(name: str) -> dict[str, Any]:
         if cadence is None:
             return one_job(device, name)
-        take_point, seconds = cadence
-        take_point()
+        starting, seconds = cadence
+        starting()
         return latency(fio(device, *FIO_SHAPES[name], seconds=seconds)["write"])
 
     log(f"{what}: fio")

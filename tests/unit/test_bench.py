@@ -117,6 +117,61 @@ def test_the_report_tables_the_grid_against_the_link_and_the_capstone(
     assert (tmp_path / "configs.png").stat().st_size > 0
 
 
+def test_each_daemon_point_is_placed_in_the_judged_job_it_came_in() -> None:
+    import points_daemon
+
+    events = [
+        (99.0, {"event": "point", "id": 1, "seconds": 2.0}),  # before the jobs: in none
+        (100.0 + 30, {"event": "point", "id": 2, "seconds": 3.5}),
+        (100.0 + 60 + 59.9, {"event": "point", "id": 3, "seconds": 4.0}),
+        (100.0 + 61, {"event": "failed", "mirror": "lab0", "error": "busy"}),
+        (220.0 + 30, {"event": "point", "id": 4, "seconds": 1.0}),
+        (220.0 + 60, {"event": "point", "id": 5, "seconds": 1.0}),  # as the last job ends: in none
+    ]
+    done = points_daemon.record(events, ["a line that is not JSON"], [100.0, 160.0, 220.0], 60)
+    assert [p["job"] for p in done["points"]] == [None, 0, 1, 2, None]
+    assert [p["into_job_s"] for p in done["points"]] == [None, 30.0, 59.9, 30.0, None]
+    assert done["points_per_job"] == [1, 1, 1]
+    assert done["failures"] == [{"event": "failed", "mirror": "lab0", "error": "busy"}]
+    assert done["other_output"] == ["a line that is not JSON"]
+
+
+def test_the_report_says_when_the_daemon_took_each_point_and_what_the_dcd_holds_at_steady_state(
+    tmp_path: Path,
+) -> None:
+    results = json.loads(MODELLED.read_text())
+    configs = results["configs"]
+    configs["CDP-60s-D"] = {
+        **configs["CDP-60s"],
+        "interval_lab_s": 600,
+        "points_taken": 2,
+        "daemon": {
+            "points": [
+                {"at_s": 0.0, "job": 0, "into_job_s": 0.0, "seconds": 2.5},
+                {"at_s": 900.0, "job": 1, "into_job_s": 300.0, "seconds": 6.0},
+            ],
+            "points_per_job": [1, 1, 0],
+            "failures": [],
+            "other_output": [],
+        },
+    }
+    configs["D-iDL"]["steady"] = {
+        "region_bytes": 480 << 20, "cache_full_after_s": 95.0, "seconds": 160.0,
+        "burst_iops": 1600.0, "steady_iops": 41.376716, "steady_seconds": 60,
+        "iops_per_second": [1600] * 10 + [40] * 60, "fill": [], "whole_job": None,
+    }  # fmt: skip
+    text = report.render(results, tmp_path)
+    line = next(line for line in text.splitlines() if line.startswith("CDP-60s-D:"))
+    assert "by `remirror cdp run`" in line
+    assert "[1, 1, 0]" in line and "300 s into job 2 (took 6.0 s)" in line
+    # The targets for it, held to S-iL as CDP-60s's are.
+    assert any(row.startswith("| CDP-60s-D / S-iL 4 KiB QD16 IOPS | >= 0.9 |") for row in text.splitlines())
+    steady = text.split("## The DCD at steady state")[1]
+    assert "the first 10 s 1600 IOPS" in steady
+    assert "full after 95 s" in steady
+    assert "41 IOPS (2.0x S-iL's QD16) over the last 60 s" in steady  # 41.38 / 20.69
+
+
 def test_a_partial_run_reports_what_it_has(tmp_path: Path) -> None:
     text = report.render({"meta": {}, "configs": {}}, tmp_path)
     assert text.startswith("# remirror benchmarks")
