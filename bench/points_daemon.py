@@ -73,13 +73,15 @@ class PointsDaemon:
 def record(
     events: list[tuple[float, dict[str, Any]]], other: list[str], job_starts: list[float], job_seconds: float
 ) -> dict[str, Any]:
-    """What the daemon did: every point (seconds into the judged job it fell in, if any, when its
-    line came, and how long it took), the failures it reported, and the points each job saw."""
+    """What the daemon did: every point (seconds into the judged job it started in, if any, and
+    how long it took), the failures it reported, and the points each job saw."""
     first = job_starts[0] if job_starts else 0.0
     taken = []
-    for at, event in events:
+    for done_at, event in events:
         if event.get("event") != "point":
             continue
+        # Its line comes once the point is taken (and pruning after it): placed by its start.
+        at = done_at - float(event.get("seconds") or 0.0)
         job = next((i for i, start in enumerate(job_starts) if start <= at < start + job_seconds), None)
         taken.append({
             "at_s": round(at - first, 1),  # from the first judged job's start

@@ -344,10 +344,13 @@ def both_caches_config() -> None:
     state beside it writes past the caches until writeback bounds the writes."""
     both = profile("did", replica_cache=True, primary_cache=True)
     apply(both)
-    measure("D-iDL", MD)
-    results["configs"]["D-iDL"]["steady"] = steady_state(MD, f"remirror-{MIRROR}-site-a")
-    save()
-    destroy(both)
+    try:
+        measure("D-iDL", MD)
+        caches = (f"remirror-{MIRROR}-site-a", f"remirror-{MIRROR}-site-b")  # one kernel holds both sites'
+        results["configs"]["D-iDL"]["steady"] = steady_state(MD, caches)
+        save()
+    finally:  # the next step builds on wiped disks
+        destroy(both)
 
 
 STEADY_REGION = (0, 480 << 20)  # of the 512 MiB disk: nearly twice the 256 MiB cache
@@ -355,12 +358,14 @@ STEADY_FULL = 0.98  # of the cache's blocks dirty: full, each write waiting for 
 STEADY_SECONDS = 4 * SECONDS  # measured once the cache is full
 
 
-def steady_state(device: str, cache: str) -> dict[str, Any]:
-    """4 KiB random writes at QD16 over a region larger than the primary's writecache, as
-    D-iDL's QD16 job but until the cache is full (STEADY_FULL of its blocks dirty, writeback
-    running since it passed its high watermark) and then STEADY_SECONDS more: the rate in
-    each second (fio's IOPS log), the burst's (the first 10 s) and the steady state's (the
-    last STEADY_SECONDS), and the cache's fill over time."""
+def steady_state(device: str, caches: tuple[str, str]) -> dict[str, Any]:
+    """4 KiB random writes at QD16 over a region larger than the writecaches, as D-iDL's QD16
+    job but until the primary's cache (`caches[0]`) is full (STEADY_FULL of its blocks used,
+    writeback running since it passed its high watermark) and then STEADY_SECONDS more: the
+    rate in each second (fio's IOPS log), the burst's (the first 10 s) and the steady state's
+    (the last STEADY_SECONDS), the cache's fill over time; then both caches written back
+    (dm-writecache's `flush` message: what `destroy` would wait for, longer than it waits),
+    and how long that took."""
     logs = Path("/run/bench-steady")
     run("rm", "-rf", str(logs))
     logs.mkdir()
@@ -374,40 +379,65 @@ def steady_state(device: str, cache: str) -> dict[str, Any]:
         stdout=subprocess.PIPE, text=True,
     )  # fmt: skip
     started, full_at, fill = time.monotonic(), None, []
-    while fio.poll() is None:
-        now = time.monotonic() - started
-        status = parse_cache_status(run("dmsetup", "status", cache))
-        fill.append({"at_s": round(now, 1), "dirty_of_blocks": round(status.dirty / status.blocks, 4)})
-        if full_at is None and status.dirty >= STEADY_FULL * status.blocks:
-            full_at = now
-            log(f"steady: the cache full after {now:.0f}s")
-        if full_at is not None and now >= full_at + STEADY_SECONDS:
-            break
-        time.sleep(2)
-    fio.send_signal(signal.SIGINT)  # fio ends its job and reports it
-    report, _ = fio.communicate(timeout=600)
+    try:
+        while fio.poll() is None:
+            now = time.monotonic() - started
+            status = parse_cache_status(run("dmsetup", "status", caches[0]))
+            fill.append({"at_s": round(now, 1), "used_of_blocks": round(status.dirty / status.blocks, 4)})
+            if full_at is None and status.dirty >= STEADY_FULL * status.blocks:
+                full_at = now
+                log(f"steady: the cache full after {now:.0f}s")
+            if full_at is not None and now >= full_at + STEADY_SECONDS:
+                break
+            time.sleep(2)
+        fio.send_signal(signal.SIGINT)  # fio ends its job and reports it
+        report, _ = fio.communicate(timeout=600)
+    finally:  # never left writing under the teardown
+        if fio.poll() is None:
+            fio.kill()
+            fio.wait()
     end = time.monotonic() - started
-    per_second = [
-        int(line.split(",")[1])
+    # (msec since fio started, the IOPS of the second that ended then); a second in which no
+    # write completed has no line: it counts as none.
+    windows = [
+        (int(fields[0]), int(fields[1]))
         for path in sorted(logs.glob("steady_iops*.log"))
         for line in path.read_text().splitlines()
-        if line.strip()
+        if len(fields := line.split(",")) > 1
     ]
-    steady = per_second[-STEADY_SECONDS:]
-    whole = json.loads(report)["jobs"][0]["write"] if report.strip() else None
+    last = windows[-1][0] / 1000 if windows else 0.0
+    burst = sum(iops for ms, iops in windows if ms <= 10_000) / 10 if windows else None
+    steady = (
+        sum(iops for ms, iops in windows if ms / 1000 > last - STEADY_SECONDS) / STEADY_SECONDS
+        if last > STEADY_SECONDS
+        else None
+    )
+    # fio's JSON after its own line about the signal, wherever fio puts that line.
+    whole = json.loads(report[report.index("{") :])["jobs"][0]["write"] if "{" in report else None
     done = {
         "region_bytes": STEADY_REGION[1],
         "cache_full_after_s": full_at,
         "seconds": end,
-        "burst_iops": sum(per_second[:10]) / len(per_second[:10]) if per_second else None,
-        "steady_iops": sum(steady) / len(steady) if steady else None,
-        "steady_seconds": len(steady),
-        "iops_per_second": per_second,
+        "burst_iops": burst,
+        "steady_iops": steady,
+        "steady_seconds": STEADY_SECONDS,
+        "iops_per_second": [iops for _, iops in windows],
         "fill": fill[::5],  # every tenth second
         "whole_job": latency(whole) if whole else None,
+        "written_back_s": write_back(caches),
     }
-    log(f"steady: burst {done['burst_iops']} IOPS, steady {done['steady_iops']} IOPS")
+    log(f"steady: burst {burst} IOPS, steady {steady} IOPS; written back in {done['written_back_s']:.0f}s")
     return done
+
+
+def write_back(caches: tuple[str, ...]) -> float:
+    """Seconds until every cache has written all it holds back to its disk (`flush`, both at once)."""
+    started = time.monotonic()
+    flushing = [subprocess.Popen(["dmsetup", "message", name, "0", "flush"]) for name in caches]
+    for each in flushing:
+        if each.wait(timeout=3600) != 0:
+            sys.exit(f"bench: a writecache's flush failed: {each.args!r}")
+    return time.monotonic() - started
 
 
 def async_config() -> None:
@@ -469,6 +499,7 @@ def main() -> int:
             ).stderr.strip(),
             "performance": net.performance(),
             "fio_seconds": SECONDS,
+            "only": sorted(ONLY),  # BENCH_ONLY: the steps asked for (none: all)
             "trace": {"file": TRACE.name, "seconds": TRACE_SECONDS},
             "region": {"offset": REGION_OFFSET, "size": REGION_SIZE},
             "wan_delay_ms_each_way": WAN_DELAY_MS,

@@ -117,16 +117,17 @@ def test_the_report_tables_the_grid_against_the_link_and_the_capstone(
     assert (tmp_path / "configs.png").stat().st_size > 0
 
 
-def test_each_daemon_point_is_placed_in_the_judged_job_it_came_in() -> None:
+def test_each_daemon_point_is_placed_in_the_judged_job_it_started_in() -> None:
     import points_daemon
 
-    events = [
-        (99.0, {"event": "point", "id": 1, "seconds": 2.0}),  # before the jobs: in none
-        (100.0 + 30, {"event": "point", "id": 2, "seconds": 3.5}),
-        (100.0 + 60 + 59.9, {"event": "point", "id": 3, "seconds": 4.0}),
-        (100.0 + 61, {"event": "failed", "mirror": "lab0", "error": "busy"}),
-        (220.0 + 30, {"event": "point", "id": 4, "seconds": 1.0}),
-        (220.0 + 60, {"event": "point", "id": 5, "seconds": 1.0}),  # as the last job ends: in none
+    # (when its line came, the event): a point's line comes once it is taken, `seconds` later.
+    events: list[tuple[float, dict[str, Any]]] = [
+        (99.0 + 2.0, {"event": "point", "id": 1, "seconds": 2.0}),  # before the jobs: in none
+        (130.0 + 3.5, {"event": "point", "id": 2, "seconds": 3.5}),
+        (219.9 + 4.0, {"event": "point", "id": 3, "seconds": 4.0}),  # its line in the next job's
+        (161.0, {"event": "failed", "mirror": "lab0", "error": "busy"}),
+        (250.0 + 1.0, {"event": "point", "id": 4, "seconds": 1.0}),
+        (280.0 + 1.0, {"event": "point", "id": 5, "seconds": 1.0}),  # as the last job ends: in none
     ]
     done = points_daemon.record(events, ["a line that is not JSON"], [100.0, 160.0, 220.0], 60)
     assert [p["job"] for p in done["points"]] == [None, 0, 1, 2, None]
