@@ -164,7 +164,8 @@ def test_the_report_says_when_the_daemon_took_each_point_and_what_the_dcd_holds_
     text = report.render(results, tmp_path)
     line = next(line for line in text.splitlines() if line.startswith("CDP-60s-D:"))
     assert "by `remirror cdp run`" in line
-    assert "[1, 1, 0]" in line and "300 s into job 2 (took 6.0 s)" in line
+    assert "[1, 1, 0]" in line
+    assert "300 s into job 2 (took 6.0 s)" in line
     # The targets for it, held to S-iL as CDP-60s's are.
     assert any(row.startswith("| CDP-60s-D / S-iL 4 KiB QD16 IOPS | >= 0.9 |") for row in text.splitlines())
     steady = text.split("## The DCD at steady state")[1]
