@@ -213,6 +213,16 @@ def test_a_point_is_due_when_none_exists_or_the_newest_is_every_old() -> None:
     assert point_due(index, newest + 9.5, 10)  # a timer a little early still takes it
 
 
+def test_the_daemon_takes_its_points_every_every_not_a_tenth_sooner() -> None:
+    # The daemon looks every 5 s at an hourly `every`: early by half that, never by 6 minutes.
+    index = index_with(1)
+    newest = index.points[-1].time
+    assert not point_due(index, newest + 3240, 3600, early=2.5)  # 0.9 of `every`: a timer's slack
+    assert not point_due(index, newest + 3597, 3600, early=2.5)
+    assert point_due(index, newest + 3597.5, 3600, early=2.5)
+    assert point_due(index_with(0), newest, 3600, early=2.5)
+
+
 def test_points_older_than_the_window_go_but_the_newest_always_stays() -> None:
     index = index_with(5)  # every 10 s from t0
     now = index.points[-1].time + 5

@@ -185,7 +185,7 @@ def test_cdp_run_brings_them_back_before_its_tick_and_respects_the_mark(
     disk.write_bytes(b"")
     protected = daemon.Protected(KEY, str(disk), Cdp(every=60, keep=3600), "b", "m0 (b's own leg)")
     ticks: list[str] = []
-    monkeypatch.setattr(daemon, "_tick", lambda p, emit: ticks.append(p.name))
+    monkeypatch.setattr(daemon, "_tick", lambda p, emit, period: ticks.append(p.name))
     events: list[dict[str, Any]] = []
     daemon.tick(protected, lambda line: events.append(json.loads(line)))
     assert events == [{"event": "activated", "mirror": "m0 (b's own leg)"}]

@@ -58,10 +58,18 @@ def answer(request: dict[str, Any]) -> dict[str, Any]:
 
 
 def point_and_prune(
-    mirror: str, md: str, index: CdpIndex, every: float, keep: Keep, force: bool, hooks: Hooks | None = None
+    mirror: str,
+    md: str,
+    index: CdpIndex,
+    every: float,
+    keep: Keep,
+    force: bool,
+    hooks: Hooks | None = None,
+    early: float | None = None,
 ) -> dict[str, Any]:
     """A point if one is due (or `force`), between its hooks if it has any, then pruning: what
-    was done. The index lock is the caller's.
+    was done. The index lock is the caller's; `early`, how much before `every` counts as on
+    time (retention.point_due).
 
     With hooks, the point is written as not clean and made clean once its after-hook passed:
     a run that dies in between (a kill, the watchdog) leaves it not clean, and its after-hook
@@ -69,7 +77,7 @@ def point_and_prune(
     env = {"REMIRROR_CDP_MIRROR": mirror, "REMIRROR_CDP_DEVICE": md}
     owed = run_owed(mirror, env)
     taken = None
-    if force or point_due(index, time.time(), every):
+    if force or point_due(index, time.time(), every, early):
         started = time.monotonic()
         with around(hooks, env, mirror) as ran:
             index = local.take_point(mirror, md, index, hooks=FAILED if hooks is not None else "")

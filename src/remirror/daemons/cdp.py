@@ -63,8 +63,9 @@ class Protected:
         return {"mirror": self.name, "md": self.device}
 
 
-def tick(protected: Protected, emit: Callable[[str], None]) -> None:
-    """One round: a point if due, then pruning; one JSON line per thing done."""
+def tick(protected: Protected, emit: Callable[[str], None], period: float = 0.0) -> None:
+    """One round: a point if due (within half the daemon's `period` of `every`: it is looked
+    at again a period later), then pruning; one JSON line per thing done."""
     if not Path(protected.device).exists():
         reason = "disk not here" if is_leg_points(protected.name) else "mirror not assembled here"
         emit(json.dumps({"event": "no_stack", "mirror": protected.label, "reason": reason}))
@@ -82,10 +83,10 @@ def tick(protected: Protected, emit: Callable[[str], None]) -> None:
                 reason = "taken down by its operator (remirror cdp up --leg brings it back)"
                 emit(json.dumps({"event": "no_stack", "mirror": protected.label, "reason": reason}))
                 return
-        _tick(protected, emit)
+        _tick(protected, emit, period)
 
 
-def _tick(protected: Protected, emit: Callable[[str], None]) -> None:
+def _tick(protected: Protected, emit: Callable[[str], None], period: float) -> None:
     index = local.read_index(protected.device)
     if index is None:
         emit(json.dumps({"event": "no_stack", "mirror": protected.label}))
@@ -93,7 +94,14 @@ def _tick(protected: Protected, emit: Callable[[str], None]) -> None:
     settings, name = protected.settings, protected.label
     hooks = Hooks.from_json(settings.hooks.as_json()) if settings.hooks is not None else None
     done = point_and_prune(
-        protected.name, protected.device, index, settings.every, settings.retention, force=False, hooks=hooks
+        protected.name,
+        protected.device,
+        index,
+        settings.every,
+        settings.retention,
+        force=False,
+        hooks=hooks,
+        early=period / 2,
     )
     if done["owed_after_hook"] is not None:
         emit(json.dumps({"event": "owed_after_hook", "mirror": name, "exit_code": done["owed_after_hook"]}))
@@ -129,7 +137,7 @@ def run(
     while not stop.is_set() and not changed():
         for each in protected:
             try:
-                tick(each, emit)
+                tick(each, emit, period)
             except (RemirrorError, OSError) as error:
                 text = error.one_line() if isinstance(error, RemirrorError) else str(error)
                 emit(json.dumps({"event": "failed", "mirror": each.label, "error": text}))
