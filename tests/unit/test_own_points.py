@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import fcntl
 import json
+import threading
 from pathlib import Path
 from typing import Any
 
@@ -202,3 +203,34 @@ def test_cdp_run_brings_them_back_before_its_tick_and_respects_the_mark(
 def _stack_step() -> CdpStack:
     """The `cdp_stack` step an apply sends for the points."""
     return CdpStack(mirror=KEY, md="/dev/b0", chunk=64 * 1024, history=25, fresh=False, allow_data=False)
+
+
+def test_cdp_run_holds_each_point_to_every_within_half_its_own_period(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    # The daemon looks every tenth of `every` (5 s at most) and passes half that as the slack
+    # a point may come early by (retention.point_due), not a timer's tenth of `every`.
+    protected = daemon.Protected(KEY, str(tmp_path / "b0"), Cdp(every=60, keep=3600), "b", "m0 (b's own leg)")
+    stop = threading.Event()
+    periods: list[float] = []
+
+    def tick(_: daemon.Protected, emit: Any, period: float) -> None:
+        periods.append(period)
+        stop.set()
+
+    monkeypatch.setattr(daemon, "tick", tick)
+    daemon.run([protected], stop, lambda line: None)
+    assert periods == [5.0]
+    asked: dict[str, Any] = {}
+
+    def point_and_prune(*args: Any, **kwargs: Any) -> dict[str, Any]:
+        asked.update(kwargs)
+        return {"owed_after_hook": None, "taken": None, "expired": [], "for_space": []}
+
+    index = object()  # what the tick read, handed on as it is
+    monkeypatch.setattr(local, "read_index", lambda device: index)
+    monkeypatch.setattr(daemon, "point_and_prune", point_and_prune)
+    daemon._tick(protected, lambda line: None, periods[0])
+    assert asked["early"] == 2.5
+    assert asked["force"] is False
+    assert asked["hooks"] is None
