@@ -3,9 +3,15 @@
 from __future__ import annotations
 
 import importlib.util
+import os
+import signal
 import sys
+import threading
 import time
+from pathlib import Path
 from types import ModuleType
+
+import pytest
 
 from tests.conftest import REPO
 
@@ -54,3 +60,38 @@ def test_the_guard_stops_a_tier_at_its_budget() -> None:
     )
     assert code == 1
     assert time.monotonic() - started < 30
+
+
+def test_a_tier_beside_another_prints_each_of_its_lines_behind_its_prefix(
+    capfd: pytest.CaptureFixture[str],
+) -> None:
+    script = "import sys; print('one'); print('two', file=sys.stderr); print('three')"
+    code = tier.main(["hosts", "--prefix", "hosts| ", "--", sys.executable, "-c", script])
+    assert code == 0
+    out, err = capfd.readouterr()
+    assert out.splitlines() == ["hosts| one", "hosts| two", "hosts| three"]
+    assert err == "hosts| ci: tier hosts: 0m00s, exit 0\n"
+
+
+def test_a_tier_told_to_stop_stops_its_command_and_fails(tmp_path: Path) -> None:
+    pid_file = tmp_path / "pid"
+    script = f"import os, time; open({str(pid_file)!r}, 'w').write(str(os.getpid())); time.sleep(60)"
+    started = time.monotonic()
+    stopper = threading.Timer(2.0, os.kill, (os.getpid(), signal.SIGTERM))
+    stopper.start()
+    try:
+        with pytest.raises(KeyboardInterrupt):
+            tier.main(["hosts", "--", sys.executable, "-c", script])
+    finally:
+        stopper.cancel()
+    assert time.monotonic() - started < 30
+    assert signal.getsignal(signal.SIGTERM) is signal.SIG_DFL  # this process's own handler, back
+    child = int(pid_file.read_text())
+    for _ in range(100):  # its command is gone too, not left running behind the stopped tier
+        try:
+            os.kill(child, 0)
+        except ProcessLookupError:
+            break
+        time.sleep(0.1)
+    else:
+        raise AssertionError(f"the tier's command {child} still runs")
