@@ -59,8 +59,11 @@ def run(command: list[str], budget: float | None, prefix: str | None = None) -> 
     """Run `command` in its own process group; (exit code or None if stopped at the budget, seconds)."""
     started = time.monotonic()
     piped = subprocess.PIPE if prefix is not None else None
+    # Through a pipe, a Python child (pytest) buffers its stdout and not its stderr: unbuffered,
+    # its lines keep their order, and none is lost when the tier is stopped.
+    env = {**os.environ, "PYTHONUNBUFFERED": "1"} if piped else None
     proc = subprocess.Popen(
-        command, start_new_session=True, stdout=piped, stderr=subprocess.STDOUT if piped else None
+        command, start_new_session=True, stdout=piped, stderr=subprocess.STDOUT if piped else None, env=env
     )
     copier = None
     if proc.stdout is not None and prefix is not None:
@@ -70,20 +73,26 @@ def run(command: list[str], budget: float | None, prefix: str | None = None) -> 
         returncode: int | None = proc.wait(timeout=budget)
     except subprocess.TimeoutExpired:
         returncode = None
-        os.killpg(proc.pid, signal.SIGTERM)
-        try:
-            proc.wait(timeout=30)
-        except subprocess.TimeoutExpired:
-            os.killpg(proc.pid, signal.SIGKILL)
-            proc.wait()
+        _stop_group(proc)
     except KeyboardInterrupt:
-        os.killpg(proc.pid, signal.SIGTERM)
-        proc.wait(timeout=30)
+        _stop_group(proc)
+        if copier is not None:
+            copier.join(timeout=5)
         raise
     if copier is not None:
         # What the tier printed last; a child it left holding the pipe is not waited for.
         copier.join(timeout=30)
     return returncode, time.monotonic() - started
+
+
+def _stop_group(proc: subprocess.Popen[bytes]) -> None:
+    """TERM to the command's process group, then KILL if it has not ended 30 s later."""
+    os.killpg(proc.pid, signal.SIGTERM)
+    try:
+        proc.wait(timeout=30)
+    except subprocess.TimeoutExpired:
+        os.killpg(proc.pid, signal.SIGKILL)
+        proc.wait()
 
 
 def _stopped(signum: int, frame: object) -> None:
@@ -97,8 +106,8 @@ def main(argv: list[str]) -> int:
     parser.add_argument("--prefix", metavar="TEXT", help="start each line the tier prints with TEXT")
     parser.add_argument("command", nargs="+")
     args = parser.parse_args(argv)
-    # A tier run in the background (the hosts' tier beside the lab's) ignores SIGINT, as the
-    # shell starts it: it is stopped with SIGTERM, which stops its command's group too.
+    # A tier run in the background (the hosts' tier beside the lab's) ignores SIGINT, as a
+    # script's shell starts it: ./dev stops it with SIGTERM, which stops its command's group too.
     before = signal.signal(signal.SIGTERM, _stopped)
     budget = args.budget * 60 if args.budget is not None else None
     try:

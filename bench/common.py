@@ -39,6 +39,7 @@ def profile(
     replica_cache: bool = False,
     primary_cache: bool = False,
     cdp_every: int = 0,
+    replica_points_every: int = 0,
 ) -> Path:
     """The lab profile as a benchmark configuration; its path.
 
@@ -70,9 +71,57 @@ def profile(
         # points and 60% of the pool for history keep the pool from filling (the volume is
         # 40% of the mirror, 204 MiB, enough for the region).
         text += f"    cdp: {{every: {cdp_every}s, keep: {2 * cdp_every}s, history: 60}}\n"
+    if replica_points_every:
+        # The DR site's own points under its leg (`replicas[].points`), taken by its own daemon
+        # (site_b_view): as CDP above, two points' window and 60% of the pool for history.
+        every = replica_points_every
+        points = f"        points: {{every: {every}s, keep: {2 * every}s, history: 60}}\n"
+        text = text.replace("        disk: /dev/lab/b0\n", "        disk: /dev/lab/b0\n" + points)
     path = Path("/run") / f"bench-{name}.yaml"
     path.write_text(text)
     return path
+
+
+# The lab profile's sites as site A has them, and as site B's own view has them (itself local).
+_SITES_AT_A = """sites:
+  site-a:
+    host: local
+  site-b:
+    host: ssh://root@site-b
+    ssh:
+      identity_file: /etc/remirror/lab/id_ed25519
+      known_hosts: /etc/remirror/lab/known_hosts
+"""
+_SITES_AT_B = """sites:
+  site-a:
+    host: ssh://root@site-a
+  site-b:
+    host: local
+"""
+SITE_B_PROFILES = Path("/etc/remirror")  # where site B reads its own profiles (its agent's scope)
+
+
+def site_b_view(path: Path) -> Path:
+    """Site B's own view of the profile at `path` (the same mirrors, site B local), where site B
+    reads its profiles, so that its own points are its to take (`replicas[].points`,
+    docs/security.md); written before `apply`, whose requests site B holds to it. Removed by
+    `destroy_with_site_b_points`."""
+    text = path.read_text()
+    if _SITES_AT_A not in text:
+        sys.exit(f"bench: {path}: the lab profile's sites block changed; site_b_view cannot swap it")
+    view = SITE_B_PROFILES / path.name
+    view.write_text(text.replace(_SITES_AT_A, _SITES_AT_B))
+    return view
+
+
+def destroy_with_site_b_points(path: Path, view: Path) -> None:
+    """`destroy` of a mirror whose DR leg holds site B's own points: the primary's destroy leaves
+    them (only site B takes them down), so site B takes them down before the disks are wiped."""
+    log(f"destroy {path.name}, then site B's own points")
+    run("remirror", "destroy", "--yes", str(path), MIRROR, timeout=900)
+    run("site-b", "remirror", "cdp", "down", str(view), MIRROR, "--leg", timeout=900)
+    view.unlink(missing_ok=True)
+    wipe(MIRROR_DISKS)
 
 
 def md_sysfs(name: str, device: str = MD) -> str:

@@ -24,11 +24,13 @@ class PointsDaemon:
     """`remirror cdp run PROFILE MIRROR` in the background, its JSON lines kept with the time
     (monotonic) each was read."""
 
-    def __init__(self, profile: Path, mirror: str) -> None:
+    def __init__(self, profile: Path, mirror: str, *, at_site_b: bool = False) -> None:
+        """`at_site_b`: the DR site's daemon, in its namespaces with its own view of the profile
+        (common.site_b_view), taking the points of its own leg."""
         self.events: list[tuple[float, dict[str, Any]]] = []
         self.other: list[str] = []  # what it printed that is not an event: kept for the record
         self._process = subprocess.Popen(
-            ["remirror", "cdp", "run", str(profile), mirror],
+            [*(["site-b"] if at_site_b else []), "remirror", "cdp", "run", str(profile), mirror],
             stdout=subprocess.PIPE,
             stderr=subprocess.STDOUT,
             text=True,

@@ -36,8 +36,9 @@ BENCH_SYNC_PHASE_SECONDS (40) how long the resync runs over 50 Mbit/s (a
 quarter of it over 1 Gbit/s, which the disk bounds, then the LAN to the end),
 BENCH_ONLY a comma-separated subset: `configs` (every configuration and the
 calibration), a step's name (baseline, calibration, S-S, S-iL, S-iD, D-iDL,
-async-W, CDP-stack, CDP-60s, CDP-60s-D, CDP-10s), `control`, `resync`, `grid` (the last three run
-on the S-iL mirror).
+async-W, CDP-stack, CDP-60s, CDP-60s-D, CDP-10s, own-points), `control`, `resync`, `grid` (the
+last three run on the S-iL mirror). own-points: the DR site's own points in async mode over the
+WAN, BENCH_ROUNDS (3) rounds with and without them.
 """
 
 from __future__ import annotations
@@ -45,7 +46,6 @@ from __future__ import annotations
 import json
 import os
 import platform
-import re
 import signal
 import subprocess
 import sys
@@ -63,16 +63,29 @@ from common import (
     REMOTE_LEG,
     apply,
     destroy,
+    destroy_with_site_b_points,
     md_sysfs,
     profile,
+    site_b_view,
     wait_idle,
     wan,
     wipe,
 )
 from points_daemon import PointsDaemon
-from workloads import REGION_OFFSET, REGION_SIZE, TRACE, TRACE_SECONDS, all_workloads, fio, latency
+from workloads import (
+    FIO_SHAPES,
+    REGION_OFFSET,
+    REGION_SIZE,
+    TRACE,
+    TRACE_SECONDS,
+    all_workloads,
+    fio,
+    fio_argv,
+    latency,
+)
 
 from remirror.facts.dm import parse_cache_status
+from remirror.facts.parsers import ParseError, parse_bitmap_examine
 from remirror.lab import net
 from remirror.lab.probes import sectors_written
 
@@ -186,13 +199,14 @@ def control_plane(path: Path) -> None:
 
 
 def dirty_bitmap(disk: str) -> tuple[int, int]:
-    """Dirty chunks and chunk size (bytes) of the write-intent bitmap on `disk` (mdadm -X)."""
+    """Dirty chunks and chunk size (bytes) of the write-intent bitmap on `disk` (mdadm -X, read
+    by the parser the product reads it with)."""
     out = run("mdadm", "--examine-bitmap", disk)
-    dirty = re.search(r"Bitmap : \d+ bits \(chunks\), (\d+) dirty", out)
-    chunk = re.search(r"Chunksize : (\d+) (KB|MB)", out)
-    if not dirty or not chunk:
-        sys.exit(f"bench: cannot read the bitmap of {disk}: {out[-300:]}")
-    return int(dirty.group(1)), int(chunk.group(1)) << (10 if chunk.group(2) == "KB" else 20)
+    try:
+        bitmap = parse_bitmap_examine(out)
+    except ParseError as error:
+        sys.exit(f"bench: cannot read the bitmap of {disk}: {error}")
+    return bitmap.dirty, bitmap.chunk_size
 
 
 def resync_after_outage(path: Path) -> None:
@@ -371,13 +385,10 @@ def steady_state(device: str, caches: tuple[str, str]) -> dict[str, Any]:
     logs.mkdir()
     # Past this, the last STEADY_SECONDS are reported as they are, the cache marked not full.
     cap = 1800
-    fio = subprocess.Popen(
-        ["fio", "--name=steady", f"--filename={device}", "--rw=randwrite", "--bs=4k", "--iodepth=16",
-         "--ioengine=libaio", "--direct=1", f"--offset={STEADY_REGION[0]}", f"--size={STEADY_REGION[1]}",
-         "--time_based", f"--runtime={cap}", "--randrepeat=0", f"--write_iops_log={logs}/steady",
-         "--log_avg_msec=1000", "--output-format=json"],
-        stdout=subprocess.PIPE, text=True,
-    )  # fmt: skip
+    # No ramp: the burst is the first seconds of the job, and each second is in the IOPS log.
+    logged = {"write_iops_log": f"{logs}/steady", "log_avg_msec": "1000"}
+    argv = fio_argv(device, "randwrite", "4k", 16, cap, STEADY_REGION, ramp=False, extra=logged)
+    fio = subprocess.Popen(argv, stdout=subprocess.PIPE, text=True)
     started, full_at, fill = time.monotonic(), None, []
     try:
         while fio.poll() is None:
@@ -488,6 +499,73 @@ def cdp_config(every: int, primary_cache: bool = False) -> None:
     save()
 
 
+# The DR site's own points under its leg (`replicas[].points`) in async mode: every 10 modelled
+# seconds, a stress beside a site's daily points, so that each judged job holds one.
+OWN_POINTS_EVERY = 10
+OWN_POINTS_ROUNDS = int(os.environ.get("BENCH_ROUNDS", "3"))
+
+
+def drained(device: str, timeout: float = 900) -> float | None:
+    """Seconds until `device` (site A's disk of the DR leg) has had no write in flight for two
+    looks in a row: md's write-behind backlog to the DR site gone; None past `timeout`."""
+    inflight = Path("/sys/block") / Path(device).resolve().name / "inflight"
+    started, calm = time.monotonic(), 0
+    while calm < 2:
+        if time.monotonic() - started > timeout:
+            return None
+        calm = calm + 1 if int(inflight.read_text().split()[1]) == 0 else 0
+        time.sleep(0.25)
+    return round(time.monotonic() - started, 2)
+
+
+def own_points_pass(view: Path, interval: int, number: int, points: bool) -> dict[str, Any]:
+    """QD1 and then QD16 random writes, each one `interval` long, with site B's daemon taking
+    its leg's points meanwhile or not; after each job, how long md's backlog took to drain."""
+    daemon = PointsDaemon(view, MIRROR, at_site_b=True) if points else None
+    job_starts: list[float] = []
+    done: dict[str, Any] = {"round": number, "points": points}
+    try:
+        if daemon is not None:
+            daemon.wait_for_point(timeout=600)
+        for job in ("qd1", "qd16"):
+            job_starts.append(time.monotonic())
+            done[job] = latency(fio(MD, *FIO_SHAPES[job], seconds=interval)["write"])
+            done[f"{job}_drained_s"] = drained(REMOTE_LEG)
+    finally:
+        if daemon is not None:
+            daemon.stop()
+    if daemon is not None:
+        done["daemon"] = daemon.record(job_starts, interval)
+    log(f"own points, round {number}, {'with' if points else 'without'} points: QD1 p50"
+        f" {done['qd1']['p50_ms']:.1f} ms, QD16 {done['qd16']['iops']:.0f} IOPS")  # fmt: skip
+    return done
+
+
+def own_points_config() -> None:
+    """Async mode over the WAN with the DR site's own points under its leg, taken by site B's
+    own daemon (its view of the profile, its namespaces) every OWN_POINTS_EVERY modelled
+    seconds: what they cost the primary (issue 48: QD1's p50 within 1.05x of async without
+    them, and md's backlog to the DR site drained after each burst). One mirror, the stack
+    under the leg throughout, and OWN_POINTS_ROUNDS rounds of a pass with the daemon and one
+    without, their order alternating (ABBA), so that a drift of the machine's speed falls on
+    both; async-W in the same run is the mirror with no stack under its leg at all."""
+    interval = max(1, round(OWN_POINTS_EVERY * (net.dilation() or 1.0)))
+    path = profile("ownpoints", mode="async", replica_points_every=interval)
+    view = site_b_view(path)
+    passes: list[dict[str, Any]] = []
+    results["own_points"] = {"every_s": OWN_POINTS_EVERY, "interval_lab_s": interval, "passes": passes}
+    try:
+        apply(path)
+        wan(WAN_DELAY_MS, WAN_RATE_MBIT)
+        for number in range(1, OWN_POINTS_ROUNDS + 1):
+            for points in (False, True) if number % 2 else (True, False):
+                passes.append(own_points_pass(view, interval, number, points))
+                save()
+    finally:
+        wan()
+        destroy_with_site_b_points(path, view)
+
+
 def main() -> int:
     results.update(
         meta={
@@ -520,6 +598,7 @@ def main() -> int:
         ("CDP-60s", lambda: cdp_config(60)),
         ("CDP-60s-D", lambda: cdp_config(60, primary_cache=True)),
         ("CDP-10s", lambda: cdp_config(10)),
+        ("own-points", own_points_config),
     ]
     on_sil = ("control", "resync", "grid")
     steps = [(n, f) for n, f in steps if wanted(n) or (n == "S-iL" and any(wanted(p) for p in on_sil))]

@@ -88,6 +88,31 @@ quit
 """
 
 
+def fio_argv(
+    device: str,
+    rw: str,
+    block: str,
+    depth: int,
+    seconds: int = SECONDS,
+    region: tuple[int, int] = (REGION_OFFSET, REGION_SIZE),
+    *,
+    ramp: bool = True,
+    extra: dict[str, str] | None = None,
+) -> list[str]:
+    """The command line of one fio job on `device` over `region` (offset, size), its report in
+    JSON; `ramp`: the bench's ramp before the job's figures count (RAMP_SECONDS); `extra`:
+    fio's options by name (`--NAME=VALUE`)."""
+    engine = "psync" if depth == 1 else "libaio"
+    return [
+        "fio", f"--name={rw}", f"--filename={device}", f"--rw={rw}", f"--bs={block}",
+        f"--iodepth={depth}", f"--ioengine={engine}", "--direct=1",
+        f"--offset={region[0]}", f"--size={region[1]}", "--time_based", f"--runtime={seconds}",
+        "--randrepeat=0", "--percentile_list=50:99:99.9", "--output-format=json",
+        *([f"--ramp_time={RAMP_SECONDS}"] if ramp and RAMP_SECONDS else []),
+        *(f"--{key}={value}" for key, value in (extra or {}).items()),
+    ]  # fmt: skip
+
+
 def fio(
     device: str,
     rw: str,
@@ -97,17 +122,9 @@ def fio(
     region: tuple[int, int] = (REGION_OFFSET, REGION_SIZE),
     **extra: str,
 ) -> dict[str, Any]:
-    """One fio job on `device` over `region` (offset, size); its JSON report's first job."""
-    engine = "psync" if depth == 1 else "libaio"
-    argv = [
-        "fio", f"--name={rw}", f"--filename={device}", f"--rw={rw}", f"--bs={block}",
-        f"--iodepth={depth}", f"--ioengine={engine}", "--direct=1",
-        f"--offset={region[0]}", f"--size={region[1]}", "--time_based", f"--runtime={seconds}",
-        "--randrepeat=0", "--percentile_list=50:99:99.9", "--output-format=json",
-        *([f"--ramp_time={RAMP_SECONDS}"] if RAMP_SECONDS else []),
-        *(f"--{key}={value}" for key, value in extra.items()),
-    ]  # fmt: skip
-    job: dict[str, Any] = json.loads(run(*argv))["jobs"][0]
+    """One fio job (fio_argv) run to its end; its JSON report's first job."""
+    report = run(*fio_argv(device, rw, block, depth, seconds, region, extra=extra))
+    job: dict[str, Any] = json.loads(report)["jobs"][0]
     return job
 
 

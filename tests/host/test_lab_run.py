@@ -7,9 +7,12 @@ the lab itself. ./dev test runs it; the unit tier does not.
 from __future__ import annotations
 
 import json
+import os
 import re
+import signal
 import subprocess
 import sys
+import time
 from pathlib import Path
 
 import pytest
@@ -135,3 +138,43 @@ def test_bad_lab_options_exit_3_without_booting() -> None:
     )
     assert done.returncode == 3
     assert done.stderr.strip() == "remirror: lab: --disks must be 1 to 16"
+
+
+def _processes_naming(text: str) -> list[int]:
+    """Processes whose command line names `text`."""
+    found = []
+    for entry in Path("/proc").iterdir():
+        if entry.name.isdigit():
+            try:
+                if text.encode() in (entry / "cmdline").read_bytes():
+                    found.append(int(entry.name))
+            except OSError:
+                continue  # ended meanwhile
+    return found
+
+
+def test_a_term_stops_the_lab_and_its_vm_and_leaves_nothing_behind(tmp_path: Path) -> None:
+    # QEMU runs in a session of its own: a CI tier stopped at its guard (a TERM to its group)
+    # must not leave it running beside the tier that goes on.
+    lab = subprocess.Popen(
+        [*REMIRROR, "lab", "run", "--", "sleep", "600"],
+        env={**os.environ, "REMIRROR_LAB_TMPDIR": str(tmp_path)},
+        stdout=subprocess.DEVNULL,
+        stderr=subprocess.PIPE,
+        text=True,
+    )
+    try:
+        deadline = time.monotonic() + 120
+        while not [pid for pid in _processes_naming(str(tmp_path)) if pid != lab.pid]:
+            assert lab.poll() is None, lab.stderr.read() if lab.stderr else ""
+            assert time.monotonic() < deadline, "QEMU did not start"
+            time.sleep(0.5)
+        lab.send_signal(signal.SIGTERM)
+        lab.wait(timeout=60)
+    finally:
+        if lab.poll() is None:
+            lab.kill()
+            lab.wait()
+    assert lab.returncode != 0
+    assert _processes_naming(str(tmp_path)) == []  # no QEMU (nor virtme-ng) left
+    assert list(tmp_path.iterdir()) == []  # its work directory gone

@@ -391,3 +391,57 @@ def test_the_peer_report_lists_each_system_s_slowest_qd1_writes_in_order() -> No
     assert "- round 1, remirror: 283 ms at 1.2 s, 442 ms at 6.2 s" in lan
     assert "round 1, drbd" not in lan  # logged none
     assert "slowest writes" not in peer_report.render(json.loads(PEER.read_text()))
+
+
+def _own_pass(round_: int, points: bool, p50: float, iops: float) -> dict[str, Any]:
+    latency = {"p50_ms": p50, "p99_ms": 2 * p50, "mean_ms": 1.1 * p50}
+    done: dict[str, Any] = {
+        "round": round_, "points": points, "qd1": latency, "qd16": {"iops": iops},
+        "qd1_drained_s": 0.5, "qd16_drained_s": 3.0,
+    }  # fmt: skip
+    if points:
+        done["daemon"] = {"points_per_job": [1, 1]}
+    return done
+
+
+def test_the_dr_sites_own_points_are_judged_round_by_round_against_the_pass_without_them() -> None:
+    own = {
+        "every_s": 10,
+        "interval_lab_s": 60,
+        "passes": [
+            _own_pass(1, False, 10.0, 100), _own_pass(1, True, 10.4, 98),
+            _own_pass(2, True, 12.0, 90), _own_pass(2, False, 10.0, 95),
+            _own_pass(3, False, 10.0, 99), _own_pass(3, True, 10.2, 97),
+        ],
+    }  # fmt: skip
+    lines = report.own_points_lines(own, {"async-W": {"qd1": {"p50_ms": 10.0}}})
+    text = "\n".join(lines)
+    # Each round's ratio (1.04, 1.20, 1.02): the median and the spread, not a mean of all passes.
+    assert "median 1.04 (1.02-1.20, 3 rounds); target <= 1.05" in text
+    assert "| 2 | yes | 12.0 / 24.0 / 13.2 | 0.5 | 90 | 3.0 | [1, 1] |" in text
+    assert "| 2 | no | 10.0 / 20.0 / 11.0 | 0.5 | 95 | 3.0 | - |" in text
+    assert "QD1 p50 1.04x with the points, median of 3" in text  # median(10.4, 12.0, 10.2) / 10.0
+
+
+def test_site_bs_view_of_a_bench_profile_has_site_b_local_and_the_same_mirror(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    import common
+
+    from remirror.lab.probes import LAB_PROFILE
+    from remirror.profile.loader import parse_profile
+
+    at_a = tmp_path / "bench-own.yaml"
+    points = "        points: {every: 60s, keep: 120s, history: 60}\n"
+    at_a.write_text(
+        LAB_PROFILE.read_text().replace("        disk: /dev/lab/b0\n", "        disk: /dev/lab/b0\n" + points)
+    )
+    monkeypatch.setattr(common, "SITE_B_PROFILES", tmp_path / "etc")
+    (tmp_path / "etc").mkdir()
+    view = common.site_b_view(at_a)
+    assert view == tmp_path / "etc" / "bench-own.yaml"
+    a, b = parse_profile(at_a.read_text()), parse_profile(view.read_text())
+    assert [name for name, site in a.sites.items() if site.is_local] == ["site-a"]
+    assert [name for name, site in b.sites.items() if site.is_local] == ["site-b"]
+    assert a.mirrors == b.mirrors  # what site B holds site A's requests to is the same mirror
+    assert b.mirrors[0].legs[1].points is not None

@@ -63,8 +63,11 @@ def test_the_guard_stops_a_tier_at_its_budget() -> None:
 
 
 def test_a_tier_beside_another_prints_each_of_its_lines_behind_its_prefix(
-    capfd: pytest.CaptureFixture[str],
+    capfd: pytest.CaptureFixture[str], monkeypatch: pytest.MonkeyPatch
 ) -> None:
+    # Python's stdout through a pipe is buffered and its stderr is not: in order only because the
+    # tier runs its command unbuffered (PYTHONUNBUFFERED), whatever this process's environment.
+    monkeypatch.delenv("PYTHONUNBUFFERED", raising=False)
     script = "import sys; print('one'); print('two', file=sys.stderr); print('three')"
     code = tier.main(["hosts", "--prefix", "hosts| ", "--", sys.executable, "-c", script])
     assert code == 0

@@ -188,12 +188,12 @@ def test_cdp_run_brings_them_back_before_its_tick_and_respects_the_mark(
     ticks: list[str] = []
     monkeypatch.setattr(daemon, "_tick", lambda p, emit, period: ticks.append(p.name))
     events: list[dict[str, Any]] = []
-    daemon.tick(protected, lambda line: events.append(json.loads(line)))
+    daemon.tick(protected, lambda line: events.append(json.loads(line)), period=0.0)
     assert events == [{"event": "activated", "mirror": "m0 (b's own leg)"}]
     assert ticks == [KEY]  # then its point, as every tick
     own_points.take_down_own(KEY)
     events.clear()
-    daemon.tick(protected, lambda line: events.append(json.loads(line)))
+    daemon.tick(protected, lambda line: events.append(json.loads(line)), period=0.0)
     assert [e["event"] for e in events] == ["no_stack"]
     assert "taken down by its operator" in events[0]["reason"]
     assert ticks == [KEY]

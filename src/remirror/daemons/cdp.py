@@ -63,9 +63,10 @@ class Protected:
         return {"mirror": self.name, "md": self.device}
 
 
-def tick(protected: Protected, emit: Callable[[str], None], period: float = 0.0) -> None:
+def tick(protected: Protected, emit: Callable[[str], None], *, period: float) -> None:
     """One round: a point if due (within half the daemon's `period` of `every`: it is looked
-    at again a period later), then pruning; one JSON line per thing done."""
+    at again a period later), then pruning; one JSON line per thing done. `period` has no
+    default: a caller that ticks once passes 0 (a point only once `every` has passed)."""
     if not Path(protected.device).exists():
         reason = "disk not here" if is_leg_points(protected.name) else "mirror not assembled here"
         emit(json.dumps({"event": "no_stack", "mirror": protected.label, "reason": reason}))
@@ -137,7 +138,7 @@ def run(
     while not stop.is_set() and not changed():
         for each in protected:
             try:
-                tick(each, emit, period)
+                tick(each, emit, period=period)
             except (RemirrorError, OSError) as error:
                 text = error.one_line() if isinstance(error, RemirrorError) else str(error)
                 emit(json.dumps({"event": "failed", "mirror": each.label, "error": text}))

@@ -92,10 +92,18 @@ def run_lab(
     """Boot a fresh lab, run spec.command on site A, copy $LAB_OUT back; return its exit code."""
     tools = find_prerequisites()
     work = Path(tempfile.mkdtemp(prefix="remirror-lab-", dir=os.environ.get("REMIRROR_LAB_TMPDIR")))
+    # QEMU runs in a session of its own: a TERM to this process (a CI tier stopped at its
+    # guard, beside another tier that goes on) stops it as Ctrl-C does, not orphaned.
+    before = signal.signal(signal.SIGTERM, _interrupted)
     try:
         return _boot(spec, tools, work, out_dir, timeout, memory, cpus)
     finally:
+        signal.signal(signal.SIGTERM, before)
         shutil.rmtree(work, ignore_errors=True)
+
+
+def _interrupted(signum: int, frame: object) -> None:
+    raise KeyboardInterrupt
 
 
 def _boot(
