@@ -213,7 +213,8 @@ def steady_line(steady: dict[str, Any], configs: dict[str, Any]) -> str:
 
 def own_points_lines(own: dict[str, Any], configs: dict[str, Any]) -> list[str]:
     """The DR site's own points in async mode: each round's pass with and without them, the
-    ratio of QD1's p50 in the same round (median and spread), QD16, and md's backlog's drain."""
+    ratios in the same round (QD1's p50, p99 and mean, QD16's IOPS: median and range), and
+    md's backlog's drain."""
     passes = own.get("passes", [])
     rounds = sorted({p["round"] for p in passes})
     by = {(p["round"], p["points"]): p for p in passes}
@@ -230,11 +231,14 @@ def own_points_lines(own: dict[str, Any], configs: dict[str, Any]) -> list[str]:
             f" | {q1['p50_ms']:.1f} / {q1['p99_ms']:.1f} / {q1['mean_ms']:.1f} | {each['qd1_drained_s']}"
             f" | {q16['iops']:.0f} | {each['qd16_drained_s']} | {held if held is not None else '-'} |"
         )
-    ratios = [
-        by[r, True]["qd1"]["p50_ms"] / by[r, False]["qd1"]["p50_ms"]
-        for r in rounds
-        if (r, True) in by and (r, False) in by and by[r, False]["qd1"]["p50_ms"]
-    ]
+
+    def ratios(value: Callable[[dict[str, Any]], float]) -> list[float]:
+        return [
+            value(by[r, True]) / value(by[r, False])
+            for r in rounds
+            if (r, True) in by and (r, False) in by and value(by[r, False])
+        ]
+
     lines = [
         f"Site B's own points under its leg every {own['every_s']} s of the modelled hardware's time"
         f" ({own['interval_lab_s']} s in the lab), taken by its own daemon; one mirror (async, the WAN),"
@@ -242,10 +246,20 @@ def own_points_lines(own: dict[str, Any], configs: dict[str, Any]) -> list[str]:
         "",
         *rows,
     ]
-    if ratios:
-        spread = f"{min(ratios):.2f}-{max(ratios):.2f}"
-        lines += ["", f"QD1 p50 with the points / without, in the same round: median {median(ratios):.2f}"
-                  f" ({spread}, {len(ratios)} rounds); target <= 1.05."]  # fmt: skip
+    judged = (
+        ("QD1 p50", lambda p: p["qd1"]["p50_ms"], "x"),
+        ("QD1 p99", lambda p: p["qd1"]["p99_ms"], "x"),
+        ("QD1 mean", lambda p: p["qd1"]["mean_ms"], "x"),
+        ("QD16 IOPS", lambda p: p["qd16"]["iops"], ""),
+    )
+    said = []
+    for what, value, unit in judged:
+        each = ratios(value)
+        if each:
+            said.append(f"{what} {median(each):.2f}{unit} ({min(each):.2f}-{max(each):.2f})")
+    if said:
+        lines += ["", f"With the points / without, in the same round, median of {len(ratios(judged[0][1]))}"
+                  f" rounds (range): {'; '.join(said)}. The target: QD1 p50 <= 1.05x."]  # fmt: skip
     plain = configs.get("async-W", {}).get("qd1", {}).get("p50_ms")
     with_points = [p["qd1"]["p50_ms"] for p in passes if p["points"]]
     if plain and with_points:

@@ -416,8 +416,9 @@ def test_the_dr_sites_own_points_are_judged_round_by_round_against_the_pass_with
     }  # fmt: skip
     lines = report.own_points_lines(own, {"async-W": {"qd1": {"p50_ms": 10.0}}})
     text = "\n".join(lines)
-    # Each round's ratio (1.04, 1.20, 1.02): the median and the spread, not a mean of all passes.
-    assert "median 1.04 (1.02-1.20, 3 rounds); target <= 1.05" in text
+    # Each round's ratio (1.04, 1.20, 1.02): the median and the range, not a mean of all passes.
+    assert "median of 3 rounds (range): QD1 p50 1.04x (1.02-1.20); QD1 p99 1.04x (1.02-1.20)" in text
+    assert "QD16 IOPS 0.98 (0.95-0.98). The target: QD1 p50 <= 1.05x." in text
     assert "| 2 | yes | 12.0 / 24.0 / 13.2 | 0.5 | 90 | 3.0 | [1, 1] |" in text
     assert "| 2 | no | 10.0 / 20.0 / 11.0 | 0.5 | 95 | 3.0 | - |" in text
     assert "QD1 p50 1.04x with the points, median of 3" in text  # median(10.4, 12.0, 10.2) / 10.0
