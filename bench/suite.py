@@ -49,6 +49,7 @@ import platform
 import signal
 import subprocess
 import sys
+import threading
 import time
 from collections.abc import Callable
 from pathlib import Path
@@ -518,18 +519,44 @@ def drained(device: str, timeout: float = 900) -> float | None:
     return round(time.monotonic() - started, 2)
 
 
+class InFlight:
+    """The most writes in flight at a disk (its sysfs `inflight`), looked at every 0.2 s while
+    the block runs: whether the DR leg's queue at the primary fills during a point."""
+
+    def __init__(self, path: Path) -> None:
+        self.path, self.most = path, 0
+        self._stop = threading.Event()
+        self._thread = threading.Thread(target=self._look, daemon=True)
+
+    def _look(self) -> None:
+        while not self._stop.wait(0.2):
+            self.most = max(self.most, int(self.path.read_text().split()[1]))
+
+    def __enter__(self) -> InFlight:
+        self._thread.start()
+        return self
+
+    def __exit__(self, *_: object) -> None:
+        self._stop.set()
+        self._thread.join(timeout=5)
+
+
 def own_points_pass(view: Path, interval: int, number: int, points: bool) -> dict[str, Any]:
     """QD1 and then QD16 random writes, each one `interval` long, with site B's daemon taking
     its leg's points meanwhile or not; after each job, how long md's backlog took to drain."""
     daemon = PointsDaemon(view, MIRROR, at_site_b=True) if points else None
     job_starts: list[float] = []
     done: dict[str, Any] = {"round": number, "points": points}
+    disk = Path("/sys/block") / Path(REMOTE_LEG).resolve().name
+    done["dr_leg_queue_depth"] = int((disk / "device" / "queue_depth").read_text())
     try:
         if daemon is not None:
             daemon.wait_for_point(timeout=600)
         for job in ("qd1", "qd16"):
             job_starts.append(time.monotonic())
-            done[job] = latency(fio(MD, *FIO_SHAPES[job], seconds=interval)["write"])
+            with InFlight(disk / "inflight") as seen:
+                done[job] = latency(fio(MD, *FIO_SHAPES[job], seconds=interval)["write"])
+            done[f"{job}_dr_leg_in_flight_max"] = seen.most
             done[f"{job}_drained_s"] = drained(REMOTE_LEG)
     finally:
         if daemon is not None:
