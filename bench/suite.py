@@ -88,7 +88,7 @@ from workloads import (
 from remirror.facts.dm import parse_cache_status
 from remirror.facts.parsers import ParseError, parse_bitmap_examine
 from remirror.lab import net
-from remirror.lab.probes import sectors_written
+from remirror.lab.probes import sectors_written, writes_in_flight
 
 WAN_DELAY_MS = 7  # each way: the DCD paper's 14 ms round trip
 WAN_RATE_MBIT = 1000  # a metro fibre: the WAN's delay, not its rate, is what S-iW and async-W test
@@ -509,12 +509,11 @@ OWN_POINTS_ROUNDS = int(os.environ.get("BENCH_ROUNDS", "3"))
 def drained(device: str, timeout: float = 900) -> float | None:
     """Seconds until `device` (site A's disk of the DR leg) has had no write in flight for two
     looks in a row: md's write-behind backlog to the DR site gone; None past `timeout`."""
-    inflight = Path("/sys/block") / Path(device).resolve().name / "inflight"
     started, calm = time.monotonic(), 0
     while calm < 2:
         if time.monotonic() - started > timeout:
             return None
-        calm = calm + 1 if int(inflight.read_text().split()[1]) == 0 else 0
+        calm = calm + 1 if writes_in_flight(device) == 0 else 0
         time.sleep(0.25)
     return round(time.monotonic() - started, 2)
 
@@ -523,14 +522,14 @@ class InFlight:
     """The most writes in flight at a disk (its sysfs `inflight`), looked at every 0.2 s while
     the block runs: whether the DR leg's queue at the primary fills during a point."""
 
-    def __init__(self, path: Path) -> None:
-        self.path, self.most = path, 0
+    def __init__(self, device: str) -> None:
+        self.device, self.most = device, 0
         self._stop = threading.Event()
         self._thread = threading.Thread(target=self._look, daemon=True)
 
     def _look(self) -> None:
         while not self._stop.wait(0.2):
-            self.most = max(self.most, int(self.path.read_text().split()[1]))
+            self.most = max(self.most, writes_in_flight(self.device))
 
     def __enter__(self) -> InFlight:
         self._thread.start()
@@ -547,14 +546,14 @@ def own_points_pass(view: Path, interval: int, number: int, points: bool) -> dic
     daemon = PointsDaemon(view, MIRROR, at_site_b=True) if points else None
     job_starts: list[float] = []
     done: dict[str, Any] = {"round": number, "points": points}
-    disk = Path("/sys/block") / Path(REMOTE_LEG).resolve().name
-    done["dr_leg_queue_depth"] = int((disk / "device" / "queue_depth").read_text())
+    queue_depth = Path("/sys/class/block") / Path(REMOTE_LEG).resolve().name / "device" / "queue_depth"
+    done["dr_leg_queue_depth"] = int(queue_depth.read_text())
     try:
         if daemon is not None:
             daemon.wait_for_point(timeout=600)
         for job in ("qd1", "qd16"):
             job_starts.append(time.monotonic())
-            with InFlight(disk / "inflight") as seen:
+            with InFlight(REMOTE_LEG) as seen:
                 done[job] = latency(fio(MD, *FIO_SHAPES[job], seconds=interval)["write"])
             done[f"{job}_dr_leg_in_flight_max"] = seen.most
             done[f"{job}_drained_s"] = drained(REMOTE_LEG)

@@ -88,6 +88,12 @@ def sectors_written(device: str) -> int:
     return int(Path(f"/sys/class/block/{kernel}/stat").read_text().split()[6])
 
 
+def writes_in_flight(device: str) -> int:
+    """Writes a block device holds in flight now (its sysfs `inflight`, the second field)."""
+    kernel = Path(device).resolve().name
+    return int(Path(f"/sys/class/block/{kernel}/inflight").read_text().split()[1])
+
+
 def array_size(device: str) -> int:
     """A running md array's size in bytes (sysfs counts 512-byte sectors)."""
     return int(Path(f"/sys/class/block/{Path(device).resolve().name}/size").read_text()) * 512
