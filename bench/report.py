@@ -41,6 +41,7 @@ CONFIG_ORDER = (
     "CDP-stack",
     "CDP-60s",
     "CDP-60s-D",
+    "CDP-60s-DD",
     "CDP-10s",
 )
 
@@ -129,7 +130,7 @@ def targets(results: dict[str, Any]) -> list[str]:
         rows.append(("bytes resynced / dirty bitmap chunks' size", "<= 1.25", value, "", value <= 1.25))
     # Issue 48's: CDP at the contract's cadence where the primary's leg has a writecache (the DCD
     # takes the copy-on-write's writes at the primary), against S-iL without either.
-    for cdp in ("CDP-60s", "CDP-60s-D", "CDP-10s"):
+    for cdp in ("CDP-60s", "CDP-60s-D", "CDP-60s-DD", "CDP-10s"):
         at_least(
             f"{cdp} / S-iL 1 MiB sequential MB/s",
             0.9,
@@ -141,15 +142,21 @@ def targets(results: dict[str, Any]) -> list[str]:
         at_most(
             f"{cdp} / S-iL 4 KiB QD1 mean latency", 1.2, (cdp, "qd1", "mean_ms"), ("S-iL", "qd1", "mean_ms")
         )
+
+    def compared(name: str, against: str, what: str) -> None:
+        """A reference row per job (no target): `name` over `against` in this run."""
+        if have(name, against):
+            for job, key, label in (("seq", "mb_per_s", "1 MiB sequential MB/s"), ("qd16", "iops", "4 KiB QD16 IOPS"),
+                                    ("qd1", "mean_ms", "4 KiB QD1 mean latency")):  # fmt: skip
+                a, b = get(name, job, key), get(against, job, key)
+                rows.append((f"{name} / {against} {label}", what, a / b, f"{a:.2f} / {b:.2f}", None))
+
+    # With a writecache on both legs, S-iL's ratios above hold the DCD's burst too; what CDP
+    # itself costs there is against the same legs without it (D-iDL).
+    compared("CDP-60s-DD", "D-iDL", "CDP's cost on a DCD")
     # Where CDP's cost lies: its stack standing (dm-era over a thin volume, no point taken);
     # the rest of CDP-60s's is what each point costs after it (copy-on-write, a new era).
-    if have("CDP-stack", "S-iL"):
-        for job, key, label in (("seq", "mb_per_s", "1 MiB sequential MB/s"), ("qd16", "iops", "4 KiB QD16 IOPS"),
-                                ("qd1", "mean_ms", "4 KiB QD1 mean latency")):  # fmt: skip
-            a, b = get("CDP-stack", job, key), get("S-iL", job, key)
-            rows.append(
-                (f"CDP-stack / S-iL {label}", "CDP's layers, no point", a / b, f"{a:.2f} / {b:.2f}", None)
-            )
+    compared("CDP-stack", "S-iL", "CDP's layers, no point")
     # The seeds' other figures, for reference.
     for cached, depth in (("S-iDL", "qd1"), ("S-iDL", "qd16")):
         if have("S-iL", cached):
@@ -493,7 +500,7 @@ def render(results: dict[str, Any], out: Path) -> str:
     ]
     for step, error in results.get("errors", {}).items():
         lines += ["", f"**{step} did not finish:** {error}"]
-    for name in ("CDP-60s", "CDP-60s-D", "CDP-10s"):
+    for name in ("CDP-60s", "CDP-60s-D", "CDP-60s-DD", "CDP-10s"):
         if name in configs:
             lines += ["", points_line(name, configs[name])]
     if results.get("own_points", {}).get("passes"):

@@ -21,6 +21,7 @@ Configurations, named like the DCD paper's (docs/performance.md):
     CDP-60s   S-iL with CDP, a recovery point every 60 s (the contract's cadence), taken by
               CDP's daemon (`remirror cdp run`) while the jobs run
     CDP-60s-D CDP-60s with a writecache on the primary's disk (the DCD under the copy-on-write)
+    CDP-60s-DD CDP-60s with a writecache on both legs' disks (D-iDL's DCD at both sites)
     CDP-10s   the same, a point every 10 s (as Mariner took them)
 
 Then: the calibration of the modelled SSD (the baseline calibrates the HDD);
@@ -36,7 +37,7 @@ BENCH_SYNC_PHASE_SECONDS (40) how long the resync runs over 50 Mbit/s (a
 quarter of it over 1 Gbit/s, which the disk bounds, then the LAN to the end),
 BENCH_ONLY a comma-separated subset: `configs` (every configuration and the
 calibration), a step's name (baseline, calibration, S-S, S-iL, S-iD, D-iDL,
-async-W, CDP-stack, CDP-60s, CDP-60s-D, CDP-10s, own-points), `control`, `resync`, `grid` (the
+async-W, CDP-stack, CDP-60s, CDP-60s-D, CDP-60s-DD, CDP-10s, own-points), `control`, `resync`, `grid` (the
 last three run on the S-iL mirror). own-points: the DR site's own points in async mode over the
 WAN, BENCH_ROUNDS (3) rounds with and without them.
 """
@@ -460,7 +461,7 @@ def async_config() -> None:
     destroy(asynchronous)
 
 
-def cdp_config(every: int, primary_cache: bool = False) -> None:
+def cdp_config(every: int, primary_cache: bool = False, replica_cache: bool = False) -> None:
     """CDP on S-iL, a recovery point every `every` seconds of the modelled hardware's time
     (`every` times the dilation in the lab's: the cadence is a physical figure like the
     disks'), taken by CDP's daemon (`remirror cdp run`, bench/points_daemon.py) while the jobs
@@ -470,11 +471,17 @@ def cdp_config(every: int, primary_cache: bool = False) -> None:
     the same stack with no point taken (CDP-stack): what dm-era and the thin volume cost
     standing, apart from what each point costs after it (copy-on-write, a new era). With
     `primary_cache`, the primary's leg has a writecache (the DCD), which takes the
-    copy-on-write's writes at the primary as it takes any other (CDP-60s-D)."""
-    name = (f"CDP-{every}s" if every else "CDP-stack") + ("-D" if primary_cache else "")
+    copy-on-write's writes at the primary as it takes any other (CDP-60s-D); with
+    `replica_cache` too, the replica's leg has one as well (CDP-60s-DD, over D-iDL's legs): in
+    sync mode every write, the copy-on-write's included, waits for the replica's disk, so a
+    cache at the primary alone leaves CDP's cost at the replica's uncached disk."""
+    caches = ("D" if primary_cache else "") + ("D" if replica_cache else "")
+    name = (f"CDP-{every}s" if every else "CDP-stack") + (f"-{caches}" if caches else "")
     interval = max(1, round(every * (net.dilation() or 1.0)))
-    label = f"cdp{every}{'d' if primary_cache else ''}"
-    cdp = profile(label, cdp_every=interval if every else 60, primary_cache=primary_cache)
+    label = f"cdp{every}{caches.lower()}"
+    cdp = profile(
+        label, cdp_every=interval if every else 60, primary_cache=primary_cache, replica_cache=replica_cache
+    )
     apply(cdp)
     # Written once before measuring: the pool's first allocation of a chunk is a
     # one-time cost; what is measured is copy-on-write after each point.
@@ -623,6 +630,7 @@ def main() -> int:
         ("CDP-stack", lambda: cdp_config(0)),
         ("CDP-60s", lambda: cdp_config(60)),
         ("CDP-60s-D", lambda: cdp_config(60, primary_cache=True)),
+        ("CDP-60s-DD", lambda: cdp_config(60, primary_cache=True, replica_cache=True)),
         ("CDP-10s", lambda: cdp_config(10)),
         ("own-points", own_points_config),
     ]

@@ -174,6 +174,22 @@ def test_the_report_says_when_the_daemon_took_each_point_and_what_the_dcd_holds_
     assert "41 IOPS (2.0x S-iL's QD16) over the last 60 s" in steady  # 41.38 / 20.69
 
 
+def test_cdp_over_caches_on_both_legs_is_held_to_s_il_and_shown_against_the_same_legs_without_it(
+    tmp_path: Path,
+) -> None:
+    results = json.loads(MODELLED.read_text())
+    configs = results["configs"]
+    configs["CDP-60s-DD"] = json.loads(json.dumps(configs["D-iDL"]))
+    configs["CDP-60s-DD"]["qd16"]["iops"] = configs["D-iDL"]["qd16"]["iops"] / 2
+    rows = report.render(results, tmp_path).splitlines()
+    assert any(row.startswith("| CDP-60s-DD / S-iL 4 KiB QD16 IOPS | >= 0.9 |") for row in rows)
+    # What CDP itself costs on a DCD: the same legs, with and without it.
+    assert any(
+        row.startswith("| CDP-60s-DD / D-iDL 4 KiB QD16 IOPS | CDP's cost on a DCD | 0.50 |") for row in rows
+    )
+    assert any(row.startswith("| CDP-60s-DD / D-iDL 4 KiB QD1 mean latency |") for row in rows)
+
+
 def test_a_partial_run_reports_what_it_has(tmp_path: Path) -> None:
     text = report.render({"meta": {}, "configs": {}}, tmp_path)
     assert text.startswith("# remirror benchmarks")
