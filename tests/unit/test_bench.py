@@ -462,3 +462,34 @@ def test_site_bs_view_of_a_bench_profile_has_site_b_local_and_the_same_mirror(
     assert [name for name, site in b.sites.items() if site.is_local] == ["site-b"]
     assert a.mirrors == b.mirrors  # what site B holds site A's requests to is the same mirror
     assert b.mirrors[0].legs[1].points is not None
+
+
+def test_the_qd16_probe_gives_each_condition_against_the_bare_disk_and_the_time_each_slot_lost() -> None:
+    import peer_qd16
+
+    # Made up: a slot serves for 64 ms, so the disk's ceiling is 31.25 IOPS; two rounds.
+    def job(iops: float, runs: int, queued: int) -> dict[str, Any]:
+        return {"iops": iops, "disk_queue": {"runs": runs, "queued": queued}}
+
+    results = {
+        "meta": {
+            "commit": "abc1234",
+            "dilation": {"factor": 6.4},
+            "completion_nsec": {"/dev/lab/a2": 64_000_000},
+        },
+        "qd16": [
+            {"bare": job(25.0, 800, 400), "drbd": job(30.0, 900, 450)},
+            {"drbd": job(28.0, 840, 420), "bare": job(28.0, 840, 420)},
+        ],
+    }
+    lines = peer_qd16.report(results).splitlines()
+    assert "the disk's ceiling is 31.25 IOPS" in lines[2]
+    # bare: 2/25 - 0.064 = 16 ms and 2/28 - 0.064 = 7.43 ms lost per request and slot.
+    assert (
+        "| bare | 26.50 (25.00-28.00) | 1.00 (1.00-1.00) | 11.71 ms (7.43-16.00) | 2.00 (2.00-2.00) |"
+        in lines
+    )
+    # drbd against the bare disk of its own round: 30/25 and 28/28.
+    assert any(line.startswith("| drbd | 29.00 (28.00-30.00) | 1.10 (1.00-1.20) |") for line in lines)
+    # Conditions that did not run have no row.
+    assert not any(line.startswith("| remirror") for line in lines)
