@@ -267,12 +267,36 @@ def own_points_lines(own: dict[str, Any], configs: dict[str, Any]) -> list[str]:
     if said:
         lines += ["", f"With the points / without, in the same round, median of {len(ratios(judged[0][1]))}"
                   f" rounds (range): {'; '.join(said)}. The target: QD1 p50 <= 1.05x."]  # fmt: skip
+    lines += waits_lines(passes)
     plain = configs.get("async-W", {}).get("qd1", {}).get("p50_ms")
     with_points = [p["qd1"]["p50_ms"] for p in passes if p["points"]]
     if plain and with_points:
         lines += ["", f"Against async-W (no stack under the leg, measured once in this run): QD1 p50"
                   f" {median(with_points) / plain:.2f}x with the points, median of {len(with_points)}."]  # fmt: skip
     return lines
+
+
+def waits_lines(passes: list[dict[str, Any]]) -> list[str]:
+    """Where fio and md's raid1 thread slept uninterruptibly in the passes with points and in
+    those without (recorded since 2026-12-03's second run): each job's looks summed over the
+    rounds, the most often seen first."""
+    lines: list[str] = []
+    for job in ("qd1", "qd16"):
+        for points in (True, False):
+            seen: dict[str, int] = {}
+            looks = 0
+            for each in (p for p in passes if p["points"] is points and f"{job}_waits" in p):
+                looks += each[f"{job}_waits"]["looks"]
+                for where, count in each[f"{job}_waits"]["most_seen"].items():
+                    seen[where] = seen.get(where, 0) + count
+            if not looks:
+                continue
+            top = sorted(seen.items(), key=lambda item: -item[1])[:4]
+            said = "; ".join(f"`{where}` {count}" for where, count in top) or "none"
+            lines.append(
+                f"- {job.upper()}, {'with' if points else 'without'} the points: of {looks} looks, in D state: {said}"
+            )
+    return ["", "Where the writers waited (looks every 0.2 s):", "", *lines] if lines else []
 
 
 CALIBRATION_TOLERANCE = 0.15

@@ -47,6 +47,7 @@ from __future__ import annotations
 import json
 import os
 import platform
+import re
 import signal
 import subprocess
 import sys
@@ -89,7 +90,7 @@ from workloads import (
 from remirror.facts.dm import parse_cache_status
 from remirror.facts.parsers import ParseError, parse_bitmap_examine
 from remirror.lab import net
-from remirror.lab.probes import sectors_written, writes_in_flight
+from remirror.lab.probes import Waits, sectors_written, writes_in_flight
 
 WAN_DELAY_MS = 7  # each way: the DCD paper's 14 ms round trip
 WAN_RATE_MBIT = 1000  # a metro fibre: the WAN's delay, not its rate, is what S-iW and async-W test
@@ -525,20 +526,24 @@ def drained(device: str, timeout: float = 900) -> float | None:
     return round(time.monotonic() - started, 2)
 
 
-class InFlight:
-    """The most writes in flight at a disk (its sysfs `inflight`), looked at every 0.2 s while
-    the block runs: whether the DR leg's queue at the primary fills during a point."""
+class Looks:
+    """What a job shows every 0.2 s while the block runs: the most writes in flight at a disk
+    (its sysfs `inflight`), whether the DR leg's queue at the primary fills during a point; and
+    where fio and md's raid1 thread sleep uninterruptibly (probes.Waits): the layer a write
+    waits in while a point holds the DR leg."""
 
     def __init__(self, device: str) -> None:
         self.device, self.most = device, 0
+        self.waits = Waits(lambda name: name == "fio" or re.fullmatch(r"md\d+_raid1", name) is not None)
         self._stop = threading.Event()
         self._thread = threading.Thread(target=self._look, daemon=True)
 
     def _look(self) -> None:
         while not self._stop.wait(0.2):
             self.most = max(self.most, writes_in_flight(self.device))
+            self.waits.look()
 
-    def __enter__(self) -> InFlight:
+    def __enter__(self) -> Looks:
         self._thread.start()
         return self
 
@@ -560,9 +565,10 @@ def own_points_pass(view: Path, interval: int, number: int, points: bool) -> dic
             daemon.wait_for_point(timeout=600)
         for job in ("qd1", "qd16"):
             job_starts.append(time.monotonic())
-            with InFlight(REMOTE_LEG) as seen:
+            with Looks(REMOTE_LEG) as seen:
                 done[job] = latency(fio(MD, *FIO_SHAPES[job], seconds=interval)["write"])
             done[f"{job}_dr_leg_in_flight_max"] = seen.most
+            done[f"{job}_waits"] = {"looks": seen.waits.looks, "most_seen": seen.waits.most()}
             done[f"{job}_drained_s"] = drained(REMOTE_LEG)
     finally:
         if daemon is not None:

@@ -493,3 +493,51 @@ def test_the_qd16_probe_gives_each_condition_against_the_bare_disk_and_the_time_
     assert any(line.startswith("| drbd | 29.00 (28.00-30.00) | 1.10 (1.00-1.20) |") for line in lines)
     # Conditions that did not run have no row.
     assert not any(line.startswith("| remirror") for line in lines)
+
+
+# /proc/PID/stack as Linux 6.1 writes it (format of Debian 12's 6.1.0 kernel; the frames made up
+# from md's raid1 write path): innermost first, the sleep's own frames before what it waits on.
+STACK = """[<0>] __schedule+0x34d/0x9e0
+[<0>] schedule+0x5a/0xd0
+[<0>] md_bitmap_startwrite+0x1a2/0x1f0 [md_mod]
+[<0>] raid1_write_request+0x2c5/0xa10 [raid1]
+[<0>] raid1_make_request+0x8b/0x100 [raid1]
+[<0>] md_handle_request+0x12f/0x1b0 [md_mod]
+"""
+
+
+def test_where_a_writer_waits_is_its_stack_past_the_sleep_s_own_frames(tmp_path: Path) -> None:
+    from remirror.lab.probes import Waits, stack_frames
+
+    assert stack_frames(STACK)[:2] == ["md_bitmap_startwrite", "raid1_write_request"]
+    # A /proc of three tasks: fio's two threads (one waiting for I/O, one running) and a shell.
+    for pid, comm, tasks in (("7", "fio", {"7": "D", "8": "R"}), ("9", "bash", {"9": "D"})):
+        (tmp_path / pid).mkdir()
+        (tmp_path / pid / "comm").write_text(f"{comm}\n")
+        for tid, state in tasks.items():
+            task = tmp_path / pid / "task" / tid
+            task.mkdir(parents=True)
+            (task / "comm").write_text(f"{comm}\n")
+            (task / "stat").write_text(f"{tid} ({comm} x) {state} 1 {tid} {tid} 0 -1\n")
+            (task / "stack").write_text(STACK)
+    waits = Waits(lambda name: name == "fio", proc=tmp_path)
+    waits.look()
+    waits.look()
+    assert waits.looks == 2
+    assert waits.most() == {"fio: md_bitmap_startwrite < raid1_write_request < raid1_make_request": 2}
+
+
+def test_the_own_points_report_says_where_the_writers_waited_with_and_without_the_points() -> None:
+    passes = [
+        {
+            **_own_pass(1, True, 10.0, 90),
+            "qd1_waits": {"looks": 300, "most_seen": {"fio: a < b": 40, "fio: c": 2}},
+        },
+        {**_own_pass(2, True, 10.0, 90), "qd1_waits": {"looks": 300, "most_seen": {"fio: a < b": 20}}},
+        {**_own_pass(1, False, 10.0, 95), "qd1_waits": {"looks": 300, "most_seen": {}}},
+        _own_pass(2, False, 10.0, 95),  # a pass recorded before the looks: counted as none
+    ]
+    lines = report.waits_lines(passes)
+    assert "- QD1, with the points: of 600 looks, in D state: `fio: a < b` 60; `fio: c` 2" in lines
+    assert "- QD1, without the points: of 300 looks, in D state: none" in lines
+    assert not any(line.startswith("- QD16") for line in lines)

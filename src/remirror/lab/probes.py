@@ -9,6 +9,7 @@ import functools
 import mmap
 import os
 import time
+from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -92,6 +93,69 @@ def writes_in_flight(device: str) -> int:
     """Writes a block device holds in flight now (its sysfs `inflight`, the second field)."""
     kernel = Path(device).resolve().name
     return int(Path(f"/sys/class/block/{kernel}/inflight").read_text().split()[1])
+
+
+# The scheduler's and the generic sleep's frames, innermost in every sleeping task's stack: they
+# say that it waits, not on what.
+_SLEEP_FRAMES = frozenset(
+    {
+        "__schedule", "schedule", "io_schedule", "schedule_timeout", "io_schedule_timeout",
+        "schedule_preempt_disabled", "wait_for_completion", "wait_for_completion_io",
+        "__wait_for_common", "wait_for_common_io", "bit_wait_io", "__wait_on_bit", "out_of_line_wait_on_bit",
+        "rwsem_down_write_slowpath", "rwsem_down_read_slowpath", "__mutex_lock", "mutex_lock",
+    }
+)  # fmt: skip
+
+
+def stack_frames(text: str) -> list[str]:
+    """The function names of a task's kernel stack as /proc/PID/stack gives it (Linux 6.1:
+    `[<0>] md_bitmap_startwrite+0x1a2/0x1f0 [md_mod]`, innermost first), past the sleep's own."""
+    names = [line.split("] ", 1)[-1].split("+", 1)[0].strip() for line in text.splitlines() if line.strip()]
+    return [name for name in names if name not in _SLEEP_FRAMES]
+
+
+class Waits:
+    """Where the threads of some processes sleep uninterruptibly (state D: waiting for I/O or
+    a lock, not for work): each look counts the three innermost frames of each such thread's
+    kernel stack, past the sleep's own. Which processes: those whose name `matches` (e.g. fio
+    and md's raid1 thread), found again only when one of them is gone, so that a look reads
+    the few tasks it watches and not the whole of /proc."""
+
+    def __init__(self, matches: Callable[[str], bool], proc: Path = Path("/proc")) -> None:
+        self.matches, self.proc = matches, proc
+        self.looks = 0
+        self.seen: dict[str, int] = {}
+        self._pids: list[Path] = []
+
+    def _find(self) -> None:
+        self._pids = []
+        for proc in self.proc.iterdir():
+            if proc.name.isdigit():
+                try:
+                    if self.matches((proc / "comm").read_text().strip()):
+                        self._pids.append(proc)
+                except OSError:  # gone meanwhile
+                    continue
+
+    def look(self) -> None:
+        if not self._pids or not all(p.exists() for p in self._pids):
+            self._find()
+        self.looks += 1
+        for proc in self._pids:
+            try:
+                for task in (proc / "task").iterdir():
+                    stat = (task / "stat").read_text()
+                    if stat.rsplit(")", 1)[1].split()[0] != "D":
+                        continue
+                    frames = stack_frames((task / "stack").read_text())[:3]
+                    where = f"{(task / 'comm').read_text().strip()}: {' < '.join(frames)}"
+                    self.seen[where] = self.seen.get(where, 0) + 1
+            except OSError:  # the task ended between two reads
+                continue
+
+    def most(self, count: int = 8) -> dict[str, int]:
+        """The `count` most often seen, with how many looks saw each."""
+        return dict(sorted(self.seen.items(), key=lambda item: -item[1])[:count])
 
 
 def array_size(device: str) -> int:
