@@ -464,12 +464,15 @@ def test_site_bs_view_of_a_bench_profile_has_site_b_local_and_the_same_mirror(
     assert b.mirrors[0].legs[1].points is not None
 
 
-def test_the_qd16_probe_gives_each_condition_against_the_bare_disk_and_the_time_each_slot_lost() -> None:
-    import peer_qd16
+def test_the_idle_probe_gives_qd16_against_the_bare_disk_the_time_each_slot_lost_and_qd1_s_tail() -> None:
+    import peer_idle
 
     # Made up: a slot serves for 64 ms, so the disk's ceiling is 31.25 IOPS; two rounds.
     def job(iops: float, runs: int, queued: int) -> dict[str, Any]:
         return {"iops": iops, "disk_queue": {"runs": runs, "queued": queued}}
+
+    def qd1(p50: float, p99: float, slowest: float) -> dict[str, Any]:
+        return {"p50_ms": p50, "p99_ms": p99, "max_ms": slowest, "disk_queue": {"runs": 2, "queued": 1}}
 
     results = {
         "meta": {
@@ -477,22 +480,34 @@ def test_the_qd16_probe_gives_each_condition_against_the_bare_disk_and_the_time_
             "dilation": {"factor": 6.4},
             "completion_nsec": {"/dev/lab/a2": 64_000_000},
         },
-        "qd16": [
-            {"bare": job(25.0, 800, 400), "drbd": job(30.0, 900, 450)},
-            {"drbd": job(28.0, 840, 420), "bare": job(28.0, 840, 420)},
+        "rounds": [
+            {
+                "bare qd16": job(25.0, 800, 400),
+                "drbd qd16": job(30.0, 900, 450),
+                "remirror qd1": qd1(70, 280, 300),
+            },
+            {
+                "drbd qd16": job(28.0, 840, 420),
+                "bare qd16": job(28.0, 840, 420),
+                "remirror qd1": qd1(70, 140, 150),
+            },
         ],
     }
-    lines = peer_qd16.report(results).splitlines()
+    lines = peer_idle.report(results).splitlines()
     assert "the disk's ceiling is 31.25 IOPS" in lines[2]
     # bare: 2/25 - 0.064 = 16 ms and 2/28 - 0.064 = 7.43 ms lost per request and slot.
     assert (
-        "| bare | 26.50 (25.00-28.00) | 1.00 (1.00-1.00) | 11.71 ms (7.43-16.00) | 2.00 (2.00-2.00) |"
+        "| bare qd16 | 26.50 (25.00-28.00) | 1.00 (1.00-1.00) | 11.71 ms (7.43-16.00) | 2.00 (2.00-2.00) |"
         in lines
     )
     # drbd against the bare disk of its own round: 30/25 and 28/28.
-    assert any(line.startswith("| drbd | 29.00 (28.00-30.00) | 1.10 (1.00-1.20) |") for line in lines)
+    assert any(line.startswith("| drbd qd16 | 29.00 (28.00-30.00) | 1.10 (1.00-1.20) |") for line in lines)
+    assert (
+        "| remirror qd1 | 70.00 (70.00-70.00) | 210.00 (140.00-280.00) | 225.00 (150.00-300.00) | 3.00 (2.00-4.00) |"
+        in lines
+    )
     # Conditions that did not run have no row.
-    assert not any(line.startswith("| remirror") for line in lines)
+    assert not any(line.startswith(("| remirror qd16", "| drbd qd1 ")) for line in lines)
 
 
 # /proc/PID/stack as Linux 6.1 writes it (format of Debian 12's 6.1.0 kernel; the frames made up
