@@ -586,6 +586,7 @@ def one_round(lab: HostsLab, factor: float, number: int, out: Path) -> None:
     this["initial_sync"] = build_both(lab, factor, first)
     save(out)
     warm_up(a)
+    quiet(lab)  # as before every mirror's jobs: the warm-up's writes drained first
     this["baseline"] = workloads(lab, BASELINE)
     for index, (link, mode) in enumerate(CELLS):
         order = first if index % 2 == 0 else first[::-1]
