@@ -390,3 +390,23 @@ def test_destroy_dry_run_shows_the_teardown_and_runs_nothing(
     assert document["actions"] == [stop.as_json()]
     code, out, _ = run(capsys, "destroy", "--dry-run", TWO_SITE, "finance")
     assert (code, out.splitlines()[0]) == (0, stop.line())
+
+
+def test_an_apply_that_wrote_mdadm_conf_says_where_the_initramfs_wants_updating() -> None:
+    from remirror.cli.mirror import _carry_out
+    from remirror.controller import Outcome
+    from remirror.plan.actions import Action, Plan, Verb
+
+    conf = Action("dr", Verb.WRITE_MDADM_CONF, "/etc/mdadm/mdadm.conf", "~")
+    plans = iter([Plan((conf,)), Plan(())])
+    said: list[str] = []
+
+    class Controller:
+        def apply(self, plan: Plan, say: object) -> list[Outcome]:
+            return [Outcome(action, ok=True) for action in plan.actions]
+
+    with pytest.MonkeyPatch.context() as patch:
+        patch.setattr("click.echo", said.append)
+        code = _carry_out("apply", lambda: next(plans), Controller(), True, False, "text")  # type: ignore[arg-type]
+    assert code == 0
+    assert "mdadm.conf changed on dr: `update-initramfs -u` there gives early boot the same" in said

@@ -291,6 +291,8 @@ def _carry_out(
     A plan with a `pending` part (what waits for keys its actions make) is followed by the plan
     made once they have run: shown, guarded and confirmed as the first was.
     """
+    from remirror.plan.actions import Verb
+
     say = (lambda _line: None) if output == "json" else click.echo
     result = make()
     outcomes: list[Outcome] = []
@@ -321,7 +323,7 @@ def _carry_out(
                 "notes": list(after.notes),
             },
         )
-    rewritten = sorted({o.action.site for o in outcomes if o.action.verb == "WriteMdadmConf"})
+    rewritten = sorted({o.action.site for o in outcomes if o.action.verb == Verb.WRITE_MDADM_CONF})
     if rewritten:
         # Early boot reads the initramfs's copy of mdadm.conf (docs/safety.md, "Boot").
         say(
