@@ -63,7 +63,7 @@ CONDITIONS = (
     ("remirror", "qd1", "spinning"),
     ("drbd", "qd1", ""),
 )
-SPINNER = "nohup nice -n 19 sh -c 'while :; do :; done' >/dev/null 2>&1 & echo $!"
+SPINNER = "nohup nice -n 19 sh -c 'while :; do :; done' </dev/null >/dev/null 2>&1 & echo $!"
 
 
 def null_blk_of(host: Host, disk: str) -> str:
