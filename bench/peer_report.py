@@ -85,8 +85,10 @@ def cells(results: dict[str, Any]) -> list[str]:
 
 
 def valid(measured: dict[str, Any], system: str) -> bool:
-    run = measured.get(system, {})
-    return "error" not in run and run.get("run", {}).get("valid", True)
+    """Whether a system ran whole in a cell; not when the cell or the system's run is missing
+    (a round cut off before it)."""
+    run: dict[str, Any] = measured.get(system) or {}
+    return bool(run) and "error" not in run and bool(run.get("run", {}).get("valid", True))
 
 
 def paired(

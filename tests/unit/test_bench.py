@@ -556,3 +556,17 @@ def test_the_own_points_report_says_where_the_writers_waited_with_and_without_th
     assert "- QD1, with the points: of 600 looks, in D state: `fio: a < b` 60; `fio: c` 2" in lines
     assert "- QD1, without the points: of 300 looks, in D state: none" in lines
     assert not any(line.startswith("- QD16") for line in lines)
+
+
+def test_the_peer_report_of_a_run_cut_off_inside_a_round_shows_the_rounds_it_has() -> None:
+    import copy
+
+    import peer_report
+
+    results = json.loads(PEER.read_text())
+    cut = copy.deepcopy(results["rounds"][0])
+    for cell in [name for name in cut if name not in ("baseline", "initial_sync")][1:]:
+        del cut[cell]  # the round stopped after its first cell
+    results["rounds"].append(cut)
+    text = peer_report.render(results)
+    assert "## LAN, remirror sync mode against DRBD protocol C" in text
