@@ -468,11 +468,11 @@ def test_the_idle_probe_gives_qd16_against_the_bare_disk_the_time_each_slot_lost
     import peer_idle
 
     # Made up: a slot serves for 64 ms, so the disk's ceiling is 31.25 IOPS; two rounds.
-    def job(iops: float, runs: int, queued: int) -> dict[str, Any]:
-        return {"iops": iops, "disk_queue": {"runs": runs, "queued": queued}}
+    def job(iops: float, runs: int, writes: int) -> dict[str, Any]:
+        return {"iops": iops, "disk_queue": {"runs": runs, "writes": writes}}
 
     def qd1(p50: float, p99: float, slowest: float) -> dict[str, Any]:
-        return {"p50_ms": p50, "p99_ms": p99, "max_ms": slowest, "disk_queue": {"runs": 2, "queued": 1}}
+        return {"p50_ms": p50, "p99_ms": p99, "max_ms": slowest, "disk_queue": {"runs": 2, "writes": 1}}
 
     results = {
         "meta": {
