@@ -26,8 +26,8 @@ after both hosts went quiet:
   (its vCPU never halts), DRBD also disconnected (its local disk alone, no network activity);
 - QD1 on md's mirror, with and without the busy loop, and on DRBD's device;
 
-and records each job's figures and the modelled disk's blk-mq counters at site-a (debugfs:
-the hardware queue's runs, the requests it queued), from which the report gives the time each
+and records each job's figures and, at site-a's modelled disk, how often blk-mq ran its queue
+(debugfs) and the write requests it completed (its block stat); the report gives the time each
 slot lost per request (2 / IOPS - completion_nsec).
 """
 
