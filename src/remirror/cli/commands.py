@@ -100,7 +100,7 @@ def _describe(source: str, profile: Profile, here: str) -> None:
     out.print(f"  this host: {here}", markup=False)
     for mirror in profile.mirrors:
         r = mirror.replication
-        mode = f"async, write-behind {r.effective_write_behind}" if r.is_async else "sync"
+        mode = f"async, write-behind {r.effective_write_behind}" if r.mode == "async" else "sync"
         timeouts = mirror.iscsi.timeouts if isinstance(mirror.iscsi.timeouts, str) else "custom"
         out.print(
             f"  mirror {mirror.name}: {mirror.md_device}, {mode}, bitmap chunk {format_size(r.bitmap_chunk)},"

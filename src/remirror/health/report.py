@@ -303,7 +303,7 @@ def _async_notes(
     """What keeps an async mirror from what async mode promises (docs/failover.md): writes that
     do not go behind (the local leg is not last: plan/md.py), or a session on which they may
     overtake each other (profile/timeouts.py)."""
-    if not mirror.replication.is_async:
+    if mirror.replication.mode != "async":
         return ()
     notes = []
     own = array.member(local) if local else None

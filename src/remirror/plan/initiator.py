@@ -166,7 +166,7 @@ def initiator_actions(
     disordered = (
         session is not None
         and logged_in
-        and mirror.replication.is_async
+        and mirror.replication.mode == "async"
         and not session.sends_writes_in_order
     )
     relogin = relogin or disordered

@@ -240,7 +240,7 @@ def _local_leg_last(mirror: Mirror, primary: SiteFacts, array: MdArray, local: D
     (remirror.agent.md_slots): until then the plan leaves it, and status says
     why writes still wait. Sync mirrors need no move (nothing goes behind).
     """
-    if not mirror.replication.is_async or not array.is_ahead(local.kernel_name) or not is_whole(array):
+    if mirror.replication.mode != "async" or not array.is_ahead(local.kernel_name) or not is_whole(array):
         return []
     slot = next(m.slot for m in array.members if m.device == local.kernel_name)
     return [

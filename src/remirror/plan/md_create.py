@@ -68,7 +68,7 @@ def create_actions(
         replication.bitmap_chunk,
         # Short of each leg's last MiB, the leg record's place (docs/failover.md).
         size // MiB * MiB,
-        replication.effective_write_behind if replication.is_async else None,
+        replication.effective_write_behind if replication.mode == "async" else None,
     )
     if replication.initial_sync == "skip":
         return _create_without_sync(
@@ -117,7 +117,9 @@ def create_actions(
     # made write-mostly through sysfs: `mdadm --add --write-mostly` leaves the new leg faulty
     # (mdadm 4.2, kernel 6.1: seen in the lab).
     create = dataclasses.replace(create, legs=(*["missing"] * len(remote_paths), local.path))
-    mode = f"async, write-behind {replication.effective_write_behind}" if replication.is_async else "sync"
+    mode = (
+        f"async, write-behind {replication.effective_write_behind}" if replication.mode == "async" else "sync"
+    )
     adds = [
         AddReplicaLegs(mirror.md_device, tuple(remote_paths)),
         *(SetMemberState(mirror.md_device, path, "writemostly") for path in remote_paths),

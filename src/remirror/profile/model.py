@@ -194,15 +194,9 @@ class Replication(ProfileModel):
         return [parse_window(text) for text in self.schedule or {} if text != DEFAULT_KEY]
 
     @property
-    def is_async(self) -> bool:
-        """Whether writes complete once the local leg has them (md's write-behind to the
-        write-mostly legs): the one place the mode's name is compared."""
-        return self.mode == "async"
-
-    @property
     def effective_write_behind(self) -> int:
         """The md backlog to configure: 0 in sync mode."""
-        if not self.is_async:
+        if self.mode == "sync":
             return 0
         return DEFAULT_WRITE_BEHIND if self.write_behind is None else self.write_behind
 

@@ -132,9 +132,9 @@ def _replication_consistent(profile: Profile) -> Iterator[Violation]:
     for m, mirror in enumerate(profile.mirrors):
         replication = mirror.replication
         path = ("mirrors", m, "replication")
-        if not replication.is_async and replication.write_behind is not None:
+        if replication.mode == "sync" and replication.write_behind is not None:
             yield (*path, "write_behind"), "only allowed with mode: async"
-        if replication.is_async and replication.write_behind == 0:
+        if replication.mode == "async" and replication.write_behind == 0:
             yield (*path, "write_behind"), "0 makes async mode synchronous; use mode: sync"
         schedule = replication.schedule or {}
         if DEFAULT_KEY in schedule and replication.resync_max is not None:
