@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import json
 import sys
+from collections import Counter
 from collections.abc import Callable
 from pathlib import Path
 from statistics import median
@@ -283,16 +284,14 @@ def waits_lines(passes: list[dict[str, Any]]) -> list[str]:
     lines: list[str] = []
     for job in ("qd1", "qd16"):
         for points in (True, False):
-            seen: dict[str, int] = {}
+            seen: Counter[str] = Counter()
             looks = 0
             for each in (p for p in passes if p["points"] is points and f"{job}_waits" in p):
                 looks += each[f"{job}_waits"]["looks"]
-                for where, count in each[f"{job}_waits"]["most_seen"].items():
-                    seen[where] = seen.get(where, 0) + count
+                seen.update(each[f"{job}_waits"]["most_seen"])
             if not looks:
                 continue
-            top = sorted(seen.items(), key=lambda item: -item[1])[:4]
-            said = "; ".join(f"`{where}` {count}" for where, count in top) or "none"
+            said = "; ".join(f"`{where}` {count}" for where, count in seen.most_common(4)) or "none"
             lines.append(
                 f"- {job.upper()}, {'with' if points else 'without'} the points: of {looks} looks, in D state: {said}"
             )

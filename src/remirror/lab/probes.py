@@ -9,6 +9,7 @@ import functools
 import mmap
 import os
 import time
+from collections import Counter
 from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
@@ -124,7 +125,7 @@ class Waits:
     def __init__(self, matches: Callable[[str], bool], proc: Path = Path("/proc")) -> None:
         self.matches, self.proc = matches, proc
         self.looks = 0
-        self.seen: dict[str, int] = {}
+        self.seen: Counter[str] = Counter()
         self._pids: list[Path] = []
 
     def _find(self) -> None:
@@ -149,13 +150,13 @@ class Waits:
                         continue
                     frames = stack_frames((task / "stack").read_text())[:3]
                     where = f"{(task / 'comm').read_text().strip()}: {' < '.join(frames)}"
-                    self.seen[where] = self.seen.get(where, 0) + 1
+                    self.seen[where] += 1
             except OSError:  # the task ended between two reads
                 continue
 
     def most(self, count: int = 8) -> dict[str, int]:
         """The `count` most often seen, with how many looks saw each."""
-        return dict(sorted(self.seen.items(), key=lambda item: -item[1])[:count])
+        return dict(self.seen.most_common(count))
 
 
 def array_size(device: str) -> int:
