@@ -35,8 +35,8 @@ Which mirror goes first alternates between rounds and between cells. The results
 hosts run, the command, each host's kernel and tool versions, the dilation before and after,
 every DRBD setting and remirror's profile, the machine's load at each cell. BENCH_SECONDS
 sets each fio job's length (15), BENCH_TRACE_SECONDS the trace's (60), PEER_ROUNDS the rounds
-(3), PEER_HOURS when no new round starts (4); PEER_CELLS, PEER_JOBS and PEER_OUTAGE=0 a
-focused run (below), PEER_BITMAP_CHUNK remirror's bitmap chunk (the profile's default). Lab
+(3), PEER_HOURS when no new round starts, from the first (4); PEER_CELLS, PEER_JOBS and
+PEER_OUTAGE=0 a focused run (below), PEER_BITMAP_CHUNK remirror's bitmap chunk (the profile's default). Lab
 figures are lab time: the report (bench/peer_report.py) gives ratios within the run, remirror /
 DRBD in each round, and their median and spread.
 """
@@ -53,6 +53,7 @@ import subprocess
 import sys
 import tempfile
 import time
+from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
@@ -598,34 +599,27 @@ def one_round(lab: HostsLab, factor: float, number: int, out: Path) -> None:
     tear_down_both(lab, factor)
 
 
-def main() -> int:
-    out = Path(sys.argv[1] if len(sys.argv) > 1 else "bench/out-peer").resolve()
+def run_on_hosts(out: Path, body: Callable[[HostsLab, float, Path], None]) -> int:
+    """One boot of the hosts' lab for a run of this kind (this module's, bench/peer_tail.py's):
+    the checkout's commit recorded first (a dirty tree refused), both hosts prepared (prepare),
+    `body(lab, factor, out)`, the dilation after; what finished is saved and the lab stopped
+    whatever failed. The exit code: 1 when anything recorded an error."""
     results["commit"] = commit()  # before anything: an edit while it runs changes no result
     if results["commit"].endswith("-dirty") and not os.environ.get("PEER_ALLOW_DIRTY"):
-        sys.exit("peer: the checkout has uncommitted changes: commit them (a result names its commit)")
+        sys.exit(
+            f"{Path(sys.argv[0]).stem}: the checkout has uncommitted changes:"
+            " commit them (a result names its commit)"
+        )
     work = Path(tempfile.mkdtemp(prefix="remirror-peer-", dir=os.environ.get("REMIRROR_LAB_TMPDIR")))
     lab = HostsLab(work, {"site-a": [], "site-b": []}, checkout=CHECKOUT, memory=MEMORY)
     started = time.monotonic()
     results["rounds"] = []
     try:
         factor = prepare(lab, out)
-        for number in range(ROUNDS):
-            if time.monotonic() - started > HOURS * 3600:
-                results.setdefault("errors", {})["rounds"] = (
-                    f"stopped after {number} rounds: PEER_HOURS {HOURS}"
-                )
-                break
-            try:
-                one_round(lab, factor, number, out)
-            except (SystemExit, Exception) as error:  # noqa: BLE001 - record it; the report says what is missing
-                log(f"round {number + 1}: failed: {error}")
-                results.setdefault("errors", {})[f"round {number + 1}"] = str(error)[-2000:]
-                save(out)
-                break  # what the next round builds stands on this one's teardown
-            log(f"round {number + 1} done")
+        body(lab, factor, out)
         results["meta"]["dilation_after"] = measure_dilation(lab)
-    except (SystemExit, Exception) as error:  # noqa: BLE001
-        results.setdefault("errors", {})["prepare"] = str(error)[-2000:]
+    except (SystemExit, Exception) as error:  # noqa: BLE001 - recorded; what finished is kept
+        results.setdefault("errors", {})["run"] = str(error)[-2000:]
     finally:
         results.setdefault("meta", {})["seconds"] = time.monotonic() - started
         save(out)
@@ -635,6 +629,28 @@ def main() -> int:
         lab.stop()
     log(f"done in {time.monotonic() - started:.0f}s: {out / 'results.json'}")
     return 1 if results.get("errors") else 0
+
+
+def rounds(lab: HostsLab, factor: float, out: Path) -> None:
+    """ROUNDS rounds, none started past PEER_HOURS from the first; a round that fails ends them
+    (what the next builds stands on its teardown), recorded for the report."""
+    started = time.monotonic()
+    for number in range(ROUNDS):
+        if time.monotonic() - started > HOURS * 3600:
+            results.setdefault("errors", {})["rounds"] = f"stopped after {number} rounds: PEER_HOURS {HOURS}"
+            return
+        try:
+            one_round(lab, factor, number, out)
+        except (SystemExit, Exception) as error:  # noqa: BLE001 - record it; the report says what is missing
+            log(f"round {number + 1}: failed: {error}")
+            results.setdefault("errors", {})[f"round {number + 1}"] = str(error)[-2000:]
+            save(out)
+            return
+        log(f"round {number + 1} done")
+
+
+def main() -> int:
+    return run_on_hosts(Path(sys.argv[1] if len(sys.argv) > 1 else "bench/out-peer").resolve(), rounds)
 
 
 if __name__ == "__main__":

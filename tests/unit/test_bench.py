@@ -464,50 +464,48 @@ def test_site_bs_view_of_a_bench_profile_has_site_b_local_and_the_same_mirror(
     assert b.mirrors[0].legs[1].points is not None
 
 
-def test_the_idle_probe_gives_qd16_against_the_bare_disk_the_time_each_slot_lost_and_qd1_s_tail() -> None:
-    import peer_idle
+def test_the_tail_probe_gives_each_condition_s_p99_against_the_bare_disk_s_and_what_each_disk_held() -> None:
+    import peer_tail
 
-    # Made up: a slot serves for 64 ms, so the disk's ceiling is 31.25 IOPS; two rounds.
-    def job(iops: float, runs: int, writes: int) -> dict[str, Any]:
-        return {"iops": iops, "disk_queue": {"runs": runs, "writes": writes}}
-
-    def qd1(p50: float, p99: float, slowest: float) -> dict[str, Any]:
-        return {"p50_ms": p50, "p99_ms": p99, "max_ms": slowest, "disk_queue": {"runs": 2, "writes": 1}}
+    # Made up: two rounds; DRBD's job in round 2 lost its peer, so that round has no DRBD row.
+    def job(p99: float, at_a: list[int], at_b: list[int] | None = None, valid: bool = True) -> dict[str, Any]:
+        in_flight = {"site-a": at_a} | ({"site-b": at_b} if at_b is not None else {})
+        return {
+            "iops": 28.0,
+            "p50_ms": 500.0,
+            "p99_ms": p99,
+            "mean_ms": 550.0,
+            "in_flight": in_flight,
+            "valid": valid,
+        }
 
     results = {
-        "meta": {
-            "commit": "abc1234",
-            "dilation": {"factor": 6.4},
-            "completion_nsec": {"/dev/lab/a2": 64_000_000},
-        },
+        "meta": {"commit": "abc1234", "dilation": {"factor": 7.1}},
         "rounds": [
             {
-                "bare qd16": job(25.0, 800, 400),
-                "drbd qd16": job(30.0, 900, 450),
-                "remirror qd1": qd1(70, 280, 300),
+                "bare": job(1500, [16, 16]),
+                "bare, fifo": job(900, [16]),
+                "drbd": job(1000, [16, 15], [2, 3, 4]),
             },
             {
-                "drbd qd16": job(28.0, 840, 420),
-                "bare qd16": job(28.0, 840, 420),
-                "remirror qd1": qd1(70, 140, 150),
+                "bare": job(1700, [16]),
+                "bare, fifo": job(1020, [16]),
+                "drbd": job(900, [16], [9], valid=False),
             },
         ],
     }
-    lines = peer_idle.report(results).splitlines()
-    assert "the disk's ceiling is 31.25 IOPS" in lines[2]
-    # bare: 2/25 - 0.064 = 16 ms and 2/28 - 0.064 = 7.43 ms lost per request and slot.
-    assert (
-        "| bare qd16 | 26.50 (25.00-28.00) | 1.00 (1.00-1.00) | 11.71 ms (7.43-16.00) | 2.00 (2.00-2.00) |"
-        in lines
-    )
-    # drbd against the bare disk of its own round: 30/25 and 28/28.
-    assert any(line.startswith("| drbd qd16 | 29.00 (28.00-30.00) | 1.10 (1.00-1.20) |") for line in lines)
-    assert (
-        "| remirror qd1 | 70.00 (70.00-70.00) | 210.00 (140.00-280.00) | 225.00 (150.00-300.00) | 3.00 (2.00-4.00) |"
-        in lines
+    lines = peer_tail.report(results).splitlines()
+    assert lines[0].startswith("# DRBD's QD16 tail against the bare disk's, 2 rounds (peer_tail.py, abc1234")
+    assert "| bare | 28.00 (28.00-28.00) | 500.00 (500.00-500.00) | 1600.00 (1500.00-1700.00) |" in lines[-3]
+    # Against the bare disk of its own round: 900/1500 and 1020/1700, both 0.60.
+    assert "| 0.60 (0.60-0.60) | 16 / 16 | - |" in lines[-2]
+    # The invalid job is left out: DRBD's row is round 1's alone, and its DR disk held 2-4.
+    assert lines[-1] == (
+        "| drbd | 28.00 (28.00-28.00) | 500.00 (500.00-500.00) | 1000.00 (1000.00-1000.00) | 550.00 (550.00-550.00)"
+        " | 0.67 (0.67-0.67) | 16 / 16 | 3 / 4 |"
     )
     # Conditions that did not run have no row.
-    assert not any(line.startswith(("| remirror qd16", "| drbd qd1 ")) for line in lines)
+    assert not any(line.startswith(("| remirror", "| drbd, no-drain")) for line in lines)
 
 
 # /proc/PID/stack as Linux 6.1 writes it (format of Debian 12's 6.1.0 kernel; the frames made up

@@ -47,6 +47,15 @@ def test_the_resource_file_holds_both_ends_and_the_user_guide_s_tuning() -> None
     assert "flushes" not in text
 
 
+def test_write_ordering_off_turns_off_flushes_barriers_and_the_drain_and_nothing_else() -> None:
+    drained, undrained = pair().text(), pair(tuning=drbd.Tuning(drain=False)).text()
+    added = [line for line in undrained.splitlines() if line not in drained.splitlines()]
+    assert added == ["\t\tdisk-flushes no;", "\t\tdisk-barrier no;", "\t\tdisk-drain no;"]
+    assert undrained.index("disk-drain no;") < undrained.index("on site-a {")  # in the disk section
+    assert undrained.count("{") == undrained.count("}")
+    assert pair().settings()["drain"] is True  # recorded beside the results, as every option
+
+
 def test_the_settings_recorded_beside_the_results_name_the_protocol_and_every_option() -> None:
     settings = pair(protocol="A").settings()
     assert settings["protocol"] == "A"
@@ -104,6 +113,8 @@ def test_proc_drbd_in_sync_is_read_with_its_counters() -> None:
     assert state.in_sync
     assert state.counters["ns"] == 524236
     assert state.counters["oos"] == 0
+    assert state.write_ordering == "f"  # flush: the drain at each barrier is on
+    assert drbd.parse_proc_drbd(IN_SYNC.replace("wo:f", "wo:n"))[1].write_ordering == "n"
 
 
 def test_no_minor_is_read_from_a_module_with_none_configured() -> None:

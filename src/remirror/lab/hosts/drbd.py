@@ -101,6 +101,12 @@ class Tuning:
     c_max_rate: str = "100M"
     c_min_rate: str = "250k"  # the default: a resync yields to application writes down to this
     ping_timeout: int = 5  # tenths of a second for a ping's answer (the default, a LAN's)
+    # Write ordering (the default: flush, /proc/drbd's wo:f). At each epoch's barrier the DR
+    # site's receiver waits until every write of the epoch is on its disk, then flushes,
+    # before it takes the next epoch's writes. False: none of it (disk-flushes, disk-barrier
+    # and disk-drain off, wo:n), which the guide allows only behind a battery-backed cache; the
+    # bench turns it off only to measure what the drain does to a tail (bench/peer_tail.py).
+    drain: bool = True
 
     def __post_init__(self) -> None:
         if not 1 <= self.ping_timeout <= 300:
@@ -154,6 +160,7 @@ class Resource:
                 f"\t\taddress {end.address}:{self.port};\n\t\tmeta-disk internal;\n\t}}\n"
             )
 
+        no_drain = "\t\tdisk-flushes no;\n\t\tdisk-barrier no;\n\t\tdisk-drain no;\n"
         return (
             f"resource {self.name} {{\n"
             f"\tnet {{\n\t\tprotocol {self.protocol};\n"
@@ -162,7 +169,8 @@ class Resource:
             f"\t\tping-timeout {tuning.ping_timeout};\n\t}}\n"
             f"\tdisk {{\n\t\tal-extents {tuning.al_extents};\n"
             f"\t\tc-plan-ahead {tuning.c_plan_ahead};\n\t\tc-fill-target {tuning.c_fill_target};\n"
-            f"\t\tc-max-rate {tuning.c_max_rate};\n\t\tc-min-rate {tuning.c_min_rate};\n\t}}\n"
+            f"\t\tc-max-rate {tuning.c_max_rate};\n\t\tc-min-rate {tuning.c_min_rate};\n"
+            f"{'' if tuning.drain else no_drain}\t}}\n"
             f"{on(self.primary)}{on(self.secondary)}}}\n"
         )
 
@@ -181,6 +189,7 @@ class DeviceState:
     disks: tuple[str, str]  # ds: UpToDate, Inconsistent, DUnknown, ...
     protocol: str
     counters: dict[str, int]  # ns, nr, dw, dr, al, bm, lo, pe, ua, ap, ep, oos
+    write_ordering: str = ""  # wo: f (flush), d (drain), n (none); "" when not shown
 
     @property
     def in_sync(self) -> bool:
@@ -192,6 +201,7 @@ _LINE = re.compile(
     r"ds:(?P<ds>\w+)/(?P<peer_ds>\w+) (?P<protocol>[ABC]) "
 )
 _COUNTER = re.compile(r"\b(ns|nr|dw|dr|al|bm|lo|pe|ua|ap|ep|oos):(\d+)")
+_WRITE_ORDERING = re.compile(r"\bwo:([a-z])\b")
 
 
 def parse_proc_drbd(text: str) -> dict[int, DeviceState]:
@@ -205,6 +215,7 @@ def parse_proc_drbd(text: str) -> dict[int, DeviceState]:
             continue
         below = lines[index + 1] if index + 1 < len(lines) else ""
         counters = {key: int(value) for key, value in _COUNTER.findall(below)}
+        ordering = _WRITE_ORDERING.search(below)
         states[int(found["minor"])] = DeviceState(
             minor=int(found["minor"]),
             connection=found["cs"],
@@ -212,6 +223,7 @@ def parse_proc_drbd(text: str) -> dict[int, DeviceState]:
             disks=(found["ds"], found["peer_ds"]),
             protocol=found["protocol"],
             counters=counters,
+            write_ordering=ordering[1] if ordering else "",
         )
     return states
 
