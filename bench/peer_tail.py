@@ -1,6 +1,6 @@
 """Why DRBD's QD16 tail in protocol C is tighter than the bare disk's: a focused run of peer.py's job.
 
-    .venv/bin/python bench/peer_tail.py OUT     # after ./dev setup and a fresh wheel; about 35 minutes
+    .venv/bin/python bench/peer_tail.py OUT     # after ./dev setup and a fresh wheel; about 30 minutes
 
 In every peer run remirror's QD16 p99 in sync mode is about the bare disk's (1.5 s of lab time
 at dilation 7) and DRBD's in protocol C is tighter than the bare disk's, at the same rate and
@@ -19,8 +19,8 @@ write when both disks have it, so the DR disk's order bounds the tail.
 Each of PEER_ROUNDS (3) rounds runs these QD16 jobs over the LAN, remirror in sync mode and
 DRBD in protocol C, in an order rotated between rounds, each after both hosts went quiet:
 
-- the bare disk (/dev/lab/a2) with mq-deadline, as in every peer run, and with no scheduler
-  (`none`: first in, first out);
+- the bare disk (/dev/lab/a2) with mq-deadline, as in every peer run, and with mq-deadline
+  made first in, first out (every write expired at once, one dispatched at a time);
 - remirror's mirror;
 - DRBD with its default write ordering (flush), and with none (disk-flushes, disk-barrier and
   disk-drain off: wo:n, for this measurement only);
@@ -45,13 +45,12 @@ from typing import Any
 import peer  # bench/'s own, beside this file: the peer's hosts, disks, mirrors and jobs
 from peer import DISKS, DRBD_DEVICE, MD, log
 
-from remirror.lab import model
 from remirror.lab.hosts import drbd
 from remirror.lab.hosts.lab import HostsLab
 from remirror.lab.hosts.machine import Host
 
 ROUNDS = int(os.environ.get("PEER_ROUNDS", "3"))
-# (system, how): "" as peer.py runs it; "fifo" the bare disk with no scheduler; "no-drain"
+# (system, how): "" as peer.py runs it; "fifo" the bare disk's scheduler FIFO; "no-drain"
 # DRBD with write ordering none.
 CONDITIONS = (("bare", ""), ("bare", "fifo"), ("remirror", ""), ("drbd", ""), ("drbd", "no-drain"))
 SAMPLE_EVERY_S = 0.2
@@ -66,7 +65,7 @@ def sampling(host: Host, disk: str) -> tuple[str, str]:
     """Start recording `disk`'s writes in flight (its dm device's inflight) every
     SAMPLE_EVERY_S in the background: the sampler's pid and the file it writes."""
     dm = host.run(f"basename $(readlink -f {disk})").stdout.strip()
-    file = f"{peer.BENCH_DIR}/inflight-{dm}"
+    file = f"/run/peer-inflight-{dm}"  # /run: on both hosts (site-b has no bench directory)
     loop = f"while :; do cat /sys/block/{dm}/inflight; sleep {SAMPLE_EVERY_S}; done"
     pid = host.run(f"nohup sh -c '{loop}' >{file} 2>/dev/null </dev/null & echo $!").stdout.strip()
     return pid, file
@@ -75,18 +74,26 @@ def sampling(host: Host, disk: str) -> tuple[str, str]:
 def sampled(host: Host, sampler: tuple[str, str]) -> list[int]:
     """Stop a sampler; the writes in flight it saw (inflight's second figure), in order."""
     pid, file = sampler
-    host.run(f"kill {pid}")
+    host.run(f"kill {pid} 2>/dev/null || true")
     text = host.run(f"cat {file}; rm -f {file}").stdout
     return [int(fields[1]) for fields in (line.split() for line in text.splitlines()) if len(fields) == 2]
 
 
-def set_scheduler(host: Host, disk: str, fifo: bool) -> None:
-    """`disk`'s null_blk with no scheduler (fifo), or back to the model's queue (remirror.lab.disks
-    writes the same settings, in the same order, when it makes the disk)."""
+# mq-deadline made first in, first out: every write expired at once and one dispatched per
+# look at the FIFO. (Not scheduler `none`: without one the queue holds only the driver's two
+# tags, so fio would wait to submit, outside the completion latency it reports.)
+FIFO = {"iosched/write_expire": "0", "iosched/fifo_batch": "1"}
+
+
+def set_fifo(host: Host, disk: str, fifo: bool, saved: dict[str, str]) -> dict[str, str]:
+    """`disk`'s null_blk scheduler made FIFO (its settings before, returned), or given back
+    `saved`."""
     nullb = host.run(f"ls /sys/block/$(basename $(readlink -f {disk}))/slaves").stdout.split()[0]
-    settings = {"scheduler": "none"} if fifo else model.HDD.queue()
-    for setting, text in settings.items():
-        host.run(f"echo {text} > /sys/block/{nullb}/queue/{setting}")
+    queue = f"/sys/block/{nullb}/queue"
+    before = {name: host.run(f"cat {queue}/{name}").stdout.strip() for name in FIFO}
+    for name, text in (FIFO if fifo else saved).items():
+        host.run(f"echo {text} > {queue}/{name}")
+    return before
 
 
 def set_drain(lab: HostsLab, resource: drbd.Resource, drain: bool) -> str:
@@ -110,24 +117,32 @@ def one_job(lab: HostsLab, factor: float, condition: tuple[str, str]) -> dict[st
     device = {"bare": peer.BASELINE, "remirror": MD, "drbd": DRBD_DEVICE}[system]
     legs = {"bare": (peer.BASELINE,), "remirror": DISKS["remirror"], "drbd": DISKS["drbd"]}[system]
     resource = peer.drbd_resource("C", peer.LINKS["LAN"], factor)
-    if how == "fifo":
-        set_scheduler(a, peer.BASELINE, fifo=True)
-    ordering = set_drain(lab, resource, drain=False) if how == "no-drain" else ""
-    waited = peer.quiet(lab)
-    before = peer.health(lab, resource)
-    samplers = [(host, sampling(host, disk)) for host, disk in zip((a, b), legs, strict=False)]
+    saved: dict[str, str] = {}
+    samplers: list[tuple[Host, tuple[str, str]]] = []
+    ordering = ""
     try:
+        if how == "fifo":
+            saved = set_fifo(a, peer.BASELINE, True, {})
+        if how == "no-drain":
+            ordering = set_drain(lab, resource, drain=False)
+        waited = peer.quiet(lab)
+        before = peer.health(lab, resource)
+        for host, disk in zip((a, b), legs, strict=False):
+            samplers.append((host, sampling(host, disk)))
         done = a.run(
             f"cd {peer.BENCH_DIR} && BENCH_SECONDS={peer.SECONDS} BENCH_RAMP_SECONDS={peer.RAMP_SECONDS}"
             f" python3 workloads.py {device} --job qd16",
             timeout=3600,
         )
     finally:
-        in_flight = {host.name: sampled(host, sampler) for host, sampler in samplers}
-        if how == "fifo":
-            set_scheduler(a, peer.BASELINE, fifo=False)
-        if how == "no-drain":
-            set_drain(lab, resource, drain=True)
+        # The next condition stands on these: put back before anything else can fail.
+        try:
+            if saved:
+                set_fifo(a, peer.BASELINE, False, saved)
+            if how == "no-drain":
+                set_drain(lab, resource, drain=True)
+        finally:
+            in_flight = {host.name: sampled(host, sampler) for host, sampler in samplers}
     after = peer.health(lab, resource)
     return {
         **json.loads(done.stdout),
@@ -166,7 +181,8 @@ def report(results: dict[str, Any]) -> str:
         return f"{statistics.median(values):.2f} ({values[0]:.2f}-{values[-1]:.2f})"
 
     def held(jobs: list[dict[str, Any]], site: str) -> str:
-        seen = [n for job in jobs for n in job["in_flight"].get(site, [])]
+        # The looks while the disk held any (fio's start and the sampler's last looks idle).
+        seen = [n for job in jobs for n in job["in_flight"].get(site, []) if n]
         return f"{statistics.median(seen):.0f} / {max(seen)}" if seen else "-"
 
     bare = named(("bare", ""))
@@ -194,7 +210,10 @@ def measure(lab: HostsLab, factor: float, out: Path) -> None:
         this: dict[str, Any] = {}
         peer.results["rounds"].append(this)
         for condition in CONDITIONS[shift:] + CONDITIONS[:shift]:
-            this[named(condition)] = one_job(lab, factor, condition)
+            try:
+                this[named(condition)] = one_job(lab, factor, condition)
+            except Exception as error:  # noqa: BLE001 - one failed job must not end the run
+                this[named(condition)] = {"error": str(error)[-500:], "valid": False}
             log(f"round {number + 1} {named(condition)}: {json.dumps(this[named(condition)])[:160]}")
             peer.save(out)
 

@@ -485,7 +485,7 @@ def test_the_tail_probe_gives_each_condition_s_p99_against_the_bare_disk_s_and_w
             {
                 "bare": job(1500, [16, 16]),
                 "bare, fifo": job(900, [16]),
-                "drbd": job(1000, [16, 15], [2, 3, 4]),
+                "drbd": job(1000, [16, 15], [0, 2, 3, 4, 0]),
             },
             {
                 "bare": job(1700, [16]),
@@ -499,7 +499,8 @@ def test_the_tail_probe_gives_each_condition_s_p99_against_the_bare_disk_s_and_w
     assert "| bare | 28.00 (28.00-28.00) | 500.00 (500.00-500.00) | 1600.00 (1500.00-1700.00) |" in lines[-3]
     # Against the bare disk of its own round: 900/1500 and 1020/1700, both 0.60.
     assert "| 0.60 (0.60-0.60) | 16 / 16 | - |" in lines[-2]
-    # The invalid job is left out: DRBD's row is round 1's alone, and its DR disk held 2-4.
+    # The invalid job is left out: DRBD's row is round 1's alone, its DR disk holding 2-4 (idle looks
+    # not counted).
     assert lines[-1] == (
         "| drbd | 28.00 (28.00-28.00) | 500.00 (500.00-500.00) | 1000.00 (1000.00-1000.00) | 550.00 (550.00-550.00)"
         " | 0.67 (0.67-0.67) | 16 / 16 | 3 / 4 |"
