@@ -144,11 +144,20 @@ def apply(path: Path) -> None:
     log(f"{path.name}: mirrored")
 
 
+# What the next configuration reads as blank before it builds on a disk: signatures, md's
+# superblock and bitmap, and CDP's metadata, which on these 512 MiB disks takes the first 28 MiB
+# (remirror.facts.cdp.layout). 8 MiB left a CDP step's metadata on the DR leg, and the next
+# stack there was refused as "holds data where CDP's metadata goes" (2026-12-04).
+WIPE_BYTES = 32 << 20
+
+
 def wipe(disks: tuple[str, ...]) -> None:
-    """No signature left for the next configuration (remirror refuses disks that carry one)."""
+    """No signature or metadata left for the next configuration (remirror refuses disks that
+    carry one)."""
     for disk in disks:
         run("wipefs", "--all", "--quiet", disk)
-        run("dd", "if=/dev/zero", f"of={disk}", "bs=1M", "count=8", "oflag=direct", "status=none")
+        count = f"count={WIPE_BYTES >> 20}"
+        run("dd", "if=/dev/zero", f"of={disk}", "bs=1M", count, "oflag=direct", "status=none")
 
 
 def destroy(path: Path) -> None:

@@ -361,13 +361,26 @@ def both_caches_config() -> None:
     state beside it writes past the caches until writeback bounds the writes."""
     both = profile("did", replica_cache=True, primary_cache=True)
     apply(both)
+    caches = (f"remirror-{MIRROR}-site-a", f"remirror-{MIRROR}-site-b")  # one kernel holds both sites'
     try:
+        dirty = caches_dirty(caches)
         measure("D-iDL", MD)
-        caches = (f"remirror-{MIRROR}-site-a", f"remirror-{MIRROR}-site-b")  # one kernel holds both sites'
+        results["configs"]["D-iDL"]["caches_dirty_at_start"] = dirty
         results["configs"]["D-iDL"]["steady"] = steady_state(MD, caches)
         save()
     finally:  # the next step builds on wiped disks
         destroy(both)
+
+
+def caches_dirty(caches: tuple[str, ...]) -> dict[str, float]:
+    """Each writecache's dirty share of its blocks now, what the jobs that follow start with:
+    md's initial sync of a new mirror writes the whole disk through them (2026-12-04's D-iDL
+    ran at 3.4x S-iL's QD16 where 2026-12-03's ran at 47x, with p50 fast and the mean slow)."""
+    shares = {}
+    for cache in caches:
+        status = parse_cache_status(run("dmsetup", "status", cache))
+        shares[cache] = round(status.dirty / status.blocks, 4)
+    return shares
 
 
 STEADY_REGION = (0, 480 << 20)  # of the 512 MiB disk: nearly twice the 256 MiB cache
@@ -489,6 +502,9 @@ def cdp_config(every: int, primary_cache: bool = False, replica_cache: bool = Fa
     log(f"{name}: filling the region once")
     run("dd", "if=/dev/zero", f"of={CDP_VOLUME}", "bs=1M", f"seek={REGION_OFFSET >> 20}",
         f"count={REGION_SIZE >> 20}", "oflag=direct", "status=none", timeout=1800)  # fmt: skip
+    cached_sites = [site for site, has in (("site-a", primary_cache), ("site-b", replica_cache)) if has]
+    with_caches = tuple(f"remirror-{MIRROR}-{site}" for site in cached_sites)
+    dirty = caches_dirty(with_caches)
     if not every:
         measure(name, CDP_VOLUME)
         destroy(cdp)
@@ -503,7 +519,11 @@ def cdp_config(every: int, primary_cache: bool = False, replica_cache: bool = Fa
         destroy(cdp)
     done = daemon.record(job_starts, interval)
     results["configs"][name].update(
-        points_taken=len(done["points"]), daemon=done, every_s=every, interval_lab_s=interval
+        points_taken=len(done["points"]),
+        daemon=done,
+        every_s=every,
+        interval_lab_s=interval,
+        caches_dirty_at_start=dirty,
     )
     save()
 

@@ -440,6 +440,19 @@ def test_the_dr_sites_own_points_are_judged_round_by_round_against_the_pass_with
     assert "QD1 p50 1.04x with the points, median of 3" in text  # median(10.4, 12.0, 10.2) / 10.0
 
 
+def test_the_bench_s_wipe_leaves_no_cdp_metadata_on_its_disks_for_the_next_stack() -> None:
+    """A CDP step's metadata on the DR leg, left by an 8 MiB wipe, made the next stack there refuse
+    the disk (2026-12-04's own-points step)."""
+    import common
+
+    from remirror.facts.cdp import layout
+    from remirror.profile.layers import CDP_CHUNK
+
+    disk = 512 << 20  # ./dev bench's --disk-size
+    metadata = layout(disk // 512, CDP_CHUNK, 60).data[0] * 512
+    assert metadata <= common.WIPE_BYTES
+
+
 def test_site_bs_view_of_a_bench_profile_has_site_b_local_and_the_same_mirror(
     tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
