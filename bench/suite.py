@@ -39,7 +39,8 @@ BENCH_ONLY a comma-separated subset: `configs` (every configuration and the
 calibration), a step's name (baseline, calibration, S-S, S-iL, S-iD, D-iDL,
 async-W, CDP-stack, CDP-60s, CDP-60s-D, CDP-60s-DD, CDP-10s, own-points), `control`, `resync`, `grid` (the
 last three run on the S-iL mirror). own-points: the DR site's own points in async mode over the
-WAN, BENCH_ROUNDS (3) rounds with and without them.
+WAN, BENCH_ROUNDS (3) rounds with and without them; BENCH_LEG_WBT=off turns writeback throttling off
+on the DR leg's iSCSI disk for them.
 """
 
 from __future__ import annotations
@@ -600,6 +601,23 @@ def own_points_pass(view: Path, interval: int, number: int, points: bool) -> dic
     return done
 
 
+# BENCH_LEG_WBT=off: writeback throttling (blk-wbt) off on the DR leg's iSCSI disk at the
+# primary, for own-points: 2026-12-04's run found md's raid1 thread, which submits every leg's
+# writes, asleep in `wbt_wait` on that disk in 328 of 1155 looks with the points (46 of 873
+# without). md drops the flag that exempts O_DIRECT writes, so wbt counts all of md's.
+LEG_WBT_OFF = os.environ.get("BENCH_LEG_WBT") == "off"
+
+
+def leg_wbt(turn_off: bool) -> str:
+    """The DR leg's iSCSI disk's `wbt_lat_usec` (0: off), turned off first if asked."""
+    disk = Path(REMOTE_LEG).resolve().name
+    knob = Path(f"/sys/block/{disk}/queue/wbt_lat_usec")
+    before = knob.read_text().strip()
+    if turn_off:
+        knob.write_text("0\n")
+    return f"{disk}: {before}" + (f" -> {knob.read_text().strip()}" if turn_off else "")
+
+
 def own_points_config() -> None:
     """Async mode over the WAN with the DR site's own points under its leg, taken by site B's
     own daemon (its view of the profile, its namespaces) every OWN_POINTS_EVERY modelled
@@ -615,6 +633,7 @@ def own_points_config() -> None:
     results["own_points"] = {"every_s": OWN_POINTS_EVERY, "interval_lab_s": interval, "passes": passes}
     try:
         apply(path)
+        results["own_points"]["leg_wbt_lat_usec"] = leg_wbt(LEG_WBT_OFF)
         wan(WAN_DELAY_MS, WAN_RATE_MBIT)
         for number in range(1, OWN_POINTS_ROUNDS + 1):
             for points in (False, True) if number % 2 else (True, False):
