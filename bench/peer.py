@@ -36,9 +36,9 @@ hosts run, the command, each host's kernel and tool versions, the dilation befor
 every DRBD setting and remirror's profile, the machine's load at each cell. BENCH_SECONDS
 sets each fio job's length (15), BENCH_TRACE_SECONDS the trace's (60), PEER_ROUNDS the rounds
 (3), PEER_HOURS when no new round starts, from the first (4); PEER_CELLS, PEER_JOBS and
-PEER_OUTAGE=0 a focused run (below), PEER_BITMAP_CHUNK remirror's bitmap chunk (the profile's default). Lab
-figures are lab time: the report (bench/peer_report.py) gives ratios within the run, remirror /
-DRBD in each round, and their median and spread.
+PEER_OUTAGE=0 a focused run (below), PEER_BITMAP_CHUNK remirror's bitmap chunk (the profile's
+default). Lab figures are lab time: the report (bench/peer_report.py) gives ratios within the
+run, remirror / DRBD in each round, and their median and spread.
 """
 
 from __future__ import annotations

@@ -85,13 +85,13 @@ def sampled(host: Host, sampler: tuple[str, str]) -> list[int]:
 FIFO = {"iosched/write_expire": "0", "iosched/fifo_batch": "1"}
 
 
-def set_fifo(host: Host, disk: str, fifo: bool, saved: dict[str, str]) -> dict[str, str]:
-    """`disk`'s null_blk scheduler made FIFO (its settings before, returned), or given back
-    `saved`."""
+def swap_queue(host: Host, disk: str, settings: dict[str, str]) -> dict[str, str]:
+    """`settings` written to the queue of `disk`'s null_blk; what they were before (to swap
+    back)."""
     nullb = host.run(f"ls /sys/block/$(basename $(readlink -f {disk}))/slaves").stdout.split()[0]
     queue = f"/sys/block/{nullb}/queue"
-    before = {name: host.run(f"cat {queue}/{name}").stdout.strip() for name in FIFO}
-    for name, text in (FIFO if fifo else saved).items():
+    before = {name: host.run(f"cat {queue}/{name}").stdout.strip() for name in settings}
+    for name, text in settings.items():
         host.run(f"echo {text} > {queue}/{name}")
     return before
 
@@ -122,7 +122,7 @@ def one_job(lab: HostsLab, factor: float, condition: tuple[str, str]) -> dict[st
     ordering = ""
     try:
         if how == "fifo":
-            saved = set_fifo(a, peer.BASELINE, True, {})
+            saved = swap_queue(a, peer.BASELINE, FIFO)
         if how == "no-drain":
             ordering = set_drain(lab, resource, drain=False)
         waited = peer.quiet(lab)
@@ -138,7 +138,7 @@ def one_job(lab: HostsLab, factor: float, condition: tuple[str, str]) -> dict[st
         # The next condition stands on these: put back before anything else can fail.
         try:
             if saved:
-                set_fifo(a, peer.BASELINE, False, saved)
+                swap_queue(a, peer.BASELINE, saved)
             if how == "no-drain":
                 set_drain(lab, resource, drain=True)
         finally:

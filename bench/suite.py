@@ -362,7 +362,7 @@ def both_caches_config() -> None:
     state beside it writes past the caches until writeback bounds the writes."""
     both = profile("did", replica_cache=True, primary_cache=True)
     apply(both)
-    caches = (f"remirror-{MIRROR}-site-a", f"remirror-{MIRROR}-site-b")  # one kernel holds both sites'
+    caches = (leg_cache("site-a"), leg_cache("site-b"))  # one kernel holds both sites'
     try:
         dirty = caches_dirty(caches)
         measure("D-iDL", MD)
@@ -371,6 +371,12 @@ def both_caches_config() -> None:
         save()
     finally:  # the next step builds on wiped disks
         destroy(both)
+
+
+def leg_cache(site: str) -> str:
+    """The writecache in front of `site`'s leg of the bench's mirror (profile.names.cache_name's
+    name, from the mirror's name alone)."""
+    return f"remirror-{MIRROR}-{site}"
 
 
 def caches_dirty(caches: tuple[str, ...]) -> dict[str, float]:
@@ -503,13 +509,13 @@ def cdp_config(every: int, primary_cache: bool = False, replica_cache: bool = Fa
     log(f"{name}: filling the region once")
     run("dd", "if=/dev/zero", f"of={CDP_VOLUME}", "bs=1M", f"seek={REGION_OFFSET >> 20}",
         f"count={REGION_SIZE >> 20}", "oflag=direct", "status=none", timeout=1800)  # fmt: skip
-    cached_sites = [site for site, has in (("site-a", primary_cache), ("site-b", replica_cache)) if has]
-    with_caches = tuple(f"remirror-{MIRROR}-{site}" for site in cached_sites)
-    dirty = caches_dirty(with_caches)
     if not every:
         measure(name, CDP_VOLUME)
         destroy(cdp)
         return
+    dirty = caches_dirty(
+        tuple(leg_cache(site) for site, has in (("site-a", primary_cache), ("site-b", replica_cache)) if has)
+    )
     job_starts: list[float] = []
     daemon = PointsDaemon(cdp, MIRROR)
     try:
